@@ -1,1 +1,107 @@
+//! `qoslab._engine`: converts between Python and the engine, releases the GIL while it runs,
+//! and maps engine errors to Python exceptions. No simulation logic lives here.
 
+use pyo3::create_exception;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList};
+use qoslab_engine::sim::output::Column;
+use serde_json::Value;
+
+create_exception!(_engine, ConfigError, PyValueError, "A scenario the engine cannot build; names the key.");
+create_exception!(_engine, EngineError, PyRuntimeError, "A broken invariant inside the engine (a bug).");
+
+fn to_py_err(e: qoslab_engine::Error) -> PyErr {
+    match e {
+        qoslab_engine::Error::Config(c) => ConfigError::new_err(c.to_string()),
+        qoslab_engine::Error::Engine(m) => EngineError::new_err(m),
+    }
+}
+
+fn json_to_py(py: Python<'_>, v: &Value) -> PyResult<PyObject> {
+    Ok(match v {
+        Value::Null => py.None(),
+        Value::Bool(b) => b.into_pyobject(py)?.to_owned().into_any().unbind(),
+        Value::Number(n) => {
+            if let Some(i) = n.as_u64() {
+                i.into_pyobject(py)?.into_any().unbind()
+            } else if let Some(i) = n.as_i64() {
+                i.into_pyobject(py)?.into_any().unbind()
+            } else {
+                n.as_f64().unwrap_or(f64::NAN).into_pyobject(py)?.into_any().unbind()
+            }
+        }
+        Value::String(s) => s.into_pyobject(py)?.into_any().unbind(),
+        Value::Array(a) => {
+            let items: Vec<PyObject> = a.iter().map(|x| json_to_py(py, x)).collect::<PyResult<_>>()?;
+            PyList::new(py, items)?.into_any().unbind()
+        }
+        Value::Object(m) => {
+            let d = PyDict::new(py);
+            for (k, x) in m {
+                d.set_item(k, json_to_py(py, x)?)?;
+            }
+            d.into_any().unbind()
+        }
+    })
+}
+
+fn columns_to_py(py: Python<'_>, cols: &[Column]) -> PyResult<PyObject> {
+    let d = PyDict::new(py);
+    for c in cols {
+        d.set_item(c.name, (c.dtype, PyBytes::new(py, &c.data)))?;
+    }
+    Ok(d.into_any().unbind())
+}
+
+/// Runs one engine config (JSON). Releases the GIL; Ctrl-C stops the run and returns what was
+/// measured so far with `summary["interrupted"] = True`.
+#[pyfunction]
+fn run(py: Python<'_>, config_json: &str) -> PyResult<PyObject> {
+    let config = config_json.to_owned();
+    let result = py.allow_threads(move || {
+        let mut should_stop = || Python::with_gil(|py| py.check_signals().is_err());
+        qoslab_engine::run(&config, &mut should_stop)
+    });
+    let out = result.map_err(to_py_err)?;
+    let d = PyDict::new(py);
+    d.set_item("summary", json_to_py(py, &out.summary)?)?;
+    d.set_item("nodes", PyList::new(py, &out.node_names)?)?;
+    d.set_item("links", columns_to_py(py, &out.links)?)?;
+    match &out.messages {
+        Some(m) => d.set_item("messages", columns_to_py(py, m)?)?,
+        None => d.set_item("messages", py.None())?,
+    }
+    Ok(d.into_any().unbind())
+}
+
+/// Describes the fabric of an engine config without simulating.
+#[pyfunction]
+fn describe(py: Python<'_>, config_json: &str) -> PyResult<PyObject> {
+    let v = qoslab_engine::describe(config_json).map_err(to_py_err)?;
+    json_to_py(py, &v)
+}
+
+/// Hold-model speed of the bare event list at `pending` events.
+#[pyfunction]
+#[pyo3(signature = (pending, operations, seed=1))]
+fn bench_event_queue(py: Python<'_>, pending: usize, operations: u64, seed: u64) -> PyResult<PyObject> {
+    let v = py.allow_threads(move || qoslab_engine::bench_event_queue(pending.max(1), operations, seed));
+    json_to_py(py, &v)
+}
+
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+#[pymodule]
+fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(bench_event_queue, m)?)?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("EngineError", m.py().get_type::<EngineError>())?;
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! The engine config: the fully resolved scenario Python hands over as JSON (no defaults here).
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    pub seed: u64,
+    pub fabric: FabricConfig,
+    pub topology: TopologyConfig,
+    pub routing: RoutingConfig,
+    pub qos: QosConfig,
+    pub traffic: Vec<TrafficConfig>,
+    pub run: RunConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FabricConfig {
+    pub link_gbps: f64,
+    pub link_latency_ns: f64,
+    pub switch_latency_ns: f64,
+    pub mtu_bytes: u32,
+    pub header_bytes: u32,
+    pub data_vls: u8,
+    pub vl_buffer_bytes: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum TopologyConfig {
+    #[serde(rename = "single-switch")]
+    SingleSwitch { hosts: u32 },
+    #[serde(rename = "xgft")]
+    Xgft { m: Vec<u32>, w: Vec<u32> },
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RoutingAlgorithm {
+    Dmodk,
+    Smodk,
+    Random,
+    Adaptive,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingConfig {
+    pub algorithm: RoutingAlgorithm,
+}
+
+/// QoS tables for one port type, in OpenSM's units (weights: 64 B; high_limit: 4 KiB).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortQosConfig {
+    pub sl2vl: Vec<u8>,
+    pub vlarb_high: Vec<(u8, u8)>,
+    pub vlarb_low: Vec<(u8, u8)>,
+    pub high_limit: u8,
+}
+
+/// One SL2VL table for a single (input port, output port) pair of a switch.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sl2VlOverride {
+    pub switch: u32,
+    pub in_port: u32,
+    pub out_port: u32,
+    pub sl2vl: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QosConfig {
+    pub ca: PortQosConfig,
+    pub swe: PortQosConfig,
+    #[serde(default)]
+    pub sl2vl_overrides: Vec<Sl2VlOverride>,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    Uniform,
+    Permutation,
+    Shift,
+    Hotspot,
+    Incast,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Arrival {
+    Poisson,
+    Periodic,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrafficConfig {
+    pub pattern: Pattern,
+    pub hosts: Vec<u32>,
+    pub destinations: Vec<u32>,
+    /// Offered load as a fraction of link capacity; `None` = saturating source.
+    pub load: Option<f64>,
+    pub message_bytes: u64,
+    pub sl: u8,
+    pub arrival: Arrival,
+    pub shift: u32,
+    pub hotspot_hosts: Vec<u32>,
+    pub hotspot_fraction: f64,
+    pub saturate_depth: u32,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    pub duration_us: f64,
+    pub warmup_us: f64,
+    pub record_messages: bool,
+}
+
+/// A configuration the engine cannot build, named by its scenario key.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+impl ConfigError {
+    pub fn new(key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError { key: key.into(), message: message.into() }
+    }
+}
+
+impl EngineConfig {
+    pub fn from_json(text: &str) -> Result<EngineConfig, ConfigError> {
+        serde_json::from_str(text).map_err(|e| ConfigError::new("engine config", e.to_string()))
+    }
+
+    /// Checks that need no fabric: value ranges the Python side should already have enforced,
+    /// re-checked so the engine is safe to drive directly.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let f = &self.fabric;
+        if !(f.link_gbps > 0.0 && f.link_gbps.is_finite()) {
+            return Err(ConfigError::new("fabric.link_gbps", "expected a positive number"));
+        }
+        if f.link_latency_ns < 0.0 || f.switch_latency_ns < 0.0 {
+            return Err(ConfigError::new("fabric", "latencies must be >= 0"));
+        }
+        if ![256, 512, 1024, 2048, 4096].contains(&f.mtu_bytes) {
+            return Err(ConfigError::new("fabric.mtu_bytes", "expected 256, 512, 1024, 2048 or 4096"));
+        }
+        if ![1, 2, 4, 8, 15].contains(&f.data_vls) {
+            return Err(ConfigError::new("fabric.data_vls", "expected 1, 2, 4, 8 or 15"));
+        }
+        let packet_credits = crate::units::credits_for(f.mtu_bytes + f.header_bytes);
+        if f.vl_buffer_bytes / crate::units::CREDIT_BYTES < packet_credits {
+            return Err(ConfigError::new(
+                "fabric.vl_buffer_bytes",
+                format!("must hold at least one MTU packet ({} bytes)", packet_credits * 64),
+            ));
+        }
+        for (name, q) in [("qos.ca", &self.qos.ca), ("qos.swe", &self.qos.swe)] {
+            check_port_qos(name, q, f.data_vls)?;
+        }
+        for (i, o) in self.qos.sl2vl_overrides.iter().enumerate() {
+            check_sl2vl(&format!("qos.sl2vl_overrides[{i}].sl2vl"), &o.sl2vl, f.data_vls)?;
+        }
+        for (i, t) in self.traffic.iter().enumerate() {
+            let key = |k: &str| format!("traffic[{i}].{k}");
+            if let Some(load) = t.load {
+                if !(load > 0.0 && load <= 1.0) {
+                    return Err(ConfigError::new(key("load"), "expected a fraction in (0, 1] or \"saturate\""));
+                }
+            }
+            if t.message_bytes == 0 {
+                return Err(ConfigError::new(key("message_bytes"), "expected at least 1 byte"));
+            }
+            if t.sl > 15 {
+                return Err(ConfigError::new(key("sl"), "expected a service level 0..15"));
+            }
+            if t.hosts.is_empty() {
+                return Err(ConfigError::new(key("hosts"), "expected at least one sending host"));
+            }
+            if t.destinations.is_empty() {
+                return Err(ConfigError::new(key("destinations"), "expected at least one destination"));
+            }
+            if !(0.0..=1.0).contains(&t.hotspot_fraction) {
+                return Err(ConfigError::new(key("hotspot_fraction"), "expected a fraction in [0, 1]"));
+            }
+            if t.load.is_none() && t.saturate_depth == 0 {
+                return Err(ConfigError::new(key("saturate_depth"), "expected at least 1"));
+            }
+        }
+        let r = &self.run;
+        if !(r.duration_us > 0.0) {
+            return Err(ConfigError::new("run.duration_us", "expected a positive duration"));
+        }
+        if !(r.warmup_us >= 0.0 && r.warmup_us < r.duration_us) {
+            return Err(ConfigError::new("run.warmup_us", "expected 0 <= warmup_us < duration_us"));
+        }
+        Ok(())
+    }
+}
+
+fn check_sl2vl(key: &str, table: &[u8], data_vls: u8) -> Result<(), ConfigError> {
+    if table.len() != 16 {
+        return Err(ConfigError::new(key, format!("expected 16 entries (SL0..SL15), got {}", table.len())));
+    }
+    for (sl, &vl) in table.iter().enumerate() {
+        if vl >= data_vls {
+            return Err(ConfigError::new(
+                key,
+                format!("SL{sl} maps to VL{vl}, but only VL0..VL{} exist (data_vls = {data_vls})", data_vls - 1),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8) -> Result<(), ConfigError> {
+    check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, data_vls)?;
+    for (table, entries) in [("vlarb_high", &q.vlarb_high), ("vlarb_low", &q.vlarb_low)] {
+        if entries.len() > 64 {
+            return Err(ConfigError::new(format!("{name}.{table}"), "at most 64 entries"));
+        }
+        for &(vl, _) in entries.iter() {
+            if vl >= data_vls {
+                return Err(ConfigError::new(
+                    format!("{name}.{table}"),
+                    format!("entry for VL{vl}, but only VL0..VL{} exist", data_vls - 1),
+                ));
+            }
+        }
+    }
+    Ok(())
+}

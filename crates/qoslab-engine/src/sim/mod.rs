@@ -1,0 +1,722 @@
+//! The event loop and the per-port behaviour: HCAs and input-queued switches with per-VL credits,
+//! virtual cut-through and VL arbitration.
+//!
+//! Timing shortcuts that keep one event per packet-hop (see docs/design/engine.md):
+//! - a packet is placed in the downstream FIFO when its transmission *starts*, stamped with the
+//!   time its header arrives plus the switch delay (`eligible_at`); nothing may forward it earlier;
+//! - credits are pushed onto the sender's return FIFO with their future arrival time and applied
+//!   when the sender next arbitrates; a port stalled on credits asks for a wake-up instead;
+//! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
+//!   and counted only if that time falls inside the run.
+
+pub mod output;
+mod state;
+
+pub use output::RunOutput;
+
+use crate::config::{ConfigError, EngineConfig, RoutingAlgorithm};
+use crate::fabric::sl2vl::{table, Sl2Vl};
+use crate::fabric::vl_arbiter::{ArbState, ArbTables};
+use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
+use crate::routing::{Route, Router};
+use crate::stats::{FlowStats, PortVlCounters, Window};
+use crate::topology::{Graph, Topology, NONE};
+use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_ROUTING};
+use crate::units::{credits_for, ns_to_ps, us_to_ps, Rate, Time, NEVER};
+use rand::Rng;
+use rand_pcg::Pcg64Mcg;
+use state::{CreditReturn, CreditReturns, Fifos, Message, Packet, Slab};
+
+/// SLs per HCA send queue set.
+const SLS: u32 = 16;
+/// How often (in events) the run asks its caller whether to stop.
+const STOP_CHECK_EVENTS: u64 = 1 << 16;
+
+/// One row of the optional per-message table.
+#[derive(Debug, Clone, Copy)]
+pub struct MessageRecord {
+    pub src: u32,
+    pub dst: u32,
+    pub sl: u8,
+    pub traffic: u16,
+    pub bytes: u64,
+    pub created: Time,
+    pub delivered: Time,
+}
+
+pub struct Simulation {
+    cfg: EngineConfig,
+    topology: Topology,
+    router: Router,
+    sl2vl: Sl2Vl,
+    /// Arbitration tables: index 0 for CA ports, 1 for switch external ports.
+    arb_tables: [ArbTables; 2],
+    vls: u32,
+    rate: Rate,
+    link_latency: Time,
+    switch_latency: Time,
+    mtu: u32,
+    header: u32,
+    buffer_credits: u32,
+    window: Window,
+
+    // Output side of every port.
+    /// A packet is on the wire; cleared when its TxEnd is handled (not merely when time passes,
+    /// so a same-instant poke cannot start a new packet before the old one's input is released).
+    transmitting: Vec<bool>,
+    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
+    tx_input: Vec<u32>,
+    wake_at: Vec<Time>,
+    credit_waiting: Vec<bool>,
+    /// Sender's view of the receiver's free buffer, per (port, VL).
+    credits: Vec<u32>,
+    returns: Vec<CreditReturns>,
+    arb: Vec<ArbState>,
+    port_is_switch: Vec<bool>,
+    /// Queues whose head wants this (port, VL), oldest request first.
+    requests: Vec<Vec<u32>>,
+    counters: Vec<PortVlCounters>,
+
+    // Input side: an input feeds one output at a time, until that output's TxEnd.
+    input_busy: Vec<bool>,
+    fifos: Fifos,
+
+    packets: Slab<Packet>,
+    messages: Slab<Message>,
+    sources: Vec<Source>,
+    tables: Vec<TrafficTable>,
+    routing_rng: Pcg64Mcg,
+
+    events: EventQueue,
+    now: Time,
+    event_count: u64,
+    pending_sum: u128,
+    packet_hops: u64,
+    packets_created: u64,
+    packets_delivered_total: u64,
+    messages_created: u64,
+    messages_completed: u64,
+
+    pub(crate) all: FlowStats,
+    pub(crate) by_sl: Vec<FlowStats>,
+    pub(crate) by_traffic: Vec<FlowStats>,
+    pub(crate) message_log: Vec<MessageRecord>,
+}
+
+impl Simulation {
+    pub fn new(cfg: EngineConfig) -> Result<Simulation, ConfigError> {
+        cfg.validate()?;
+        let topology = Topology::build(&cfg.topology)?;
+        let router = Router::new(&topology, cfg.routing.algorithm);
+        let g = topology.graph();
+        let f = &cfg.fabric;
+        let vls = f.data_vls as u32;
+        let rate = Rate::from_gbps(f.link_gbps);
+        let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
+        for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
+            let key = format!("qos.sl2vl_overrides[{i}]");
+            if o.switch >= g.switches {
+                return Err(ConfigError::new(key, format!("switch {} does not exist (0..{})", o.switch, g.switches - 1)));
+            }
+            let radix = g.radix(g.hosts + o.switch);
+            if o.in_port >= radix || o.out_port >= radix {
+                return Err(ConfigError::new(key, format!("ports must be below the switch's radix {radix}")));
+            }
+            sl2vl.set_pair(o.switch, radix, o.in_port, o.out_port, table(&o.sl2vl));
+        }
+        let arb_tables = [
+            ArbTables::new(&cfg.qos.ca.vlarb_high, &cfg.qos.ca.vlarb_low, cfg.qos.ca.high_limit),
+            ArbTables::new(&cfg.qos.swe.vlarb_high, &cfg.qos.swe.vlarb_low, cfg.qos.swe.high_limit),
+        ];
+        let ports = g.ports();
+        if ports > MAX_EVENT_ID {
+            return Err(ConfigError::new("topology", "too many ports for the event encoding"));
+        }
+        let (sources, tables) = build_sources(&cfg.traffic, g.hosts, cfg.seed, f.mtu_bytes, f.header_bytes, rate)?;
+        if sources.len() as u32 > MAX_EVENT_ID {
+            return Err(ConfigError::new("traffic", "too many traffic sources"));
+        }
+        let np = ports as usize;
+        let pv = np * vls as usize;
+        let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
+        let port_is_switch = (0..ports).map(|p| !g.is_host(g.port_node[p as usize])).collect();
+        let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
+        let traffic_tables = cfg.traffic.len();
+        let sim = Simulation {
+            router,
+            sl2vl,
+            arb_tables,
+            vls,
+            rate,
+            link_latency: ns_to_ps(f.link_latency_ns),
+            switch_latency: ns_to_ps(f.switch_latency_ns),
+            mtu: f.mtu_bytes,
+            header: f.header_bytes,
+            buffer_credits,
+            window,
+            transmitting: vec![false; np],
+            tx_input: vec![NONE; np],
+            wake_at: vec![NEVER; np],
+            credit_waiting: vec![false; np],
+            credits: vec![buffer_credits; pv],
+            returns: (0..np).map(|_| CreditReturns::new()).collect(),
+            arb: vec![ArbState::default(); np],
+            port_is_switch,
+            requests: vec![Vec::new(); pv],
+            counters: vec![PortVlCounters::default(); pv],
+            input_busy: vec![false; np],
+            fifos: Fifos::new(pv + (g.hosts * SLS) as usize),
+            packets: Slab::new(),
+            messages: Slab::new(),
+            sources,
+            tables,
+            routing_rng: stream_rng(cfg.seed, RNG_ROUTING, 0),
+            events: EventQueue::new(),
+            now: 0,
+            event_count: 0,
+            pending_sum: 0,
+            packet_hops: 0,
+            packets_created: 0,
+            packets_delivered_total: 0,
+            messages_created: 0,
+            messages_completed: 0,
+            all: FlowStats::default(),
+            by_sl: vec![FlowStats::default(); SLS as usize],
+            by_traffic: vec![FlowStats::default(); traffic_tables],
+            message_log: Vec::new(),
+            topology,
+            cfg,
+        };
+        Ok(sim)
+    }
+
+    pub fn graph(&self) -> &Graph {
+        self.topology.graph()
+    }
+
+    /// Runs to the configured duration, or until `should_stop` says so (checked every few
+    /// thousand events). Returns whether the run was interrupted.
+    pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
+        self.start_sources();
+        let end = self.window.end;
+        let mut interrupted = false;
+        while let Some(t) = self.events.peek_time() {
+            if t >= end {
+                break;
+            }
+            let (t, kind, id) = self.events.pop().unwrap();
+            self.now = t;
+            self.event_count += 1;
+            self.pending_sum += self.events.len() as u128;
+            match kind {
+                EventKind::TxEnd => self.on_tx_end(id),
+                EventKind::Wake => self.on_wake(id),
+                EventKind::Source => self.on_source(id),
+            }
+            if self.event_count % STOP_CHECK_EVENTS == 0 && should_stop() {
+                interrupted = true;
+                break;
+            }
+        }
+        if !interrupted {
+            self.now = end;
+        }
+        self.close_stalls();
+        interrupted
+    }
+
+    fn start_sources(&mut self) {
+        for s in 0..self.sources.len() as u32 {
+            if self.sources[s as usize].mean_gap_ps.is_some() {
+                let t = self.sources[s as usize].first_arrival();
+                self.events.push(t, EventKind::Source, s);
+            } else {
+                for _ in 0..self.sources[s as usize].saturate_depth {
+                    self.create_message(s);
+                }
+            }
+        }
+    }
+
+    fn on_source(&mut self, s: u32) {
+        self.create_message(s);
+        let gap = self.sources[s as usize].next_gap();
+        self.events.push(self.now + gap, EventKind::Source, s);
+    }
+
+    /// Cuts a message into MTU packets and appends them to the sender's HCA send queue for its SL.
+    fn create_message(&mut self, s: u32) {
+        let now = self.now;
+        let src = &mut self.sources[s as usize];
+        let dst = src.next_destination(&self.tables[src.traffic as usize]);
+        src.queued += 1;
+        let (host, sl, bytes, traffic) = (src.host, src.sl, src.message_bytes, src.traffic);
+        let packets = bytes.div_ceil(self.mtu as u64) as u32;
+        let message = self.messages.insert(Message {
+            src: host,
+            dst,
+            source: s,
+            traffic,
+            sl,
+            bytes,
+            created: now,
+            last_delivery: 0,
+            packets_left: packets,
+            packets_unsent: packets,
+        });
+        self.messages_created += 1;
+        let q = self.hca_queue(host, sl);
+        let mut remaining = bytes;
+        for _ in 0..packets {
+            let payload = remaining.min(self.mtu as u64) as u32;
+            remaining -= payload as u64;
+            let wire = payload + self.header;
+            let id = self.packets.insert(Packet {
+                message,
+                src: host,
+                dst,
+                wire_bytes: wire,
+                payload_bytes: payload,
+                credits: credits_for(wire),
+                sl,
+                vl: 0,
+                out_vl: 0,
+                out_port: NONE,
+                eligible_at: now,
+                next: NONE,
+            });
+            self.packets_created += 1;
+            if self.fifos.push(q, id, &mut self.packets.items) {
+                self.register_head(q);
+            }
+        }
+    }
+
+    #[inline]
+    fn hca_queue(&self, host: u32, sl: u8) -> u32 {
+        (self.transmitting.len() as u32) * self.vls + host * SLS + sl as u32
+    }
+
+    /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
+    #[inline]
+    fn queue_input(&self, q: u32) -> u32 {
+        let switch_queues = self.transmitting.len() as u32 * self.vls;
+        if q < switch_queues { q / self.vls } else { NONE }
+    }
+
+    /// Routes the new head of queue `q` and files its request with the output port it needs.
+    fn register_head(&mut self, q: u32) {
+        let id = self.fifos.head[q as usize];
+        let input = self.queue_input(q);
+        let (out_port, out_vl) = {
+            let pk = self.packets.items[id as usize];
+            if input == NONE {
+                let port = self.graph().host_port(pk.src);
+                (port, self.sl2vl.ca[pk.sl as usize])
+            } else {
+                self.route(input, &pk)
+            }
+        };
+        let pk = &mut self.packets.items[id as usize];
+        pk.out_port = out_port;
+        pk.out_vl = out_vl;
+        let eligible = pk.eligible_at;
+        self.requests[(out_port * self.vls + out_vl as u32) as usize].push(q);
+        if !self.transmitting[out_port as usize] && (input == NONE || !self.input_busy[input as usize]) {
+            self.schedule_wake(out_port, eligible.max(self.now));
+        }
+    }
+
+    /// Output port and VL for a packet at the head of a switch input port's queue.
+    fn route(&mut self, input: u32, pk: &Packet) -> (u32, u8) {
+        let g = self.topology.graph();
+        let node = g.port_node[input as usize];
+        let base = g.port_base[node as usize];
+        let switch = node - g.hosts;
+        let local = match self.router.route(switch, pk.src, pk.dst) {
+            Route::Port(p) => p,
+            Route::AnyUp { first, count } => match self.router.algorithm {
+                RoutingAlgorithm::Adaptive => self.least_loaded_up_port(base, first, count, pk.sl, input - base),
+                _ => first + self.routing_rng.gen_range(0..count),
+            },
+        };
+        let vl = self.sl2vl.switch_vl(switch, input - base, local, pk.sl);
+        (base + local, vl)
+    }
+
+    /// Adaptive choice: the up port with the most free downstream credits on the packet's VL,
+    /// less the credits already requested there; ties go to a random starting point.
+    fn least_loaded_up_port(&mut self, base: u32, first: u32, count: u32, sl: u8, input_local: u32) -> u32 {
+        let start = self.routing_rng.gen_range(0..count);
+        let switch = self.topology.graph().port_node[base as usize] - self.topology.graph().hosts;
+        let mut best = (i64::MIN, first);
+        for k in 0..count {
+            let local = first + (start + k) % count;
+            let port = base + local;
+            let vl = self.sl2vl.switch_vl(switch, input_local, local, sl) as u32;
+            let idx = (port * self.vls + vl) as usize;
+            let backlog: u32 = self.requests[idx]
+                .iter()
+                .map(|&q| self.packets.items[self.fifos.head[q as usize] as usize].credits)
+                .sum();
+            let busy = self.transmitting[port as usize] as i64;
+            let score = self.credits[idx] as i64 - backlog as i64 - busy;
+            if score > best.0 {
+                best = (score, local);
+            }
+        }
+        best.1
+    }
+
+    #[inline]
+    fn schedule_wake(&mut self, port: u32, at: Time) {
+        if at < self.wake_at[port as usize] {
+            self.wake_at[port as usize] = at;
+            self.events.push(at, EventKind::Wake, port);
+        }
+    }
+
+    fn on_wake(&mut self, port: u32) {
+        if self.wake_at[port as usize] == self.now {
+            self.wake_at[port as usize] = NEVER;
+        }
+        self.try_send(port);
+    }
+
+    fn on_tx_end(&mut self, port: u32) {
+        self.transmitting[port as usize] = false;
+        let input = self.tx_input[port as usize];
+        if input != NONE {
+            self.input_busy[input as usize] = false;
+            // The input is free again: its other VLs' heads may now go to their outputs.
+            for v in 0..self.vls {
+                let head = self.fifos.head[(input * self.vls + v) as usize];
+                if head != NONE {
+                    let out = self.packets.items[head as usize].out_port;
+                    if out != port && !self.transmitting[out as usize] {
+                        self.try_send(out);
+                    }
+                }
+            }
+        }
+        self.try_send(port);
+    }
+
+    /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
+    #[inline]
+    fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
+        self.returns[port as usize].push_back(CreditReturn { at, vl, credits });
+        if self.credit_waiting[port as usize] && !self.transmitting[port as usize] {
+            self.schedule_wake(port, at);
+        }
+    }
+
+    #[inline]
+    fn apply_returned_credits(&mut self, port: u32) {
+        let now = self.now;
+        let returns = &mut self.returns[port as usize];
+        while let Some(r) = returns.front() {
+            if r.at > now {
+                break;
+            }
+            self.credits[(port * self.vls + r.vl as u32) as usize] += r.credits;
+            returns.pop_front();
+        }
+    }
+
+    /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
+    /// that VL whose packet is eligible, whose input is free and which fits the downstream credits.
+    fn try_send(&mut self, port: u32) {
+        let now = self.now;
+        if self.transmitting[port as usize] {
+            return;
+        }
+        self.apply_returned_credits(port);
+        let base = port * self.vls;
+        let mut ready: u16 = 0;
+        let mut next_eligible = NEVER;
+        let mut credit_blocked = false;
+        for v in 0..self.vls {
+            let idx = (base + v) as usize;
+            if self.requests[idx].is_empty() {
+                if self.counters[idx].stall_since != NEVER {
+                    self.counters[idx].set_stalled(false, now, &self.window);
+                }
+                continue;
+            }
+            let available = self.credits[idx];
+            let mut stalled = false;
+            for &q in &self.requests[idx] {
+                let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
+                if pk.eligible_at > now {
+                    next_eligible = next_eligible.min(pk.eligible_at);
+                    continue;
+                }
+                let input = self.queue_input(q);
+                if input != NONE && self.input_busy[input as usize] {
+                    continue;
+                }
+                if pk.credits > available {
+                    stalled = true;
+                    continue;
+                }
+                ready |= 1 << v;
+                stalled = false;
+                break;
+            }
+            if stalled || self.counters[idx].stall_since != NEVER {
+                self.counters[idx].set_stalled(stalled, now, &self.window);
+            }
+            credit_blocked |= stalled;
+        }
+        let table = &self.arb_tables[self.port_is_switch[port as usize] as usize];
+        let grant = if ready != 0 { self.arb[port as usize].select(table, ready) } else { None };
+        let Some(grant) = grant else {
+            if credit_blocked {
+                self.credit_waiting[port as usize] = true;
+                if let Some(r) = self.returns[port as usize].front() {
+                    let at = r.at;
+                    self.schedule_wake(port, at);
+                }
+            }
+            if next_eligible != NEVER {
+                self.schedule_wake(port, next_eligible);
+            }
+            return;
+        };
+        let idx = (base + grant.vl as u32) as usize;
+        let available = self.credits[idx];
+        let pos = self.requests[idx]
+            .iter()
+            .position(|&q| {
+                let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
+                let input = self.queue_input(q);
+                pk.eligible_at <= now
+                    && (input == NONE || !self.input_busy[input as usize])
+                    && pk.credits <= available
+            })
+            .expect("a ready VL has an eligible request");
+        let q = self.requests[idx].remove(pos);
+        self.transmit(port, q, grant.vl, grant);
+    }
+
+    /// Starts sending the head of queue `q` on `port`, VL `vl`.
+    fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
+        let now = self.now;
+        let id = self.fifos.pop(q, &self.packets.items);
+        let pk = self.packets.items[id as usize];
+        let idx = (port * self.vls + vl as u32) as usize;
+        self.credits[idx] -= pk.credits;
+        self.arb[port as usize].charge(grant, pk.wire_bytes);
+        let ser = self.rate.serialization(pk.wire_bytes);
+        let done = now + ser;
+        self.transmitting[port as usize] = true;
+        self.credit_waiting[port as usize] = false;
+        self.events.push(done, EventKind::TxEnd, port);
+        self.packet_hops += 1;
+        let c = &mut self.counters[idx];
+        c.busy_ps += self.window.overlap(now, done);
+        if self.window.contains(now) {
+            c.packets += 1;
+            c.bytes += pk.wire_bytes as u64;
+        }
+
+        let input = self.queue_input(q);
+        self.tx_input[port as usize] = input;
+        if input != NONE {
+            // The packet leaves the input buffer when its tail has left: credits go back then.
+            self.input_busy[input as usize] = true;
+            let upstream = self.topology.graph().port_peer[input as usize];
+            let in_vl = (q % self.vls) as u8;
+            self.return_credits(upstream, in_vl, pk.credits, done + self.link_latency);
+        } else if self.window.contains(now) {
+            let m = self.messages.items[pk.message as usize];
+            for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+                s.injected_wire_bytes += pk.wire_bytes as u64;
+            }
+        }
+        if self.fifos.head[q as usize] != NONE {
+            self.register_head(q);
+        }
+        if input == NONE {
+            self.on_hca_sent(pk.message);
+        }
+
+        let g = self.topology.graph();
+        let down = g.port_peer[port as usize];
+        if g.is_host(g.port_node[down as usize]) {
+            let tail = done + self.link_latency;
+            self.deliver(id, tail);
+            self.return_credits(port, vl, pk.credits, tail + self.link_latency);
+        } else {
+            let p = &mut self.packets.items[id as usize];
+            p.vl = vl;
+            p.eligible_at = now + self.link_latency + self.switch_latency;
+            let dq = down * self.vls + vl as u32;
+            if self.fifos.push(dq, id, &mut self.packets.items) {
+                self.register_head(dq);
+            }
+        }
+    }
+
+    /// An HCA put one more packet of `message` on its wire; a saturating source refills.
+    fn on_hca_sent(&mut self, message: u32) {
+        let m = &mut self.messages.items[message as usize];
+        m.packets_unsent -= 1;
+        if m.packets_unsent == 0 {
+            let s = m.source;
+            let src = &mut self.sources[s as usize];
+            src.queued -= 1;
+            if src.mean_gap_ps.is_none() && src.queued < src.saturate_depth {
+                self.create_message(s);
+            }
+        }
+    }
+
+    /// The packet's tail reaches its destination HCA at `tail` (possibly after the run ends).
+    fn deliver(&mut self, id: u32, tail: Time) {
+        let pk = self.packets.items[id as usize];
+        self.packets.remove(id);
+        self.packets_delivered_total += 1;
+        let m = &mut self.messages.items[pk.message as usize];
+        m.packets_left -= 1;
+        m.last_delivery = m.last_delivery.max(tail);
+        let m = *m;
+        let in_window = self.window.contains(tail);
+        for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+            if in_window {
+                s.delivered_wire_bytes += pk.wire_bytes as u64;
+                s.delivered_payload_bytes += pk.payload_bytes as u64;
+                s.delivered_packets += 1;
+            }
+        }
+        if m.packets_left > 0 {
+            return;
+        }
+        self.messages.remove(pk.message);
+        self.messages_completed += 1;
+        let done = m.last_delivery;
+        if done < self.window.end {
+            if m.created >= self.window.start {
+                let latency = done - m.created;
+                for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+                    s.latencies.push(latency);
+                }
+            }
+            if done >= self.window.start {
+                for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+                    s.delivered_messages += 1;
+                }
+            }
+            if self.cfg.run.record_messages {
+                self.message_log.push(MessageRecord {
+                    src: m.src,
+                    dst: m.dst,
+                    sl: m.sl,
+                    traffic: m.traffic,
+                    bytes: m.bytes,
+                    created: m.created,
+                    delivered: done,
+                });
+            }
+        }
+    }
+
+    fn close_stalls(&mut self) {
+        let now = self.now;
+        for c in &mut self.counters {
+            c.set_stalled(false, now, &self.window);
+        }
+    }
+
+    /// Checks that every packet and every credit is accounted for; returns the figures.
+    pub fn conservation(&self) -> Result<serde_json::Value, String> {
+        let g = self.topology.graph();
+        let live = self.packets.live() as u64;
+        let mut queued = 0u64;
+        let mut queued_credits = vec![0u64; self.credits.len()];
+        for q in 0..self.fifos.head.len() as u32 {
+            let mut id = self.fifos.head[q as usize];
+            while id != NONE {
+                queued += 1;
+                if self.queue_input(q) != NONE {
+                    queued_credits[q as usize] += self.packets.items[id as usize].credits as u64;
+                }
+                id = self.packets.items[id as usize].next;
+            }
+        }
+        if queued != live {
+            return Err(format!("{live} live packets but {queued} in queues"));
+        }
+        if self.packets_created != self.packets_delivered_total + live {
+            return Err(format!(
+                "packets created {} != delivered {} + in flight {live}",
+                self.packets_created, self.packets_delivered_total
+            ));
+        }
+        if self.messages_created != self.messages_completed + self.messages.live() as u64 {
+            return Err("messages created != completed + open".into());
+        }
+        let mut checked = 0u64;
+        for p in 0..g.ports() {
+            let down = g.port_peer[p as usize];
+            if down == NONE {
+                continue;
+            }
+            for v in 0..self.vls {
+                let idx = (p * self.vls + v) as usize;
+                let returning: u64 =
+                    self.returns[p as usize].iter().filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
+                let held = queued_credits[(down * self.vls + v) as usize];
+                let total = self.credits[idx] as u64 + returning + held;
+                if total != self.buffer_credits as u64 {
+                    return Err(format!(
+                        "port {p} VL{v}: {} free + {returning} returning + {held} held != {} credits",
+                        self.credits[idx], self.buffer_credits
+                    ));
+                }
+                checked += 1;
+            }
+        }
+        let delivered_after_end = self.packets_delivered_total - self.all.delivered_packets;
+        Ok(serde_json::json!({
+            "ok": true,
+            "packets_created": self.packets_created,
+            "packets_delivered": self.packets_delivered_total,
+            "packets_in_flight": live,
+            "packets_delivered_in_window": self.all.delivered_packets,
+            "packets_delivered_outside_window": delivered_after_end,
+            "messages_created": self.messages_created,
+            "messages_completed": self.messages_completed,
+            "credit_counters_checked": checked,
+        }))
+    }
+}
+
+impl Simulation {
+    /// Requests that could be sent right now (eligible, input free, credits available) on an
+    /// output port that is idle with nothing scheduled: a lost wake-up. Empty in a healthy run.
+    pub fn sendable_but_idle(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for p in 0..self.transmitting.len() as u32 {
+            if self.transmitting[p as usize] || self.wake_at[p as usize] != NEVER {
+                continue;
+            }
+            let mut credits: Vec<u32> = (0..self.vls).map(|v| self.credits[(p * self.vls + v) as usize]).collect();
+            for r in self.returns[p as usize].iter().filter(|r| r.at <= self.now) {
+                credits[r.vl as usize] += r.credits;
+            }
+            for v in 0..self.vls {
+                for &q in &self.requests[(p * self.vls + v) as usize] {
+                    let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
+                    let input = self.queue_input(q);
+                    let input_free = input == NONE || !self.input_busy[input as usize];
+                    if pk.eligible_at <= self.now && input_free && pk.credits <= credits[v as usize] {
+                        out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
+                    }
+                }
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,110 @@
+//! Turns a finished run into the summary and columnar tables the Python side writes out.
+
+use super::Simulation;
+use crate::units::ps_to_ns;
+use serde_json::{json, Map, Value};
+
+/// A column of a result table: numpy dtype string and little-endian bytes.
+pub struct Column {
+    pub name: &'static str,
+    pub dtype: &'static str,
+    pub data: Vec<u8>,
+}
+
+fn column<T: Copy, const N: usize>(name: &'static str, dtype: &'static str, values: impl Iterator<Item = T>, to_bytes: fn(T) -> [u8; N]) -> Column {
+    let mut data = Vec::new();
+    for v in values {
+        data.extend_from_slice(&to_bytes(v));
+    }
+    Column { name, dtype, data }
+}
+
+pub struct RunOutput {
+    pub summary: Value,
+    pub node_names: Vec<String>,
+    pub links: Vec<Column>,
+    pub messages: Option<Vec<Column>>,
+}
+
+impl Simulation {
+    pub fn output(&mut self, interrupted: bool) -> Result<RunOutput, String> {
+        let conservation = self.conservation()?;
+        let g = self.topology.graph().clone();
+        let hosts = g.hosts as f64;
+        let window_ps = self.window.end.min(self.now.max(self.window.start)) - self.window.start;
+        let capacity = |senders: f64| self.rate.capacity_bytes(window_ps) * senders;
+        let all_capacity = capacity(hosts).max(f64::MIN_POSITIVE);
+        let mut summary = match self.all.summary(all_capacity) {
+            Value::Object(m) => m,
+            _ => unreachable!(),
+        };
+        let mut by_sl = Map::new();
+        for (sl, s) in self.by_sl.iter_mut().enumerate() {
+            if s.injected_wire_bytes > 0 || s.delivered_wire_bytes > 0 || !s.latencies.is_empty() {
+                by_sl.insert(sl.to_string(), s.summary(all_capacity));
+            }
+        }
+        let by_traffic: Vec<Value> = self
+            .by_traffic
+            .iter_mut()
+            .zip(&self.tables)
+            .map(|(s, t)| {
+                let mut v = s.summary(capacity(t.senders.max(1) as f64));
+                v["senders"] = json!(t.senders);
+                v
+            })
+            .collect();
+        let mean_pending = if self.event_count > 0 { self.pending_sum as f64 / self.event_count as f64 } else { 0.0 };
+        summary.insert("hosts".into(), json!(g.hosts));
+        summary.insert("switches".into(), json!(g.switches));
+        summary.insert("links".into(), json!(g.links()));
+        summary.insert("sim_time_ns".into(), json!(ps_to_ns(self.now)));
+        summary.insert("window_ns".into(), json!([ps_to_ns(self.window.start), ps_to_ns(self.window.end)]));
+        summary.insert("events".into(), json!(self.event_count));
+        summary.insert("packet_hops".into(), json!(self.packet_hops));
+        summary.insert("mean_pending_events".into(), json!(mean_pending));
+        summary.insert("by_sl".into(), Value::Object(by_sl));
+        summary.insert("by_traffic".into(), Value::Array(by_traffic));
+        summary.insert("conservation".into(), conservation);
+        summary.insert("interrupted".into(), json!(interrupted));
+
+        let links = self.link_columns(&g);
+        let messages = self.cfg.run.record_messages.then(|| self.message_columns());
+        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages })
+    }
+
+    fn link_columns(&self, g: &crate::topology::Graph) -> Vec<Column> {
+        let vls = self.vls;
+        let rows: Vec<(u32, u32)> = (0..g.ports())
+            .filter(|&p| g.port_peer[p as usize] != crate::topology::NONE)
+            .flat_map(|p| (0..vls).map(move |v| (p, v)))
+            .collect();
+        let peer = |p: u32| g.port_peer[p as usize];
+        let c = |p: u32, v: u32| self.counters[(p * vls + v) as usize];
+        vec![
+            column("link", "<u4", rows.iter().map(|r| r.0), u32::to_le_bytes),
+            column("vl", "<u1", rows.iter().map(|r| r.1 as u8), u8::to_le_bytes),
+            column("src_node", "<u4", rows.iter().map(|r| g.port_node[r.0 as usize]), u32::to_le_bytes),
+            column("src_port", "<u4", rows.iter().map(|r| g.local_port(r.0)), u32::to_le_bytes),
+            column("dst_node", "<u4", rows.iter().map(|r| g.port_node[peer(r.0) as usize]), u32::to_le_bytes),
+            column("dst_port", "<u4", rows.iter().map(|r| g.local_port(peer(r.0))), u32::to_le_bytes),
+            column("packets", "<u8", rows.iter().map(|r| c(r.0, r.1).packets), u64::to_le_bytes),
+            column("bytes", "<u8", rows.iter().map(|r| c(r.0, r.1).bytes), u64::to_le_bytes),
+            column("busy_ns", "<f8", rows.iter().map(|r| ps_to_ns(c(r.0, r.1).busy_ps)), f64::to_le_bytes),
+            column("credit_stall_ns", "<f8", rows.iter().map(|r| ps_to_ns(c(r.0, r.1).credit_stall_ps)), f64::to_le_bytes),
+        ]
+    }
+
+    fn message_columns(&self) -> Vec<Column> {
+        let m = &self.message_log;
+        vec![
+            column("src", "<u4", m.iter().map(|r| r.src), u32::to_le_bytes),
+            column("dst", "<u4", m.iter().map(|r| r.dst), u32::to_le_bytes),
+            column("sl", "<u1", m.iter().map(|r| r.sl), u8::to_le_bytes),
+            column("traffic", "<u2", m.iter().map(|r| r.traffic), u16::to_le_bytes),
+            column("bytes", "<u8", m.iter().map(|r| r.bytes), u64::to_le_bytes),
+            column("created_ns", "<f8", m.iter().map(|r| ps_to_ns(r.created)), f64::to_le_bytes),
+            column("delivered_ns", "<f8", m.iter().map(|r| ps_to_ns(r.delivered)), f64::to_le_bytes),
+        ]
+    }
+}
