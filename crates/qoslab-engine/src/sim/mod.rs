@@ -75,6 +75,8 @@ pub struct Simulation {
     port_is_switch: Vec<bool>,
     /// Queues whose head wants this (port, VL), oldest request first.
     requests: Vec<Vec<u32>>,
+    /// Per port, bit v set when `requests[(port, v)]` is non-empty (skips idle VLs quickly).
+    request_mask: Vec<u16>,
     counters: Vec<PortVlCounters>,
 
     // Input side: an input feeds one output at a time, until that output's TxEnd.
@@ -163,6 +165,7 @@ impl Simulation {
             arb: vec![ArbState::default(); np],
             port_is_switch,
             requests: vec![Vec::new(); pv],
+            request_mask: vec![0; np],
             counters: vec![PortVlCounters::default(); pv],
             input_busy: vec![false; np],
             fifos: Fifos::new(pv + (g.hosts * SLS) as usize),
@@ -322,6 +325,7 @@ impl Simulation {
         pk.out_vl = out_vl;
         let eligible = pk.eligible_at;
         self.requests[(out_port * self.vls + out_vl as u32) as usize].push(q);
+        self.request_mask[out_port as usize] |= 1 << out_vl;
         if !self.transmitting[out_port as usize] && (input == NONE || !self.input_busy[input as usize]) {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
@@ -434,19 +438,18 @@ impl Simulation {
         self.apply_returned_credits(port);
         let base = port * self.vls;
         let mut ready: u16 = 0;
+        // Position in its request list of the first sendable request of each VL.
+        let mut candidate = [0u16; 16];
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
-        for v in 0..self.vls {
+        let mut mask = self.request_mask[port as usize];
+        while mask != 0 {
+            let v = mask.trailing_zeros();
+            mask &= mask - 1;
             let idx = (base + v) as usize;
-            if self.requests[idx].is_empty() {
-                if self.counters[idx].stall_since != NEVER {
-                    self.counters[idx].set_stalled(false, now, &self.window);
-                }
-                continue;
-            }
             let available = self.credits[idx];
             let mut stalled = false;
-            for &q in &self.requests[idx] {
+            for (pos, &q) in self.requests[idx].iter().enumerate() {
                 let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
                 if pk.eligible_at > now {
                     next_eligible = next_eligible.min(pk.eligible_at);
@@ -461,6 +464,7 @@ impl Simulation {
                     continue;
                 }
                 ready |= 1 << v;
+                candidate[v as usize] = pos as u16;
                 stalled = false;
                 break;
             }
@@ -485,18 +489,10 @@ impl Simulation {
             return;
         };
         let idx = (base + grant.vl as u32) as usize;
-        let available = self.credits[idx];
-        let pos = self.requests[idx]
-            .iter()
-            .position(|&q| {
-                let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
-                let input = self.queue_input(q);
-                pk.eligible_at <= now
-                    && (input == NONE || !self.input_busy[input as usize])
-                    && pk.credits <= available
-            })
-            .expect("a ready VL has an eligible request");
-        let q = self.requests[idx].remove(pos);
+        let q = self.requests[idx].remove(candidate[grant.vl as usize] as usize);
+        if self.requests[idx].is_empty() {
+            self.request_mask[port as usize] &= !(1 << grant.vl);
+        }
         self.transmit(port, q, grant.vl, grant);
     }
 
