@@ -1,0 +1,230 @@
+"""Validation of the engine against closed-form results.
+
+Each check builds a small scenario, runs it, and compares one measured figure with what theory
+says it must be. The tests assert every check; `qoslab validate --write docs/validation.md`
+regenerates the published table from the same code, so the document cannot drift from the model.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from qoslab.scenario import Scenario
+from qoslab.simulate import simulate
+
+LINK_GBPS = 100.0
+LINK_NS = 20.0
+SWITCH_NS = 100.0
+HEADER = 26
+
+
+def serialization_ns(wire_bytes: int) -> float:
+    return wire_bytes * 8 / LINK_GBPS
+
+
+@dataclass
+class Check:
+    name: str
+    expectation: str
+    expected: float
+    measured: float
+    tolerance: float  # absolute, in the unit of the figures
+    unit: str
+    # "eq": |measured - expected| <= tolerance; "ge"/"le": one-sided bound with slack tolerance.
+    relation: str = "eq"
+
+    @property
+    def ok(self) -> bool:
+        if not math.isfinite(self.measured):
+            return False
+        if self.relation == "ge":
+            return self.measured >= self.expected - self.tolerance
+        if self.relation == "le":
+            return self.measured <= self.expected + self.tolerance
+        return abs(self.measured - self.expected) <= self.tolerance
+
+
+def _run(spec: dict[str, Any]) -> dict[str, Any]:
+    base = {"fabric": {"link_gbps": LINK_GBPS, "link_latency_ns": LINK_NS, "switch_latency_ns": SWITCH_NS,
+                       "header_bytes": HEADER}}
+    for key, value in spec.items():
+        if isinstance(value, dict) and key in base:
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    summary = simulate(Scenario(**base)).summary
+    conservation = summary["conservation"]
+    assert conservation["ok"], conservation
+    assert conservation["packets_created"] == conservation["packets_delivered"] + conservation["packets_in_flight"]
+    return summary
+
+
+def latency_across_hops() -> list[Check]:
+    """A lone message crossing l tree levels (2l links, 2l-1 switches), 1 and 3 packets."""
+    checks = []
+    for levels, dst in [(1, 1), (2, 5), (3, 21)]:
+        for message in [4096, 10000]:
+            packets = math.ceil(message / 4096)
+            wire = message + packets * HEADER
+            expected = serialization_ns(wire) + 2 * levels * LINK_NS + (2 * levels - 1) * SWITCH_NS
+            s = _run({
+                "topology": {"kind": "xgft", "m": [4, 4, 4], "w": [1, 2, 2]},
+                "traffic": [{"hosts": [0], "destinations": [dst], "load": 0.001, "arrival": "periodic",
+                             "message_bytes": message}],
+                "run": {"duration_us": 3000, "warmup_us": 0},
+            })
+            lat = s["latency_ns"]
+            assert lat["count"] >= 2 and lat["max"] == lat["p50"], "messages must not interact"
+            checks.append(Check(
+                f"{message} B message across {2 * levels} links",
+                "sum of serialization (all packets) + 2l x link latency + (2l-1) x switch latency",
+                expected, lat["p50"], 0.001, "ns"))
+    return checks
+
+
+def saturated_link() -> list[Check]:
+    checks = []
+    s = _run({"topology": {"kind": "single-switch", "hosts": 4},
+              "traffic": [{"hosts": [0], "destinations": [1], "load": "saturate"}],
+              "run": {"duration_us": 200, "warmup_us": 20}})
+    checks.append(Check("saturated link carries its wire capacity", "accepted = 1.0 of link_gbps (wire bytes)",
+                        1.0, s["by_traffic"][0]["accepted_load"], 0.005, "fraction"))
+    for mtu, message in [(4096, 10000), (256, 1000)]:
+        s = _run({"fabric": {"mtu_bytes": mtu}, "topology": {"kind": "single-switch", "hosts": 4},
+                  "traffic": [{"hosts": [0], "destinations": [1], "load": "saturate", "message_bytes": message}],
+                  "run": {"duration_us": 200, "warmup_us": 20}})
+        packets = math.ceil(message / mtu)
+        goodput = message / (message + packets * HEADER)
+        t = s["by_traffic"][0]
+        checks.append(Check(f"segmentation, {message} B over MTU {mtu}: packets per message",
+                            "ceil(message / MTU)", packets, t["packets_delivered"] / t["messages_delivered"],
+                            0.02, "packets"))
+        measured_goodput = t["bytes_delivered"] * 8 / (s["window_ns"][1] - s["window_ns"][0]) / LINK_GBPS
+        checks.append(Check(f"segmentation, {message} B over MTU {mtu}: payload share of a saturated link",
+                            "message / (message + packets x header)", goodput, measured_goodput, 0.005, "fraction"))
+    return checks
+
+
+def credit_round_trip() -> list[Check]:
+    """With a buffer of exactly one packet, each packet waits for the previous one's credits."""
+    wire = 4096 + HEADER
+    ser = serialization_ns(wire)
+    s = _run({"fabric": {"vl_buffer_bytes": 65 * 64}, "topology": {"kind": "single-switch", "hosts": 4},
+              "traffic": [{"hosts": [0], "destinations": [1], "load": "saturate"}],
+              "run": {"duration_us": 200, "warmup_us": 20}})
+    return [Check("one-packet buffer: throughput limited by the credit loop",
+                  "ser / (ser + 2 x link latency + switch latency)", ser / (ser + 2 * LINK_NS + SWITCH_NS),
+                  s["by_traffic"][0]["accepted_load"], 0.005, "fraction")]
+
+
+def _two_vls_into_one_port(qos: dict[str, Any], mtu: int = 4096) -> tuple[float, float]:
+    """Hosts 0 (SL0) and 1 (SL1) saturate host 2; returns each one's accepted load."""
+    s = _run({"fabric": {"mtu_bytes": mtu},
+              "topology": {"kind": "single-switch", "hosts": 4},
+              "qos": {"sl2vl": [0, 1] + [0] * 14, **qos},
+              "traffic": [{"hosts": [0], "destinations": [2], "load": "saturate", "sl": 0, "message_bytes": mtu},
+                          {"hosts": [1], "destinations": [2], "load": "saturate", "sl": 1, "message_bytes": mtu}],
+              "run": {"duration_us": 300, "warmup_us": 30}})
+    return s["by_traffic"][0]["accepted_load"], s["by_traffic"][1]["accepted_load"]
+
+
+def vl_arbitration() -> list[Check]:
+    checks = []
+    # 256 B MTU: 282 wire bytes = 5 credits, so weights 200 and 100 are 40 and 20 whole packets.
+    low0, low1 = _two_vls_into_one_port({"vlarb_low": "0:200,1:100"}, mtu=256)
+    checks.append(Check("weighted round robin, weights 200:100", "bytes in ratio of weights = 2.0",
+                        2.0, low0 / low1, 0.02, "ratio"))
+    checks.append(Check("weighted round robin keeps the port busy", "sum of shares = 1.0",
+                        1.0, low0 + low1, 0.01, "fraction"))
+    low0, high1 = _two_vls_into_one_port({"vlarb_low": "0:255", "vlarb_high": "1:255", "high_limit": 255})
+    checks.append(Check("high table, high_limit 255: low VL starved", "low share = 0", 0.0, low0, 0.001, "fraction"))
+    checks.append(Check("high table, high_limit 255: high VL gets the port", "high share = 1.0",
+                        1.0, high1, 0.01, "fraction"))
+    low0, high1 = _two_vls_into_one_port({"vlarb_low": "0:255", "vlarb_high": "1:255", "high_limit": 0})
+    checks.append(Check("high_limit 0: one high packet, then one low", "high / low = 1.0",
+                        1.0, high1 / low0, 0.02, "ratio"))
+    low0, high1 = _two_vls_into_one_port({"vlarb_low": "0:255", "vlarb_high": "1:255", "high_limit": 4})
+    checks.append(Check("high_limit 4 (16 KiB): four 4 KiB packets, then one low",
+                        "high / low = ceil(16384 / 4122) = 4", 4.0, high1 / low0, 0.05, "ratio"))
+    return checks
+
+
+def head_of_line_blocking() -> list[Check]:
+    """Karol et al.: a FIFO input-queued switch under saturated uniform traffic carries 2 - sqrt(2)."""
+    hosts = 32
+    s1 = _run({"topology": {"kind": "single-switch", "hosts": hosts}, "fabric": {"data_vls": 1},
+               "traffic": [{"load": "saturate"}], "run": {"duration_us": 300, "warmup_us": 50}})
+    spread = [{"destinations": [d for d in range(hosts) if d % 4 == k], "load": "saturate", "sl": k}
+              for k in range(4)]
+    s4 = _run({"topology": {"kind": "single-switch", "hosts": hosts}, "fabric": {"data_vls": 4},
+               "traffic": spread, "run": {"duration_us": 300, "warmup_us": 50}})
+    return [
+        Check("HOL: 1 VL, saturated uniform, 32 ports", "2 - sqrt(2) = 0.586 (large N)",
+              2 - math.sqrt(2), s1["accepted_load"], 0.03, "fraction"),
+        Check("HOL relieved: destinations spread over 4 VLs", "throughput above the 1-VL HOL limit + 0.1",
+              2 - math.sqrt(2) + 0.1, s4["accepted_load"], 0.0, "fraction", "ge"),
+    ]
+
+
+def md1_queue() -> list[Check]:
+    """Poisson single-packet messages on a permutation: only the HCA queues, an M/D/1 queue."""
+    checks = []
+    wire = 4096 + HEADER
+    service = serialization_ns(wire)
+    for rho in [0.3, 0.6]:
+        s = _run({"topology": {"kind": "single-switch", "hosts": 16},
+                  "traffic": [{"pattern": "permutation", "load": rho}],
+                  "run": {"duration_us": 4000, "warmup_us": 100}})
+        wait = rho * service / (2 * (1 - rho))
+        expected = wait + service + 2 * LINK_NS + SWITCH_NS
+        checks.append(Check(f"M/D/1 at load {rho}: mean message latency",
+                            "rho S / (2 (1 - rho)) + S + 2 x link + switch", expected,
+                            s["latency_ns"]["mean"], 0.03 * expected, "ns"))
+    return checks
+
+
+def xgft_uniform_bound() -> list[Check]:
+    """Uniform traffic on a slimmed XGFT cannot exceed what its narrowest level's up-links carry:
+    for each level l, (W_{l+1} / M_l) / ((N - M_l) / (N - 1)). Destinations are spread over 8 VLs
+    and routing is adaptive so that head-of-line blocking (checked separately) does not hide it."""
+    checks = []
+    for m, w, floor in [([8, 8], [1, 2], 0.85), ([16, 16, 4], [1, 4, 4], 0.9)]:
+        hosts = math.prod(m)
+        bound = min((math.prod(w[: l + 1]) / math.prod(m[:l])) / ((hosts - math.prod(m[:l])) / (hosts - 1))
+                    for l in range(1, len(m)))
+        spread = [{"destinations": [d for d in range(hosts) if d % 8 == k], "load": "saturate", "sl": k}
+                  for k in range(8)]
+        s = _run({"topology": {"kind": "xgft", "m": m, "w": w}, "fabric": {"data_vls": 8},
+                  "routing": {"algorithm": "adaptive"}, "traffic": spread,
+                  "run": {"duration_us": 300, "warmup_us": 100}})
+        shape = f"XGFT({len(m)};{','.join(map(str, m))};{','.join(map(str, w))})"
+        checks.append(Check(f"{shape} uniform saturation never exceeds the up-link bound",
+                            "min over levels of (W_l+1 / M_l) / ((N - M_l) / (N - 1))",
+                            bound, s["accepted_load"], 0.003, "fraction", "le"))
+        checks.append(Check(f"{shape} uniform saturation reaches {floor:.0%} of the bound",
+                            f"{floor} x bound", floor * bound, s["accepted_load"], 0.0, "fraction", "ge"))
+    return checks
+
+
+ALL: list[Callable[[], list[Check]]] = [
+    latency_across_hops, saturated_link, credit_round_trip, vl_arbitration,
+    head_of_line_blocking, md1_queue, xgft_uniform_bound,
+]
+
+
+def run_all() -> list[Check]:
+    return [c for group in ALL for c in group()]
+
+
+def markdown(checks: list[Check]) -> str:
+    lines = [
+        "| check | closed form | expected | measured | tolerance | result |",
+        "|---|---|---|---|---|---|",
+    ]
+    for c in checks:
+        rel = {"eq": "±", "ge": "≥ expected −", "le": "≤ expected +"}[c.relation]
+        lines.append(f"| {c.name} | {c.expectation} | {c.expected:.4f} {c.unit} | {c.measured:.4f} {c.unit} "
+                     f"| {rel} {c.tolerance:g} | {'pass' if c.ok else 'FAIL'} |")
+    return "\n".join(lines) + "\n"
