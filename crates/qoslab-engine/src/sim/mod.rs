@@ -71,6 +71,11 @@ pub struct Simulation {
     /// Sender's view of the receiver's free buffer, per (port, VL).
     credits: Vec<u32>,
     returns: Vec<CreditReturns>,
+    /// Arrival time of the oldest credit return per port (NEVER if none): a dense array, so the
+    /// common "nothing has come back yet" case touches no deque.
+    next_return_at: Vec<Time>,
+    /// Per port, bit v set while VL v is in a credit stall (dense mirror of `counters`).
+    stalled_mask: Vec<u16>,
     arb: Vec<ArbState>,
     port_is_switch: Vec<bool>,
     /// Queues whose head wants this (port, VL), oldest request first.
@@ -162,6 +167,8 @@ impl Simulation {
             credit_waiting: vec![false; np],
             credits: vec![buffer_credits; pv],
             returns: (0..np).map(|_| CreditReturns::new()).collect(),
+            next_return_at: vec![NEVER; np],
+            stalled_mask: vec![0; np],
             arb: vec![ArbState::default(); np],
             port_is_switch,
             requests: vec![Vec::new(); pv],
@@ -410,6 +417,8 @@ impl Simulation {
     #[inline]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
         self.returns[port as usize].push_back(CreditReturn { at, vl, credits });
+        let next = &mut self.next_return_at[port as usize];
+        *next = (*next).min(at);
         if self.credit_waiting[port as usize] && !self.transmitting[port as usize] {
             self.schedule_wake(port, at);
         }
@@ -418,6 +427,9 @@ impl Simulation {
     #[inline]
     fn apply_returned_credits(&mut self, port: u32) {
         let now = self.now;
+        if self.next_return_at[port as usize] > now {
+            return;
+        }
         let returns = &mut self.returns[port as usize];
         while let Some(r) = returns.front() {
             if r.at > now {
@@ -426,6 +438,7 @@ impl Simulation {
             self.credits[(port * self.vls + r.vl as u32) as usize] += r.credits;
             returns.pop_front();
         }
+        self.next_return_at[port as usize] = returns.front().map_or(NEVER, |r| r.at);
     }
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
@@ -468,8 +481,10 @@ impl Simulation {
                 stalled = false;
                 break;
             }
-            if stalled || self.counters[idx].stall_since != NEVER {
+            let was_stalled = self.stalled_mask[port as usize] & (1 << v) != 0;
+            if stalled != was_stalled {
                 self.counters[idx].set_stalled(stalled, now, &self.window);
+                self.stalled_mask[port as usize] ^= 1 << v;
             }
             credit_blocked |= stalled;
         }
@@ -478,8 +493,8 @@ impl Simulation {
         let Some(grant) = grant else {
             if credit_blocked {
                 self.credit_waiting[port as usize] = true;
-                if let Some(r) = self.returns[port as usize].front() {
-                    let at = r.at;
+                let at = self.next_return_at[port as usize];
+                if at != NEVER {
                     self.schedule_wake(port, at);
                 }
             }
