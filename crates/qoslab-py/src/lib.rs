@@ -13,7 +13,14 @@ create_exception!(_engine, EngineError, PyRuntimeError, "A broken invariant insi
 
 fn to_py_err(e: qoslab_engine::Error) -> PyErr {
     match e {
-        qoslab_engine::Error::Config(c) => ConfigError::new_err(c.to_string()),
+        qoslab_engine::Error::Config(c) => Python::with_gil(|py| {
+            let err = ConfigError::new_err(c.to_string());
+            // Structured fields so callers need not parse the message.
+            let value = err.value(py);
+            let _ = value.setattr("key", c.key.as_str());
+            let _ = value.setattr("message", c.message.as_str());
+            err
+        }),
         qoslab_engine::Error::Engine(m) => EngineError::new_err(m),
     }
 }

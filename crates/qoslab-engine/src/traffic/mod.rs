@@ -112,10 +112,8 @@ pub fn build_sources(
                 {
                     return Err(ConfigError::new(key("destinations"), format!("host {host} has no destination but itself")))
                 }
-                Target::Hotspot { hot_self_index, fraction, .. }
-                    if fraction > 0.0 && (cfg.hotspot_hosts.is_empty() || (cfg.hotspot_hosts.len() == 1 && hot_self_index != NONE)) =>
-                {
-                    return Err(ConfigError::new(key("hotspot_hosts"), format!("host {host} has no hotspot but itself")))
+                Target::Hotspot { fraction, .. } if fraction > 0.0 && cfg.hotspot_hosts.is_empty() => {
+                    return Err(ConfigError::new(key("hotspot_hosts"), "expected at least one hotspot host"))
                 }
                 _ => {}
             }
@@ -185,7 +183,9 @@ impl Source {
             Target::Fixed(d) => d,
             Target::Uniform { self_index } => uniform_excluding(&table.destinations, self_index, &mut self.rng),
             Target::Hotspot { self_index, hot_self_index, fraction } => {
-                if self.rng.gen::<f64>() < fraction {
+                // A hotspot host whose only hotspot is itself sends uniformly.
+                let has_other_hotspot = table.hotspots.len() > (hot_self_index != NONE) as usize;
+                if self.rng.gen::<f64>() < fraction && has_other_hotspot {
                     uniform_excluding(&table.hotspots, hot_self_index, &mut self.rng)
                 } else {
                     uniform_excluding(&table.destinations, self_index, &mut self.rng)

@@ -1,0 +1,18 @@
+"""qoslab: packet-level InfiniBand fabric simulation with real QoS semantics."""
+
+from qoslab._version import __version__
+from qoslab.errors import ConfigError, EngineError, Interrupted, ScenarioError
+from qoslab.scenario import Scenario
+from qoslab.simulate import RunResult, describe, simulate
+
+__all__ = [
+    "ConfigError",
+    "EngineError",
+    "Interrupted",
+    "RunResult",
+    "Scenario",
+    "ScenarioError",
+    "__version__",
+    "describe",
+    "simulate",
+]

@@ -1,0 +1,288 @@
+"""The qoslab command line: thin wrappers over Scenario, simulate and the demo study."""
+
+from __future__ import annotations
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any, Iterator, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from qoslab._version import __version__
+from qoslab.errors import ConfigError, EngineError, Interrupted, ScenarioError, from_engine_config_error
+from qoslab.scenario import Scenario
+
+EXIT_USER_ERROR = 2
+EXIT_ENGINE_ERROR = 3
+EXIT_INTERRUPTED = 130
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="qoslab: packet-level InfiniBand fabric simulation with QoS (SL2VL, VL arbitration, credits).",
+)
+console = Console(highlight=False)
+err_console = Console(stderr=True, soft_wrap=True, highlight=False)
+
+ScenarioPath = Annotated[
+    Path, typer.Argument(metavar="SCENARIO.toml", help="Scenario file (TOML).", show_default=False)
+]
+OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory.")]
+Overrides = Annotated[
+    Optional[list[str]],
+    typer.Option("--set", metavar="KEY=VALUE", help="Override a scenario key, e.g. fabric.data_vls=8 (repeatable)."),
+]
+
+
+def fail(message: str, code: int = EXIT_USER_ERROR) -> typer.Exit:
+    # Text, not markup: keys like traffic[0].load would otherwise be read as rich tags.
+    err_console.print(Text(message, style="red"))
+    return typer.Exit(code)
+
+
+@contextmanager
+def user_errors(source: str | None = None) -> Iterator[None]:
+    """Bad input -> exit 2 with a message naming file and key; engine bug -> exit 3; never a traceback."""
+    try:
+        yield
+    except ScenarioError as error:
+        raise fail(_each_line("error: ", str(error))) from None
+    except ConfigError as error:  # an engine check not routed through simulate()/describe()
+        raise fail(_each_line("error: ", str(from_engine_config_error(error, source)))) from None
+    except EngineError as error:
+        message = f"internal error in the qoslab engine (a bug, please report it): {error}"
+        raise fail(message, EXIT_ENGINE_ERROR) from None
+    except ImportError as error:
+        raise fail(f"error: {error}", EXIT_ENGINE_ERROR) from None
+    except KeyboardInterrupt:
+        raise fail("interrupted", EXIT_INTERRUPTED) from None
+
+
+def _each_line(prefix: str, text: str) -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def load(path: Path, overrides: list[str] | None) -> Scenario:
+    scenario = Scenario.from_toml(path)
+    return scenario.with_overrides(overrides) if overrides else scenario
+
+
+def _version_option(value: bool) -> None:
+    if not value:
+        return
+    line = f"qoslab {__version__}"
+    try:
+        from qoslab import _engine
+
+        line += f" (engine {_engine.version()})"
+    except ImportError:
+        line += " (engine not built)"
+    console.print(line)
+    raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version_option, is_eager=True, help="Show the version and exit.")
+    ] = False,
+) -> None:
+    """qoslab: packet-level InfiniBand fabric simulation with QoS."""
+
+
+@app.command()
+def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Overrides = None) -> None:
+    """Run one simulation; print a summary; write summary.json and Parquet tables to --out."""
+    from qoslab.simulate import simulate
+
+    with user_errors(str(scenario)):
+        loaded = load(scenario, overrides)
+        try:
+            result = simulate(loaded)
+        except Interrupted as stop:
+            save(stop.result, out)
+            raise fail(f"interrupted: partial results written to {out}/", EXIT_INTERRUPTED) from None
+        save(result, out)
+    print_summary(result.summary, str(scenario))
+    written = ["summary.json", "links.parquet"] + (["messages.parquet"] if result.messages is not None else [])
+    console.print(f"wrote {', '.join(written)} to {out}/")
+
+
+def save(result: Any, out: Path) -> None:
+    try:
+        result.save(out)
+    except OSError as error:
+        raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+
+
+@app.command()
+def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
+    """Validate a scenario and describe its fabric (hosts, switches, links, levels, paths) without simulating."""
+    from qoslab.simulate import describe
+
+    with user_errors(str(scenario)):
+        loaded = load(scenario, overrides)
+        fabric = describe(loaded)
+    console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
+    print_description(fabric)
+    print_qos(loaded)
+
+
+@app.command()
+def study(
+    study_file: Annotated[
+        Optional[Path], typer.Argument(metavar="[STUDY.toml]", help="Study file; none: the built-in demo study.")
+    ] = None,
+    out: OutDir = Path("qoslab-out"),
+) -> None:
+    """Run a QoS study; with no file, the built-in demonstration."""
+    if study_file is not None:
+        raise fail(f"error: {study_file}: study files arrive with the study runner; not available yet")
+    from qoslab.demo import run_demo
+
+    with user_errors():
+        try:
+            run_demo(out, console)
+        except Interrupted:
+            raise fail("interrupted", EXIT_INTERRUPTED) from None
+        except OSError as error:
+            raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+
+
+@app.command()
+def validate(
+    write: Annotated[
+        Optional[Path], typer.Option("--write", metavar="FILE", help="Also write the results as a Markdown page.")
+    ] = None,
+) -> None:
+    """Check the engine against closed-form results (latency, bandwidth, arbitration, queueing)."""
+    from qoslab import validation
+
+    checks = validation.run_all()
+    table = Table(title="validation against closed forms")
+    for column in ("check", "expected", "measured", "result"):
+        table.add_column(column)
+    for c in checks:
+        table.add_row(c.name, f"{c.expected:.4f} {c.unit}", f"{c.measured:.4f} {c.unit}",
+                      "pass" if c.ok else "[red]FAIL[/red]")
+    console.print(table)
+    if write is not None:
+        header = write.read_text().split(validation.TABLE_MARKER)[0] if write.exists() else ""
+        write.write_text(header + validation.TABLE_MARKER + "\n\n" + validation.markdown(checks))
+    failed = sum(not c.ok for c in checks)
+    if failed:
+        raise fail(f"{failed} of {len(checks)} checks failed", 1)
+
+
+# ------------------------------------------------------------------------------------------------
+# printing
+
+
+def fmt(value: Any, scale: float = 1.0, digits: int = 3) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return f"{value / scale:.{digits}g}" if abs(value / scale) < 1e6 else f"{value / scale:,.0f}"
+    return str(value)
+
+
+def print_summary(summary: dict[str, Any], title: str) -> None:
+    latency = summary.get("latency_ns") or {}
+    wall = summary.get("wall_seconds") or 0.0
+    hops_per_s = summary.get("packet_hops", 0) / wall if wall > 0 else None
+    table = Table(title=title, show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    rows = [
+        ("hosts / switches / links", " / ".join(fmt(summary.get(k)) for k in ("hosts", "switches", "links"))),
+        ("simulated time (us)", fmt(summary.get("sim_time_ns"), 1e3, 4)),
+        ("offered load", fmt(summary.get("offered_load"))),
+        ("accepted load", fmt(summary.get("accepted_load"))),
+        ("latency p50 / p99 (us)", f"{fmt(latency.get('p50'), 1e3)} / {fmt(latency.get('p99'), 1e3)}"),
+        ("events", fmt(summary.get("events"))),
+        ("wall time (s)", fmt(wall)),
+        ("packet-hops per second", fmt(hops_per_s)),
+    ]
+    for label, value in rows:
+        table.add_row(label, value)
+    console.print(table)
+
+    by_sl = summary.get("by_sl") or {}
+    if by_sl:
+        per_sl = Table(title="per service level", title_justify="left")
+        for column in ("SL", "offered load", "accepted load", "p50 (us)", "p99 (us)", "max (us)"):
+            per_sl.add_column(column, justify="right")
+        for sl, figures in sorted(by_sl.items(), key=lambda item: int(item[0])):
+            lat = figures.get("latency_ns") or {}
+            per_sl.add_row(
+                sl,
+                fmt(figures.get("offered_load")),
+                fmt(figures.get("accepted_load")),
+                fmt(lat.get("p50"), 1e3),
+                fmt(lat.get("p99"), 1e3),
+                fmt(lat.get("max"), 1e3),
+            )
+        console.print(per_sl)
+    if summary.get("interrupted"):
+        console.print(Text("the run was interrupted: figures cover the simulated time only", style="yellow"))
+
+
+def print_description(fabric: dict[str, Any]) -> None:
+    """Whatever the engine describes: scalars in one table, lists of records as their own tables."""
+    scalars = Table(title="fabric", show_header=False, title_justify="left")
+    scalars.add_column(style="bold")
+    scalars.add_column()
+    records: list[tuple[str, list[dict[str, Any]]]] = []
+    for key, value in fabric.items():
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            records.append((key, value))
+        elif isinstance(value, (dict, list)):
+            scalars.add_row(key, json.dumps(value))
+        else:
+            scalars.add_row(key, fmt(value))
+    console.print(scalars)
+    for key, rows in records:
+        columns = list(dict.fromkeys(k for row in rows for k in row))
+        table = Table(title=key, title_justify="left")
+        for column in columns:
+            table.add_column(column, justify="right")
+        for row in rows:
+            table.add_row(*(fmt(row.get(c)) for c in columns))
+        console.print(table)
+
+
+def print_qos(scenario: Scenario) -> None:
+    table = Table(title=f"QoS ({scenario.fabric.data_vls} data VLs)", title_justify="left")
+    for column in ("ports", "SL2VL (SL0..15)", "VLArb high", "VLArb low", "high_limit"):
+        table.add_column(column)
+    for port, label in (("ca", "HCA"), ("swe", "switch")):
+        q = scenario.port_qos(port)
+        table.add_row(
+            label, _sl2vl(q["sl2vl"]), _arb(q["vlarb_high"]), _arb(q["vlarb_low"]), str(q["high_limit"])
+        )
+    console.print(table)
+
+
+def _sl2vl(table: list[int]) -> str:
+    # Groups of four so that a narrow terminal wraps between groups, not inside numbers.
+    return " ".join(",".join(map(str, table[i : i + 4])) for i in range(0, len(table), 4))
+
+
+def _arb(entries: list[tuple[int, int]]) -> str:
+    return ", ".join(f"{vl}:{weight}" for vl, weight in entries) or "-"
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,598 @@
+"""The scenario file as pydantic models: validation, every default, and the engine config.
+
+This module is the only place defaults live. The engine receives a fully resolved JSON document
+(docs/design/engine-boundary.md) and never sees a default or a shorthand.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Iterable, Literal, Union
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from qoslab.errors import ScenarioError, from_validation_error, problem, show
+
+MTU_CHOICES = (256, 512, 1024, 2048, 4096)
+DATA_VL_CHOICES = (1, 2, 4, 8, 15)
+CREDIT_BYTES = 64  # one flow-control credit
+MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
+MAX_VLARB_ENTRIES = 64
+SL_COUNT = 16
+AVAILABLE_TOPOLOGIES = ("single-switch", "xgft")
+
+
+class _Table(BaseModel):
+    # strict: a TOML file has real types; "8" for an integer is a mistake, not a convenience.
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# ----------------------------------------------------------------------------------------------
+# [fabric]
+
+
+class Fabric(_Table):
+    link_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 100.0
+    link_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 20.0
+    switch_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 100.0
+    mtu_bytes: Literal[256, 512, 1024, 2048, 4096] = 4096
+    header_bytes: Annotated[int, Field(ge=0, le=4096)] = 26
+    data_vls: Literal[1, 2, 4, 8, 15] = 4
+    vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] = 32768
+
+    def packet_credit_bytes(self) -> int:
+        """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""
+        return math.ceil((self.mtu_bytes + self.header_bytes) / CREDIT_BYTES) * CREDIT_BYTES
+
+    @model_validator(mode="after")
+    def _buffer_holds_a_packet(self) -> "Fabric":
+        need = self.packet_credit_bytes()
+        if self.vl_buffer_bytes < need:
+            raise problem(
+                f"expected at least {need} bytes (one MTU packet: {self.mtu_bytes} + {self.header_bytes} "
+                f"header bytes, rounded up to {CREDIT_BYTES}-byte credits), got {self.vl_buffer_bytes}",
+                "vl_buffer_bytes",
+            )
+        return self
+
+
+# ----------------------------------------------------------------------------------------------
+# [topology]
+
+
+class SingleSwitch(_Table):
+    kind: Literal["single-switch"]
+    hosts: Annotated[int, Field(ge=2)] = 32
+
+    def host_count(self) -> int:
+        return self.hosts
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "hosts": self.hosts}
+
+
+class Xgft(_Table):
+    """XGFT(h; m; w): m[l] children per node at level l+1, w[l] parents per node at level l."""
+
+    kind: Literal["xgft"]
+    m: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)]
+    w: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)]
+
+    @model_validator(mode="after")
+    def _shape(self) -> "Xgft":
+        if len(self.w) != len(self.m):
+            raise problem(f"expected as many entries as m ({len(self.m)}), got {len(self.w)}", "w")
+        if self.w[0] != 1:
+            raise problem(
+                f"expected 1 (one HCA port per host; multi-port HCAs are not modelled yet), got {self.w[0]}",
+                "w[0]",
+            )
+        return self
+
+    def host_count(self) -> int:
+        return math.prod(self.m)
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "m": list(self.m), "w": list(self.w)}
+
+
+class _NotAvailableYet(BaseModel):
+    """Topology kinds that are part of the file format but not implemented: a clear refusal."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: Literal["dragonfly-plus", "ibnetdiscover"]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _refuse(cls, data: Any) -> Any:
+        kind = data.get("kind") if isinstance(data, dict) else None
+        raise problem(
+            f"topology kind {show(kind)} is not available yet (available: {', '.join(AVAILABLE_TOPOLOGIES)})",
+            "kind",
+        )
+
+
+Topology = Annotated[Union[SingleSwitch, Xgft, _NotAvailableYet], Field(discriminator="kind")]
+TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
+
+
+# ----------------------------------------------------------------------------------------------
+# [routing]
+
+
+class Routing(_Table):
+    algorithm: Literal["dmodk", "smodk", "random", "adaptive"] = "dmodk"
+
+
+# ----------------------------------------------------------------------------------------------
+# [qos]: OpenSM vocabulary (weights in 64-byte units, high_limit in 4 KiB units)
+
+
+def _parse_sl2vl(value: Any) -> list[int]:
+    """16 VLs, SL0..SL15: a list, or OpenSM's "0,1,2,..." string."""
+    if isinstance(value, str):
+        parts = [p.strip() for p in value.split(",")]
+        if not all(p.isdigit() for p in parts):
+            raise problem(f'expected 16 comma-separated VL numbers like "0,1,2,3,...", got {show(value)}')
+        value = [int(p) for p in parts]
+    if not isinstance(value, (list, tuple)):
+        raise problem(f"expected a list of 16 VLs (one per SL), got {show(value)}")
+    if len(value) != SL_COUNT:
+        raise problem(f"expected {SL_COUNT} entries (SL0..SL15), got {len(value)}")
+    for sl, vl in enumerate(value):
+        if not _is_int(vl):
+            raise problem(f"SL{sl}: expected an integer VL, got {show(vl)}")
+        if not 0 <= vl <= MAX_DATA_VL:
+            raise problem(f"SL{sl} -> VL{vl}: expected a data VL 0..{MAX_DATA_VL} (VL15 'drop' is not modelled)")
+    return list(value)
+
+
+_VLARB_ENTRY = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
+
+
+def _vlarb_entry(vl: int, weight: int, shown: str) -> tuple[int, int]:
+    if not 0 <= vl <= MAX_DATA_VL:
+        raise problem(f"bad entry {shown}: VL {vl} is out of range, expected 0..{MAX_DATA_VL}")
+    if not 0 <= weight <= 255:
+        raise problem(f"bad entry {shown}: weight {weight} is out of range, expected 0..255 (64-byte units)")
+    return (vl, weight)
+
+
+def _parse_vlarb(value: Any) -> list[tuple[int, int]]:
+    """OpenSM's "VL:WEIGHT,VL:WEIGHT" string, or a list of [vl, weight] pairs."""
+    entries: list[tuple[int, int]] = []
+    if isinstance(value, str):
+        if value.strip():
+            for text in value.split(","):
+                match = _VLARB_ENTRY.match(text)
+                if not match:
+                    raise problem(f'bad entry {show(text.strip())}: expected VL:WEIGHT, as in "0:64,1:128"')
+                entries.append(_vlarb_entry(int(match[1]), int(match[2]), show(text.strip())))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(_is_int(x) for x in item)):
+                raise problem(f"bad entry {show(item)}: expected a [vl, weight] pair of integers")
+            entries.append(_vlarb_entry(item[0], item[1], show(list(item))))
+    else:
+        raise problem(f'expected "VL:WEIGHT,..." or a list of [vl, weight] pairs, got {show(value)}')
+    if len(entries) > MAX_VLARB_ENTRIES:
+        raise problem(f"expected at most {MAX_VLARB_ENTRIES} entries, got {len(entries)}")
+    return entries
+
+
+Sl2Vl = Annotated[list[int], BeforeValidator(_parse_sl2vl)]
+VlArb = Annotated[list[tuple[int, int]], BeforeValidator(_parse_vlarb)]
+HighLimit = Annotated[int, Field(ge=0, le=255)]
+
+
+class PortQos(_Table):
+    """QoS tables for one port type; unset fields fall back to the generic [qos] value, then the default."""
+
+    sl2vl: Sl2Vl | None = None
+    vlarb_high: VlArb | None = None
+    vlarb_low: VlArb | None = None
+    high_limit: HighLimit | None = None
+
+
+class Qos(PortQos):
+    ca: PortQos = Field(default_factory=PortQos)  # HCA ports (OpenSM qos_ca_*)
+    swe: PortQos = Field(default_factory=PortQos)  # external switch ports (OpenSM qos_swe_*)
+
+
+def default_port_qos(data_vls: int) -> dict[str, Any]:
+    """SL s -> VL (s mod data_vls); every data VL weight 255 in the low table; no high table."""
+    return {
+        "sl2vl": [sl % data_vls for sl in range(SL_COUNT)],
+        "vlarb_high": [],
+        "vlarb_low": [(vl, 255) for vl in range(data_vls)],
+        "high_limit": 0,
+    }
+
+
+# ----------------------------------------------------------------------------------------------
+# [[traffic]]
+
+_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+def _parse_hosts(value: Any) -> str | list[int]:
+    """"all", a range "a-b" (inclusive), or a list of host indices (a single index is a list of one)."""
+    if _is_int(value):
+        value = [value]
+    if isinstance(value, str):
+        if value.strip() == "all":
+            return "all"
+        match = _RANGE.match(value)
+        if not match:
+            raise problem(f'expected "all", a range like "0-15", or a list of host indices, got {show(value)}')
+        first, last = int(match[1]), int(match[2])
+        if first > last:
+            raise problem(f"expected a range first-last with first <= last, got {show(value)}")
+        return f"{first}-{last}"
+    if not isinstance(value, (list, tuple)):
+        raise problem(f'expected "all", a range like "0-15", or a list of host indices, got {show(value)}')
+    if not value:
+        raise problem("expected at least one host")
+    for host in value:
+        if not _is_int(host) or host < 0:
+            raise problem(f"expected host indices (integers >= 0), got {show(host)}")
+    if len(set(value)) != len(value):
+        raise problem(f"host listed twice in {show(list(value))}")
+    return list(value)
+
+
+def _parse_load(value: Any) -> float | str:
+    if value == "saturate":
+        return value
+    if _is_int(value) or isinstance(value, float):
+        if 0 < value <= 1:
+            return float(value)
+    raise problem(f'expected a fraction in (0, 1] of link_gbps or "saturate", got {show(value)}')
+
+
+Hosts = Annotated[Union[str, list[int]], BeforeValidator(_parse_hosts)]
+Load = Annotated[Union[float, Literal["saturate"]], BeforeValidator(_parse_load)]
+
+
+def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:
+    if hosts == "all":
+        return list(range(host_count))
+    if isinstance(hosts, str):
+        first, last = (int(x) for x in hosts.split("-"))
+        return list(range(first, last + 1))
+    return list(hosts)
+
+
+class Traffic(_Table):
+    pattern: Literal["uniform", "permutation", "shift", "hotspot", "incast"] = "uniform"
+    hosts: Hosts = "all"
+    destinations: Hosts = "all"
+    load: Load  # no default: a source without a rate is an oversight
+    message_bytes: Annotated[int, Field(ge=1, lt=2**64)] = 4096
+    sl: Annotated[int, Field(ge=0, le=15)] = 0
+    arrival: Literal["poisson", "periodic"] = "poisson"
+    shift: int | None = None  # None: half the number of destinations
+    hotspot_hosts: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
+    hotspot_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
+    saturate_depth: Annotated[int, Field(ge=1, lt=2**32)] = 2
+
+
+# ----------------------------------------------------------------------------------------------
+# [run]
+
+
+class Run(_Table):
+    duration_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 500.0
+    warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 50.0
+    messages: bool = False  # write messages.parquet (one row per message)
+
+    @model_validator(mode="after")
+    def _warmup_inside_run(self) -> "Run":
+        if self.warmup_us >= self.duration_us:
+            raise problem(
+                f"expected less than run.duration_us ({self.duration_us:g}), got {self.warmup_us:g}", "warmup_us"
+            )
+        return self
+
+
+# ----------------------------------------------------------------------------------------------
+# The scenario
+
+
+class Scenario(_Table):
+    name: str | None = None
+    seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
+    fabric: Fabric = Field(default_factory=Fabric)
+    topology: Topology = Field(default_factory=lambda: SingleSwitch(kind="single-switch"))
+    routing: Routing = Field(default_factory=Routing)
+    qos: Qos = Field(default_factory=Qos)
+    traffic: list[Traffic] = Field(default_factory=list)
+    run: Run = Field(default_factory=Run)
+
+    _source: str | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any):
+        # Scenario(**dict) reports problems the same way a file does.
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _scenario_error(error, None) from None
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "Scenario":
+        if not isinstance(data, dict):
+            raise ScenarioError([("", f"expected a table of scenario keys, got {show(data)}")], source)
+        try:
+            # Through __init__, not model_validate: pydantic routes validation of a model with a
+            # custom __init__ through it anyway, and would wrap our ScenarioError in its own.
+            scenario = cls(**data)
+        except ScenarioError as error:
+            raise error.with_source(source) from None
+        scenario._source = source
+        return scenario
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Scenario":
+        return cls.from_dict(read_toml(path), str(path))
+
+    def with_overrides(self, items: Iterable[str]) -> "Scenario":
+        """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
+        the value is read as a TOML value, or else taken as a string."""
+        items = list(items)
+        data = self.model_dump(exclude_unset=True)
+        # The kind is needed to read topology keys even when the topology is the default one.
+        data.setdefault("topology", {"kind": self.topology.kind})
+        keys = []
+        for item in items:
+            key, sep, raw = item.partition("=")
+            key = key.strip()
+            if not sep or not key:
+                raise ScenarioError([("--set", f"expected KEY=VALUE, got {show(item)}")], self._source)
+            _assign(data, key, _parse_value(raw.strip()), self._source)
+            keys.append(key)
+        try:
+            return Scenario.from_dict(data, self._source)
+        except ScenarioError as error:
+            marked = [(k, f"{m} (from --set)" if _same_key(k, keys) else m) for k, m in error.problems]
+            raise ScenarioError(marked, error.source) from None
+
+    @property
+    def source(self) -> str | None:
+        """The file this scenario was read from, if any (for error messages)."""
+        return self._source
+
+    # -- derived values ------------------------------------------------------------------------
+
+    def host_count(self) -> int:
+        return self.topology.host_count()
+
+    def port_qos(self, port: Literal["ca", "swe"]) -> dict[str, Any]:
+        """QoS tables of one port type, resolved per field: [qos.<port>] -> [qos] -> default."""
+        specific = getattr(self.qos, port)
+        default = default_port_qos(self.fabric.data_vls)
+        resolved = {}
+        for field in ("sl2vl", "vlarb_high", "vlarb_low", "high_limit"):
+            value = getattr(specific, field)
+            if value is None:
+                value = getattr(self.qos, field)
+            resolved[field] = default[field] if value is None else value
+        return resolved
+
+    def traffic_shift(self, index: int) -> int:
+        """Shift of a shift pattern; default half the destinations (half the hosts for "all")."""
+        source = self.traffic[index]
+        count = len(expand_hosts(source.destinations, self.host_count()))
+        shift = count // 2 if source.shift is None else source.shift
+        return shift % count
+
+    def resolved(self) -> dict[str, Any]:
+        """The scenario with every default filled in, as plain JSON types (provenance). It is itself
+        a valid scenario: Scenario.from_dict(s.resolved()) gives the same engine config."""
+        data = self.model_dump(mode="json")
+        data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
+        for i, source in enumerate(data["traffic"]):
+            source["shift"] = self.traffic_shift(i)
+        return data
+
+    def to_engine_config(self) -> dict[str, Any]:
+        """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""
+        hosts = self.host_count()
+        f = self.fabric
+        return {
+            "seed": self.seed,
+            "fabric": {
+                "link_gbps": float(f.link_gbps),
+                "link_latency_ns": float(f.link_latency_ns),
+                "switch_latency_ns": float(f.switch_latency_ns),
+                "mtu_bytes": f.mtu_bytes,
+                "header_bytes": f.header_bytes,
+                "data_vls": f.data_vls,
+                "vl_buffer_bytes": f.vl_buffer_bytes,
+            },
+            "topology": self.topology.engine(),
+            "routing": {"algorithm": self.routing.algorithm},
+            "qos": {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")},
+            "traffic": [
+                {
+                    "pattern": t.pattern,
+                    "hosts": expand_hosts(t.hosts, hosts),
+                    "destinations": expand_hosts(t.destinations, hosts),
+                    "load": None if t.load == "saturate" else float(t.load),
+                    "message_bytes": t.message_bytes,
+                    "sl": t.sl,
+                    "arrival": t.arrival,
+                    "shift": self.traffic_shift(i),
+                    "hotspot_hosts": list(t.hotspot_hosts),
+                    "hotspot_fraction": float(t.hotspot_fraction),
+                    "saturate_depth": t.saturate_depth,
+                }
+                for i, t in enumerate(self.traffic)
+            ],
+            "run": {
+                "duration_us": float(self.run.duration_us),
+                "warmup_us": float(self.run.warmup_us),
+                "record_messages": self.run.messages,
+            },
+        }
+
+    # -- checks across tables ------------------------------------------------------------------
+
+    @model_validator(mode="after")
+    def _check_against_fabric(self) -> "Scenario":
+        data_vls = self.fabric.data_vls
+        exist = f"only VL0..VL{data_vls - 1} exist (fabric.data_vls = {data_vls})"
+        for prefix, tables in (("qos", self.qos), ("qos.ca", self.qos.ca), ("qos.swe", self.qos.swe)):
+            if tables.sl2vl is not None:
+                for sl, vl in enumerate(tables.sl2vl):
+                    if vl >= data_vls:
+                        raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"{prefix}.sl2vl")
+            for name in ("vlarb_high", "vlarb_low"):
+                for vl, weight in getattr(tables, name) or []:
+                    if vl >= data_vls:
+                        raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
+        count = self.host_count()
+        for i, source in enumerate(self.traffic):
+            for field in ("hosts", "destinations", "hotspot_hosts"):
+                listed = expand_hosts(getattr(source, field), count)
+                beyond = [h for h in listed if h >= count]
+                if beyond:
+                    raise problem(
+                        f"host {beyond[0]} does not exist: the topology has {count} hosts (0..{count - 1})",
+                        f"traffic[{i}].{field}",
+                    )
+        return self
+
+
+# ----------------------------------------------------------------------------------------------
+# helpers
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """Reads a TOML file; every failure is a ScenarioError naming the file (and line)."""
+    source = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8")
+    except FileNotFoundError:
+        raise ScenarioError([("", "file not found")], source) from None
+    except IsADirectoryError:
+        raise ScenarioError([("", "is a directory, expected a TOML file")], source) from None
+    except UnicodeDecodeError:
+        raise ScenarioError([("", "not a text file (expected UTF-8 TOML)")], source) from None
+    except OSError as error:
+        raise ScenarioError([("", f"cannot read: {error.strerror or error}")], source) from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        message = str(error)
+        match = re.match(r"^(.*) \(at line (\d+), column (\d+)\)$", message)
+        if match:
+            where = f"line {match[2]}, column {match[3]}"
+            raise ScenarioError([(where, f"TOML syntax error: {match[1]}")], source) from None
+        raise ScenarioError([("", f"TOML syntax error: {message}")], source) from None
+
+
+def _json_qos(tables: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "sl2vl": list(tables["sl2vl"]),
+        "vlarb_high": [[vl, w] for vl, w in tables["vlarb_high"]],
+        "vlarb_low": [[vl, w] for vl, w in tables["vlarb_low"]],
+        "high_limit": tables["high_limit"],
+    }
+
+
+# Where a table's allowed keys are, for "unknown key" hints. Paths as pydantic reports them,
+# list indices removed and the topology kind kept.
+_TABLES: dict[tuple[str, ...], type[BaseModel]] = {
+    (): Scenario,
+    ("fabric",): Fabric,
+    ("topology", "single-switch"): SingleSwitch,
+    ("topology", "xgft"): Xgft,
+    ("routing",): Routing,
+    ("qos",): Qos,
+    ("qos", "ca"): PortQos,
+    ("qos", "swe"): PortQos,
+    ("traffic",): Traffic,
+    ("run",): Run,
+}
+
+
+def _allowed_keys(parent: tuple[Any, ...]) -> list[str] | None:
+    model = _TABLES.get(tuple(p for p in parent if isinstance(p, str)))
+    return list(model.model_fields) if model else None
+
+
+def _scenario_error(error: ValidationError, source: str | None) -> ScenarioError:
+    return from_validation_error(
+        error, source, skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS], allowed=_allowed_keys
+    )
+
+
+def _parse_value(raw: str) -> Any:
+    try:
+        return tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        return raw
+
+
+_KEY_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*|\d+)((?:\[\d+\])*)$")
+
+
+def _key_steps(key: str) -> list[str | int] | None:
+    """"traffic[0].load" (or "traffic.0.load") -> ["traffic", 0, "load"]; None if malformed."""
+    steps: list[str | int] = []
+    for part in key.split("."):
+        match = _KEY_PART.match(part.strip())
+        if not match:
+            return None
+        name = match[1]
+        steps.append(int(name) if name.isdigit() else name)
+        steps.extend(int(i) for i in re.findall(r"\[(\d+)\]", match[2]))
+    return steps
+
+
+def _assign(data: dict[str, Any], key: str, value: Any, source: str | None) -> None:
+    """Sets data[key path] = value, creating tables on the way; lists must already hold the index."""
+    steps = _key_steps(key)
+
+    def fail(message: str) -> ScenarioError:
+        return ScenarioError([(f"--set {key}", message)], source)
+
+    if not steps or isinstance(steps[0], int):
+        raise fail('expected a key path like "fabric.data_vls" or "traffic[0].load"')
+    node: Any = data
+    for depth, step in enumerate(steps):
+        last = depth == len(steps) - 1
+        if isinstance(step, int):
+            if not isinstance(node, list):
+                raise fail(f"{_path(steps[:depth])} is not a list")
+            if step >= len(node):
+                raise fail(f"{_path(steps[:depth])} has {len(node)} entries, no index {step}")
+        elif not isinstance(node, dict):
+            raise fail(f"{_path(steps[:depth])} is a value, not a table")
+        if last:
+            node[step] = value
+        else:
+            if isinstance(node, dict) and step not in node:
+                node[step] = [] if isinstance(steps[depth + 1], int) else {}
+            node = node[step]
+
+
+def _path(steps: list[str | int]) -> str:
+    out = ""
+    for step in steps:
+        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
+    return out
+
+
+def _same_key(problem_key: str, overridden: list[str]) -> bool:
+    normal = _path(_key_steps(problem_key) or [])
+    return any(normal == _path(_key_steps(k) or []) for k in overridden)

@@ -1,0 +1,218 @@
+"""End to end through the compiled engine: simulate(), describe(), and the run/check/study commands."""
+
+import importlib
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import qoslab
+from qoslab.cli import app
+
+runner = CliRunner()
+# The module, not the function the package exports under the same name.
+simulate_module = importlib.import_module("qoslab.simulate")
+
+SMALL = """
+name = "small"
+seed = 7
+
+[topology]
+kind = "xgft"
+m = [4, 2]
+w = [1, 2]
+
+[[traffic]]
+pattern = "uniform"
+load = 0.3
+message_bytes = 8192
+
+[[traffic]]
+pattern = "incast"
+hosts = "4-7"
+destinations = [1]
+load = "saturate"
+sl = 1
+
+[run]
+duration_us = 40
+warmup_us = 5
+"""
+
+SUMMARY_KEYS = {
+    "qoslab_version",
+    "seed",
+    "scenario",
+    "hosts",
+    "switches",
+    "links",
+    "sim_time_ns",
+    "wall_seconds",
+    "events",
+    "packet_hops",
+    "offered_load",
+    "accepted_load",
+    "packets_delivered",
+    "bytes_delivered",
+    "latency_ns",
+    "by_sl",
+    "jobs",
+    "interrupted",
+}
+LINK_COLUMNS = [
+    "link",
+    "vl",
+    "src",
+    "src_node",
+    "src_port",
+    "dst",
+    "dst_node",
+    "dst_port",
+    "packets",
+    "bytes",
+    "busy_ns",
+    "credit_stall_ns",
+]
+
+
+@pytest.fixture
+def small(tmp_path):
+    path = tmp_path / "small.toml"
+    path.write_text(SMALL)
+    return path
+
+
+def invoke(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    assert "Traceback" not in result.output
+    return result
+
+
+def test_simulate_summary_and_tables(small):
+    scenario = qoslab.Scenario.from_toml(small)
+    result = qoslab.simulate(scenario)
+    summary = result.summary
+    assert SUMMARY_KEYS <= set(summary)
+    assert list(summary)[:3] == ["qoslab_version", "seed", "scenario"]
+    assert summary["seed"] == 7 and summary["scenario"] == scenario.resolved()
+    assert (summary["hosts"], summary["switches"]) == (8, 4)
+    assert summary["jobs"] == {} and summary["interrupted"] is False
+    assert set(summary["latency_ns"]) >= {"mean", "p50", "p99", "p999", "max"}
+    assert set(summary["by_sl"]) == {"0", "1"}
+    assert summary["wall_seconds"] > 0
+
+    assert result.links.column_names == LINK_COLUMNS
+    links = result.links.to_pandas()
+    assert len(links) == 2 * summary["links"] * scenario.fabric.data_vls  # each cable both ways, per VL
+    assert links["src"].notna().all() and links["dst"].notna().all()
+    assert links["bytes"].sum() > 0
+    assert result.messages is None
+
+
+def test_messages_table(small):
+    scenario = qoslab.Scenario.from_toml(small).with_overrides(["run.messages=true"])
+    messages = qoslab.simulate(scenario).messages
+    assert messages is not None and messages.num_rows > 0
+    assert {"src", "dst", "sl", "bytes", "created_ns", "delivered_ns"} <= set(messages.column_names)
+
+
+def test_same_seed_same_results(small):
+    scenario = qoslab.Scenario.from_toml(small)
+    first, second = qoslab.simulate(scenario), qoslab.simulate(scenario)
+    strip = lambda s: {k: v for k, v in s.items() if k != "wall_seconds"}  # noqa: E731
+    assert strip(first.summary) == strip(second.summary)
+    assert first.links.equals(second.links)
+
+
+def test_save(small, tmp_path):
+    result = qoslab.simulate(qoslab.Scenario.from_toml(small).with_overrides(["run.messages=true"]))
+    out = result.save(tmp_path / "out")
+    assert json.loads((out / "summary.json").read_text()) == json.loads(json.dumps(result.summary))
+    assert pq.read_table(out / "links.parquet").equals(result.links)
+    assert pq.read_table(out / "messages.parquet").num_rows == result.messages.num_rows
+
+
+def test_describe(small):
+    fabric = qoslab.describe(qoslab.Scenario.from_toml(small))
+    assert (fabric["hosts"], fabric["switches"]) == (8, 4)
+
+
+def test_engine_config_error_becomes_scenario_error(tmp_path):
+    # Only the engine knows that host 3 has nobody to send to.
+    path = tmp_path / "lonely.toml"
+    path.write_text('[[traffic]]\nhosts = [3]\ndestinations = [3]\nload = 0.5\n')
+    with pytest.raises(qoslab.ScenarioError) as caught:
+        qoslab.simulate(qoslab.Scenario.from_toml(path))
+    assert str(caught.value).startswith(f"{path}: traffic[0].destinations: ")
+
+
+def test_cli_run_writes_results(small, tmp_path):
+    out = tmp_path / "out"
+    result = invoke("run", small, "--out", out, "--set", "run.messages=true", "--set", "seed=3")
+    assert result.exit_code == 0, result.output
+    assert "accepted load" in result.stdout and "per service level" in result.stdout
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seed"] == 3 and summary["scenario"]["run"]["messages"] is True
+    assert (out / "links.parquet").exists() and (out / "messages.parquet").exists()
+
+
+def test_cli_run_engine_config_error_exits_2(tmp_path):
+    path = tmp_path / "lonely.toml"
+    path.write_text('[[traffic]]\nhosts = [3]\ndestinations = [3]\nload = 0.5\n')
+    result = invoke("run", path, "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert f"{path}: traffic[0].destinations: " in result.stderr
+
+
+def test_cli_check_describes_fabric(small):
+    result = invoke("check", small)
+    assert result.exit_code == 0, result.output
+    for word in ("hosts", "switches", "links", "levels", "QoS"):
+        assert word in result.stdout
+
+
+def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
+    real = simulate_module.engine()
+
+    class StoppedEngine:  # the real engine, as if Ctrl-C had stopped it
+        @staticmethod
+        def run(config):
+            raw = real.run(config)
+            raw["summary"]["interrupted"] = True
+            return raw
+
+    monkeypatch.setattr(simulate_module, "engine", lambda: StoppedEngine)
+    with pytest.raises(qoslab.Interrupted) as caught:
+        qoslab.simulate(qoslab.Scenario.from_toml(small))
+    assert caught.value.result.summary["interrupted"] is True
+
+    out = tmp_path / "out"
+    result = invoke("run", small, "--out", out)
+    assert result.exit_code == 130
+    assert json.loads((out / "summary.json").read_text())["interrupted"] is True
+
+
+def test_engine_bug_exits_3(small, monkeypatch):
+    class BrokenEngine:
+        @staticmethod
+        def run(config):
+            raise qoslab.EngineError("credit counter went negative")
+
+    monkeypatch.setattr(simulate_module, "engine", lambda: BrokenEngine)
+    result = invoke("run", small)
+    assert result.exit_code == 3
+    assert "internal error" in result.stderr and "credit counter went negative" in result.stderr
+
+
+def test_study_without_file_runs_the_demo(tmp_path):
+    out = tmp_path / "study"
+    result = invoke("study", "--out", out)
+    assert result.exit_code == 0, result.output
+    rows = json.loads((out / "demo.json").read_text())
+    assert len(rows) == 4
+    for row in rows:
+        assert row["victim_p50_us"] > 0 and row["victim_accepted_load"] > 0
+        assert (out / row["dir"] / "summary.json").exists()
+    assert rows[0]["aggressor_accepted_load"] is None
+    assert all(row["aggressor_accepted_load"] > 0 for row in rows[1:])
