@@ -89,3 +89,28 @@ def test_link_table_counts_what_was_delivered():
     assert row.busy_ns == pytest.approx(window_ns, rel=0.01)
     assert row.bytes == pytest.approx(window_ns * 100 / 8, rel=0.01)
     assert links.credit_stall_ns.sum() == 0
+
+
+def test_sl2vl_per_input_output_pair_overrides_the_switch_table():
+    """SL0 from H0 to H1 rides VL0 on the switch's output to H1, except when the pair table for
+    (input 0, output 1) sends it to VL2; traffic from input 2 to the same output keeps VL0."""
+    base = dict(
+        topology={"kind": "single-switch", "hosts": 4},
+        traffic=[{"hosts": [0], "destinations": [1], "load": 0.3},
+                 {"hosts": [2], "destinations": [1], "load": 0.3}],
+        run={"duration_us": 50, "warmup_us": 5},
+    )
+    pair = {"switch": 0, "in_port": 0, "out_port": 1, "sl2vl": [2] + [0] * 15}
+
+    def bytes_on_vl(result, vl):
+        links = result.links.to_pandas()
+        return links[(links.src == "S1-0") & (links.dst == "H1") & (links.vl == vl)].bytes.sum()
+
+    plain = simulate(Scenario(**base))
+    assert bytes_on_vl(plain, 2) == 0 and bytes_on_vl(plain, 0) > 0
+    paired = simulate(Scenario(**base, qos={"sl2vl_pairs": [pair]}))
+    assert bytes_on_vl(paired, 2) == pytest.approx(bytes_on_vl(paired, 0), rel=0.2)
+    with pytest.raises(Exception, match=r"sl2vl_pairs\[0\]"):
+        Scenario(**base, qos={"sl2vl_pairs": [{**pair, "sl2vl": [9] * 16}]})
+    with pytest.raises(Exception, match=r"sl2vl_pairs\[0\].*radix"):
+        simulate(Scenario(**base, qos={"sl2vl_pairs": [{**pair, "out_port": 9}]}))

@@ -201,9 +201,20 @@ class PortQos(_Table):
     high_limit: HighLimit | None = None
 
 
+class Sl2VlPair(_Table):
+    """One switch's SL2VL table for a single (input port, output port) pair, as the hardware holds
+    them (SLtoVLMappingTable with attribute modifier in_port << 8 | out_port). Ports are 0-based."""
+
+    switch: Annotated[int, Field(ge=0)]
+    in_port: Annotated[int, Field(ge=0)]
+    out_port: Annotated[int, Field(ge=0)]
+    sl2vl: Sl2Vl
+
+
 class Qos(PortQos):
     ca: PortQos = Field(default_factory=PortQos)  # HCA ports (OpenSM qos_ca_*)
     swe: PortQos = Field(default_factory=PortQos)  # external switch ports (OpenSM qos_swe_*)
+    sl2vl_pairs: list[Sl2VlPair] = Field(default_factory=list)  # per (input, output) switch overrides
 
 
 def default_port_qos(data_vls: int) -> dict[str, Any]:
@@ -420,7 +431,13 @@ class Scenario(_Table):
             },
             "topology": self.topology.engine(),
             "routing": {"algorithm": self.routing.algorithm},
-            "qos": {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")},
+            "qos": {
+                **{port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")},
+                "sl2vl_overrides": [
+                    {"switch": p.switch, "in_port": p.in_port, "out_port": p.out_port, "sl2vl": list(p.sl2vl)}
+                    for p in self.qos.sl2vl_pairs
+                ],
+            },
             "traffic": [
                 {
                     "pattern": t.pattern,
@@ -459,6 +476,10 @@ class Scenario(_Table):
                 for vl, weight in getattr(tables, name) or []:
                     if vl >= data_vls:
                         raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
+        for i, pair in enumerate(self.qos.sl2vl_pairs):
+            for sl, vl in enumerate(pair.sl2vl):
+                if vl >= data_vls:
+                    raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"qos.sl2vl_pairs[{i}].sl2vl")
         count = self.host_count()
         for i, source in enumerate(self.traffic):
             for field in ("hosts", "destinations", "hotspot_hosts"):

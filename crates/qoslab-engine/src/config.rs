@@ -167,7 +167,7 @@ impl EngineConfig {
             check_port_qos(name, q, f.data_vls)?;
         }
         for (i, o) in self.qos.sl2vl_overrides.iter().enumerate() {
-            check_sl2vl(&format!("qos.sl2vl_overrides[{i}].sl2vl"), &o.sl2vl, f.data_vls)?;
+            check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, f.data_vls)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {
             let key = |k: &str| format!("traffic[{i}].{k}");

@@ -121,7 +121,7 @@ impl Simulation {
         let rate = Rate::from_gbps(f.link_gbps);
         let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
         for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
-            let key = format!("qos.sl2vl_overrides[{i}]");
+            let key = format!("qos.sl2vl_pairs[{i}]");
             if o.switch >= g.switches {
                 return Err(ConfigError::new(key, format!("switch {} does not exist (0..{})", o.switch, g.switches - 1)));
             }
