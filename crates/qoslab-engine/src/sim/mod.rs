@@ -44,6 +44,15 @@ pub struct MessageRecord {
     pub delivered: Time,
 }
 
+/// A FIFO head asking for an output port, with what arbitration needs of its packet copied in
+/// so that scanning requests touches no packet.
+#[derive(Debug, Clone, Copy)]
+struct Request {
+    queue: u32,
+    credits: u32,
+    eligible_at: Time,
+}
+
 pub struct Simulation {
     cfg: EngineConfig,
     topology: Topology,
@@ -79,7 +88,7 @@ pub struct Simulation {
     arb: Vec<ArbState>,
     port_is_switch: Vec<bool>,
     /// Queues whose head wants this (port, VL), oldest request first.
-    requests: Vec<Vec<u32>>,
+    requests: Vec<Vec<Request>>,
     /// Per port, bit v set when `requests[(port, v)]` is non-empty (skips idle VLs quickly).
     request_mask: Vec<u16>,
     counters: Vec<PortVlCounters>,
@@ -331,7 +340,8 @@ impl Simulation {
         pk.out_port = out_port;
         pk.out_vl = out_vl;
         let eligible = pk.eligible_at;
-        self.requests[(out_port * self.vls + out_vl as u32) as usize].push(q);
+        let credits = pk.credits;
+        self.requests[(out_port * self.vls + out_vl as u32) as usize].push(Request { queue: q, credits, eligible_at: eligible });
         self.request_mask[out_port as usize] |= 1 << out_vl;
         if !self.transmitting[out_port as usize] && (input == NONE || !self.input_busy[input as usize]) {
             self.schedule_wake(out_port, eligible.max(self.now));
@@ -366,10 +376,7 @@ impl Simulation {
             let port = base + local;
             let vl = self.sl2vl.switch_vl(switch, input_local, local, sl) as u32;
             let idx = (port * self.vls + vl) as usize;
-            let backlog: u32 = self.requests[idx]
-                .iter()
-                .map(|&q| self.packets.items[self.fifos.head[q as usize] as usize].credits)
-                .sum();
+            let backlog: u32 = self.requests[idx].iter().map(|r| r.credits).sum();
             let busy = self.transmitting[port as usize] as i64;
             let score = self.credits[idx] as i64 - backlog as i64 - busy;
             if score > best.0 {
@@ -462,17 +469,16 @@ impl Simulation {
             let idx = (base + v) as usize;
             let available = self.credits[idx];
             let mut stalled = false;
-            for (pos, &q) in self.requests[idx].iter().enumerate() {
-                let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
-                if pk.eligible_at > now {
-                    next_eligible = next_eligible.min(pk.eligible_at);
+            for (pos, r) in self.requests[idx].iter().enumerate() {
+                if r.eligible_at > now {
+                    next_eligible = next_eligible.min(r.eligible_at);
                     continue;
                 }
-                let input = self.queue_input(q);
+                let input = self.queue_input(r.queue);
                 if input != NONE && self.input_busy[input as usize] {
                     continue;
                 }
-                if pk.credits > available {
+                if r.credits > available {
                     stalled = true;
                     continue;
                 }
@@ -504,7 +510,7 @@ impl Simulation {
             return;
         };
         let idx = (base + grant.vl as u32) as usize;
-        let q = self.requests[idx].remove(candidate[grant.vl as usize] as usize);
+        let q = self.requests[idx].remove(candidate[grant.vl as usize] as usize).queue;
         if self.requests[idx].is_empty() {
             self.request_mask[port as usize] &= !(1 << grant.vl);
         }
@@ -718,7 +724,7 @@ impl Simulation {
                 credits[r.vl as usize] += r.credits;
             }
             for v in 0..self.vls {
-                for &q in &self.requests[(p * self.vls + v) as usize] {
+                for q in self.requests[(p * self.vls + v) as usize].iter().map(|r| r.queue) {
                     let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
                     let input = self.queue_input(q);
                     let input_free = input == NONE || !self.input_busy[input as usize];
