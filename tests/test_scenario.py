@@ -145,7 +145,7 @@ def test_engine_config_shape():
     assert set(config["fabric"]) == FABRIC_KEYS
     assert config["topology"] == {"kind": "xgft", "m": [8, 4], "w": [1, 2]}
     assert config["routing"] == {"algorithm": "dmodk"}
-    assert set(config["qos"]) == {"ca", "swe"}
+    assert set(config["qos"]) == {"ca", "swe", "sl2vl_overrides"}
     for port in ("ca", "swe"):
         assert set(config["qos"][port]) == PORT_QOS_KEYS
     assert set(config["run"]) == RUN_KEYS
