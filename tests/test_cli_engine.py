@@ -216,3 +216,16 @@ def test_study_without_file_runs_the_demo(tmp_path):
         assert (out / row["dir"] / "summary.json").exists()
     assert rows[0]["aggressor_accepted_load"] is None
     assert all(row["aggressor_accepted_load"] > 0 for row in rows[1:])
+
+
+def test_check_reports_what_only_building_the_traffic_finds(tmp_path):
+    """A shift equal to the host count sends every host to itself: check must say so, like run."""
+    from typer.testing import CliRunner
+
+    from qoslab.cli import app
+
+    path = tmp_path / "self.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[[traffic]]\npattern = "shift"\nshift = 4\nload = 0.5\n')
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 2
+    assert "traffic[0].shift" in result.output and "Traceback" not in result.output

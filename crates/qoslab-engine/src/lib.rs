@@ -36,9 +36,9 @@ pub fn run(config_json: &str, should_stop: &mut dyn FnMut() -> bool) -> Result<R
 /// Describes the fabric a config builds, without simulating.
 pub fn describe(config_json: &str) -> Result<serde_json::Value, Error> {
     let cfg = EngineConfig::from_json(config_json)?;
-    cfg.validate()?;
-    let topology = topology::Topology::build(&cfg.topology)?;
-    Ok(topology.describe())
+    // Build everything a run would (traffic, SL2VL pairs), so `check` reports the same errors.
+    let sim = Simulation::new(cfg)?;
+    Ok(sim.describe())
 }
 
 /// Speed of the bare event list under the hold model (pop the earliest, push one later), at a

@@ -213,6 +213,10 @@ impl Simulation {
         self.topology.graph()
     }
 
+    pub fn describe(&self) -> serde_json::Value {
+        self.topology.describe()
+    }
+
     /// Runs to the configured duration, or until `should_stop` says so (checked every few
     /// thousand events). Returns whether the run was interrupted.
     pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
