@@ -229,3 +229,19 @@ def test_check_reports_what_only_building_the_traffic_finds(tmp_path):
     result = CliRunner().invoke(app, ["check", str(path)])
     assert result.exit_code == 2
     assert "traffic[0].shift" in result.output and "Traceback" not in result.output
+
+
+def test_traffic_on_an_unweighted_vl_is_warned_about(tmp_path):
+    from typer.testing import CliRunner
+
+    from qoslab.cli import app
+
+    path = tmp_path / "starved.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[qos]\nvlarb_low = "0:255"\n'
+                    '[[traffic]]\nload = 0.1\nsl = 1\n[run]\nduration_us = 20\nwarmup_us = 2\n')
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 0
+    assert "SL1 maps to VL1" in result.output and "never be sent" in result.output
+    quiet = tmp_path / "fine.toml"
+    quiet.write_text(path.read_text().replace('"0:255"', '"0:255,1:10"'))
+    assert "warning" not in CliRunner().invoke(app, ["check", str(quiet)]).output

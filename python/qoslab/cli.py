@@ -66,6 +66,11 @@ def _each_line(prefix: str, text: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
+def warn(scenario: Scenario) -> None:
+    for message in scenario.qos_warnings():
+        err_console.print(f"[yellow]warning:[/yellow] {message}")
+
+
 def load(path: Path, overrides: list[str] | None) -> Scenario:
     scenario = Scenario.from_toml(path)
     return scenario.with_overrides(overrides) if overrides else scenario
@@ -101,6 +106,7 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
 
     with user_errors(str(scenario)):
         loaded = load(scenario, overrides)
+        warn(loaded)
         try:
             result = simulate(loaded)
         except Interrupted as stop:
@@ -127,6 +133,7 @@ def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
     with user_errors(str(scenario)):
         loaded = load(scenario, overrides)
         fabric = describe(loaded)
+    warn(loaded)
     console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
     print_description(fabric)
     print_qos(loaded)

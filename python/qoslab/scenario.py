@@ -386,6 +386,21 @@ class Scenario(_Table):
     def host_count(self) -> int:
         return self.topology.host_count()
 
+    def qos_warnings(self) -> list[str]:
+        """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
+        whose VL has no weight in either arbitration table of a port type never leaves that port."""
+        warnings = []
+        used_sls = sorted({t.sl for t in self.traffic})
+        for port, key in (("ca", "qos.ca"), ("swe", "qos.swe")):
+            tables = self.port_qos(port)
+            weighted = {vl for vl, w in list(tables["vlarb_high"]) + list(tables["vlarb_low"]) if w > 0}
+            for sl in used_sls:
+                vl = tables["sl2vl"][sl]
+                if vl not in weighted:
+                    warnings.append(f"{key}: traffic on SL{sl} maps to VL{vl}, which has no weight in "
+                                    f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
+        return warnings
+
     def port_qos(self, port: Literal["ca", "swe"]) -> dict[str, Any]:
         """QoS tables of one port type, resolved per field: [qos.<port>] -> [qos] -> default."""
         specific = getattr(self.qos, port)
