@@ -53,6 +53,30 @@ struct Request {
     eligible_at: Time,
 }
 
+/// Per-port state touched on every event at that port, kept together so one event costs one
+/// cache miss for it rather than one per array.
+#[derive(Debug, Clone)]
+struct PortState {
+    /// A packet is on the wire; cleared when its TxEnd is handled (not merely when time passes,
+    /// so a same-instant poke cannot start a new packet before the old one's input is released).
+    transmitting: bool,
+    credit_waiting: bool,
+    port_is_switch: bool,
+    /// As an input: feeding an output until that output's TxEnd (one output at a time).
+    input_busy: bool,
+    /// Bit v set when `requests[(port, v)]` is non-empty (skips idle VLs quickly).
+    request_mask: u16,
+    /// Bit v set while VL v is in a credit stall (mirror of `counters`).
+    stalled_mask: u16,
+    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
+    tx_input: u32,
+    wake_at: Time,
+    /// Arrival time of the oldest credit return (NEVER if none), so the common "nothing has come
+    /// back yet" case touches no deque.
+    next_return_at: Time,
+    arb: ArbState,
+}
+
 pub struct Simulation {
     cfg: EngineConfig,
     topology: Topology,
@@ -69,32 +93,14 @@ pub struct Simulation {
     buffer_credits: u32,
     window: Window,
 
-    // Output side of every port.
-    /// A packet is on the wire; cleared when its TxEnd is handled (not merely when time passes,
-    /// so a same-instant poke cannot start a new packet before the old one's input is released).
-    transmitting: Vec<bool>,
-    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
-    tx_input: Vec<u32>,
-    wake_at: Vec<Time>,
-    credit_waiting: Vec<bool>,
+    /// The hot per-port scalars, one cache line per port (see `PortState`).
+    ports: Vec<PortState>,
     /// Sender's view of the receiver's free buffer, per (port, VL).
     credits: Vec<u32>,
     returns: Vec<CreditReturns>,
-    /// Arrival time of the oldest credit return per port (NEVER if none): a dense array, so the
-    /// common "nothing has come back yet" case touches no deque.
-    next_return_at: Vec<Time>,
-    /// Per port, bit v set while VL v is in a credit stall (dense mirror of `counters`).
-    stalled_mask: Vec<u16>,
-    arb: Vec<ArbState>,
-    port_is_switch: Vec<bool>,
     /// Queues whose head wants this (port, VL), oldest request first.
     requests: Vec<Vec<Request>>,
-    /// Per port, bit v set when `requests[(port, v)]` is non-empty (skips idle VLs quickly).
-    request_mask: Vec<u16>,
     counters: Vec<PortVlCounters>,
-
-    // Input side: an input feeds one output at a time, until that output's TxEnd.
-    input_busy: Vec<bool>,
     fifos: Fifos,
 
     packets: Slab<Packet>,
@@ -155,7 +161,7 @@ impl Simulation {
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let port_is_switch = (0..ports).map(|p| !g.is_host(g.port_node[p as usize])).collect();
+        let port_is_switch: Vec<bool> = (0..ports).map(|p| !g.is_host(g.port_node[p as usize])).collect();
         let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
         let traffic_tables = cfg.traffic.len();
         let sim = Simulation {
@@ -170,20 +176,25 @@ impl Simulation {
             header: f.header_bytes,
             buffer_credits,
             window,
-            transmitting: vec![false; np],
-            tx_input: vec![NONE; np],
-            wake_at: vec![NEVER; np],
-            credit_waiting: vec![false; np],
+            ports: port_is_switch
+                .into_iter()
+                .map(|is_switch| PortState {
+                    transmitting: false,
+                    credit_waiting: false,
+                    port_is_switch: is_switch,
+                    input_busy: false,
+                    request_mask: 0,
+                    stalled_mask: 0,
+                    tx_input: NONE,
+                    wake_at: NEVER,
+                    next_return_at: NEVER,
+                    arb: ArbState::default(),
+                })
+                .collect(),
             credits: vec![buffer_credits; pv],
             returns: (0..np).map(|_| CreditReturns::new()).collect(),
-            next_return_at: vec![NEVER; np],
-            stalled_mask: vec![0; np],
-            arb: vec![ArbState::default(); np],
-            port_is_switch,
             requests: vec![Vec::new(); pv],
-            request_mask: vec![0; np],
             counters: vec![PortVlCounters::default(); pv],
-            input_busy: vec![false; np],
             fifos: Fifos::new(pv + (g.hosts * SLS) as usize),
             packets: Slab::new(),
             messages: Slab::new(),
@@ -317,13 +328,13 @@ impl Simulation {
 
     #[inline]
     fn hca_queue(&self, host: u32, sl: u8) -> u32 {
-        (self.transmitting.len() as u32) * self.vls + host * SLS + sl as u32
+        (self.ports.len() as u32) * self.vls + host * SLS + sl as u32
     }
 
     /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
     #[inline]
     fn queue_input(&self, q: u32) -> u32 {
-        let switch_queues = self.transmitting.len() as u32 * self.vls;
+        let switch_queues = self.ports.len() as u32 * self.vls;
         if q < switch_queues { q / self.vls } else { NONE }
     }
 
@@ -346,8 +357,8 @@ impl Simulation {
         let eligible = pk.eligible_at;
         let credits = pk.credits;
         self.requests[(out_port * self.vls + out_vl as u32) as usize].push(Request { queue: q, credits, eligible_at: eligible });
-        self.request_mask[out_port as usize] |= 1 << out_vl;
-        if !self.transmitting[out_port as usize] && (input == NONE || !self.input_busy[input as usize]) {
+        self.ports[out_port as usize].request_mask |= 1 << out_vl;
+        if !self.ports[out_port as usize].transmitting && (input == NONE || !self.ports[input as usize].input_busy) {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
     }
@@ -381,7 +392,7 @@ impl Simulation {
             let vl = self.sl2vl.switch_vl(switch, input_local, local, sl) as u32;
             let idx = (port * self.vls + vl) as usize;
             let backlog: u32 = self.requests[idx].iter().map(|r| r.credits).sum();
-            let busy = self.transmitting[port as usize] as i64;
+            let busy = self.ports[port as usize].transmitting as i64;
             let score = self.credits[idx] as i64 - backlog as i64 - busy;
             if score > best.0 {
                 best = (score, local);
@@ -392,30 +403,30 @@ impl Simulation {
 
     #[inline]
     fn schedule_wake(&mut self, port: u32, at: Time) {
-        if at < self.wake_at[port as usize] {
-            self.wake_at[port as usize] = at;
+        if at < self.ports[port as usize].wake_at {
+            self.ports[port as usize].wake_at = at;
             self.events.push(at, EventKind::Wake, port);
         }
     }
 
     fn on_wake(&mut self, port: u32) {
-        if self.wake_at[port as usize] == self.now {
-            self.wake_at[port as usize] = NEVER;
+        if self.ports[port as usize].wake_at == self.now {
+            self.ports[port as usize].wake_at = NEVER;
         }
         self.try_send(port);
     }
 
     fn on_tx_end(&mut self, port: u32) {
-        self.transmitting[port as usize] = false;
-        let input = self.tx_input[port as usize];
+        self.ports[port as usize].transmitting = false;
+        let input = self.ports[port as usize].tx_input;
         if input != NONE {
-            self.input_busy[input as usize] = false;
+            self.ports[input as usize].input_busy = false;
             // The input is free again: its other VLs' heads may now go to their outputs.
             for v in 0..self.vls {
                 let head = self.fifos.head[(input * self.vls + v) as usize];
                 if head != NONE {
                     let out = self.packets.items[head as usize].out_port;
-                    if out != port && !self.transmitting[out as usize] {
+                    if out != port && !self.ports[out as usize].transmitting {
                         self.try_send(out);
                     }
                 }
@@ -428,9 +439,9 @@ impl Simulation {
     #[inline]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
         self.returns[port as usize].push_back(CreditReturn { at, vl, credits });
-        let next = &mut self.next_return_at[port as usize];
+        let next = &mut self.ports[port as usize].next_return_at;
         *next = (*next).min(at);
-        if self.credit_waiting[port as usize] && !self.transmitting[port as usize] {
+        if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
             self.schedule_wake(port, at);
         }
     }
@@ -438,7 +449,7 @@ impl Simulation {
     #[inline]
     fn apply_returned_credits(&mut self, port: u32) {
         let now = self.now;
-        if self.next_return_at[port as usize] > now {
+        if self.ports[port as usize].next_return_at > now {
             return;
         }
         let returns = &mut self.returns[port as usize];
@@ -449,14 +460,14 @@ impl Simulation {
             self.credits[(port * self.vls + r.vl as u32) as usize] += r.credits;
             returns.pop_front();
         }
-        self.next_return_at[port as usize] = returns.front().map_or(NEVER, |r| r.at);
+        self.ports[port as usize].next_return_at = returns.front().map_or(NEVER, |r| r.at);
     }
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
     /// that VL whose packet is eligible, whose input is free and which fits the downstream credits.
     fn try_send(&mut self, port: u32) {
         let now = self.now;
-        if self.transmitting[port as usize] {
+        if self.ports[port as usize].transmitting {
             return;
         }
         self.apply_returned_credits(port);
@@ -466,7 +477,7 @@ impl Simulation {
         let mut candidate = [0u16; 16];
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
-        let mut mask = self.request_mask[port as usize];
+        let mut mask = self.ports[port as usize].request_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
@@ -479,7 +490,7 @@ impl Simulation {
                     continue;
                 }
                 let input = self.queue_input(r.queue);
-                if input != NONE && self.input_busy[input as usize] {
+                if input != NONE && self.ports[input as usize].input_busy {
                     continue;
                 }
                 if r.credits > available {
@@ -491,19 +502,19 @@ impl Simulation {
                 stalled = false;
                 break;
             }
-            let was_stalled = self.stalled_mask[port as usize] & (1 << v) != 0;
+            let was_stalled = self.ports[port as usize].stalled_mask & (1 << v) != 0;
             if stalled != was_stalled {
                 self.counters[idx].set_stalled(stalled, now, &self.window);
-                self.stalled_mask[port as usize] ^= 1 << v;
+                self.ports[port as usize].stalled_mask ^= 1 << v;
             }
             credit_blocked |= stalled;
         }
-        let table = &self.arb_tables[self.port_is_switch[port as usize] as usize];
-        let grant = if ready != 0 { self.arb[port as usize].select(table, ready) } else { None };
+        let table = &self.arb_tables[self.ports[port as usize].port_is_switch as usize];
+        let grant = if ready != 0 { self.ports[port as usize].arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
-                self.credit_waiting[port as usize] = true;
-                let at = self.next_return_at[port as usize];
+                self.ports[port as usize].credit_waiting = true;
+                let at = self.ports[port as usize].next_return_at;
                 if at != NEVER {
                     self.schedule_wake(port, at);
                 }
@@ -516,7 +527,7 @@ impl Simulation {
         let idx = (base + grant.vl as u32) as usize;
         let q = self.requests[idx].remove(candidate[grant.vl as usize] as usize).queue;
         if self.requests[idx].is_empty() {
-            self.request_mask[port as usize] &= !(1 << grant.vl);
+            self.ports[port as usize].request_mask &= !(1 << grant.vl);
         }
         self.transmit(port, q, grant.vl, grant);
     }
@@ -528,11 +539,11 @@ impl Simulation {
         let pk = self.packets.items[id as usize];
         let idx = (port * self.vls + vl as u32) as usize;
         self.credits[idx] -= pk.credits;
-        self.arb[port as usize].charge(grant, pk.wire_bytes);
+        self.ports[port as usize].arb.charge(grant, pk.wire_bytes);
         let ser = self.rate.serialization(pk.wire_bytes);
         let done = now + ser;
-        self.transmitting[port as usize] = true;
-        self.credit_waiting[port as usize] = false;
+        self.ports[port as usize].transmitting = true;
+        self.ports[port as usize].credit_waiting = false;
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
         let c = &mut self.counters[idx];
@@ -543,10 +554,10 @@ impl Simulation {
         }
 
         let input = self.queue_input(q);
-        self.tx_input[port as usize] = input;
+        self.ports[port as usize].tx_input = input;
         if input != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
-            self.input_busy[input as usize] = true;
+            self.ports[input as usize].input_busy = true;
             let upstream = self.topology.graph().port_peer[input as usize];
             let in_vl = (q % self.vls) as u8;
             self.return_credits(upstream, in_vl, pk.credits, done + self.link_latency);
@@ -719,8 +730,8 @@ impl Simulation {
     /// output port that is idle with nothing scheduled: a lost wake-up. Empty in a healthy run.
     pub fn sendable_but_idle(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for p in 0..self.transmitting.len() as u32 {
-            if self.transmitting[p as usize] || self.wake_at[p as usize] != NEVER {
+        for p in 0..self.ports.len() as u32 {
+            if self.ports[p as usize].transmitting || self.ports[p as usize].wake_at != NEVER {
                 continue;
             }
             let mut credits: Vec<u32> = (0..self.vls).map(|v| self.credits[(p * self.vls + v) as usize]).collect();
@@ -731,7 +742,7 @@ impl Simulation {
                 for q in self.requests[(p * self.vls + v) as usize].iter().map(|r| r.queue) {
                     let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
                     let input = self.queue_input(q);
-                    let input_free = input == NONE || !self.input_busy[input as usize];
+                    let input_free = input == NONE || !self.ports[input as usize].input_busy;
                     if pk.eligible_at <= self.now && input_free && pk.credits <= credits[v as usize] {
                         out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
                     }
