@@ -372,7 +372,7 @@ impl Simulation {
         let local = match self.router.route(switch, pk.src, pk.dst) {
             Route::Port(p) => p,
             Route::AnyUp { first, count } => match self.router.algorithm {
-                RoutingAlgorithm::Adaptive => self.least_loaded_up_port(base, first, count, pk.sl, input - base),
+                RoutingAlgorithm::Adaptive => self.least_loaded_up_port(switch, base, first, count, pk.sl, input - base),
                 _ => first + self.routing_rng.gen_range(0..count),
             },
         };
@@ -382,9 +382,8 @@ impl Simulation {
 
     /// Adaptive choice: the up port with the most free downstream credits on the packet's VL,
     /// less the credits already requested there; ties go to a random starting point.
-    fn least_loaded_up_port(&mut self, base: u32, first: u32, count: u32, sl: u8, input_local: u32) -> u32 {
+    fn least_loaded_up_port(&mut self, switch: u32, base: u32, first: u32, count: u32, sl: u8, input_local: u32) -> u32 {
         let start = self.routing_rng.gen_range(0..count);
-        let switch = self.topology.graph().port_node[base as usize] - self.topology.graph().hosts;
         let mut best = (i64::MIN, first);
         for k in 0..count {
             let local = first + (start + k) % count;
@@ -563,7 +562,7 @@ impl Simulation {
             self.return_credits(upstream, in_vl, pk.credits, done + self.link_latency);
         } else if self.window.contains(now) {
             let m = self.messages.items[pk.message as usize];
-            for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+            for s in self.flow_classes(&m) {
                 s.injected_wire_bytes += pk.wire_bytes as u64;
             }
         }
@@ -615,8 +614,8 @@ impl Simulation {
         m.last_delivery = m.last_delivery.max(tail);
         let m = *m;
         let in_window = self.window.contains(tail);
-        for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
-            if in_window {
+        if in_window {
+            for s in self.flow_classes(&m) {
                 s.delivered_wire_bytes += pk.wire_bytes as u64;
                 s.delivered_payload_bytes += pk.payload_bytes as u64;
                 s.delivered_packets += 1;
@@ -631,12 +630,12 @@ impl Simulation {
         if done < self.window.end {
             if m.created >= self.window.start {
                 let latency = done - m.created;
-                for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+                for s in self.flow_classes(&m) {
                     s.latencies.push(latency);
                 }
             }
             if done >= self.window.start {
-                for s in [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]] {
+                for s in self.flow_classes(&m) {
                     s.delivered_messages += 1;
                 }
             }
@@ -652,6 +651,12 @@ impl Simulation {
                 });
             }
         }
+    }
+
+    /// The statistics classes a message counts in: everything, its SL, its traffic table.
+    #[inline]
+    fn flow_classes(&mut self, m: &Message) -> [&mut FlowStats; 3] {
+        [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]]
     }
 
     fn close_stalls(&mut self) {
