@@ -12,6 +12,12 @@ pub struct EngineConfig {
     pub qos: QosConfig,
     pub traffic: Vec<TrafficConfig>,
     pub run: RunConfig,
+    /// MPI jobs; an open-loop-only scenario has none.
+    #[serde(default)]
+    pub jobs: Vec<JobConfig>,
+    /// The MPI layer's parameters; required when there are jobs.
+    #[serde(default)]
+    pub mpi: Option<MpiConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -119,6 +125,38 @@ pub struct RunConfig {
     pub duration_us: f64,
     pub warmup_us: f64,
     pub record_messages: bool,
+}
+
+/// One MPI job, placed: `hosts` lists its nodes, ranks fill them in order (`ranks_per_node` each).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobConfig {
+    pub name: String,
+    pub hosts: Vec<u32>,
+    pub ranks_per_node: u32,
+    pub sl: u8,
+    pub restart: bool,
+    /// `{"kind": ..., parameters...}`; each workload checks its own parameters.
+    pub workload: serde_json::Value,
+    pub collectives: CollectivesConfig,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CollectivesConfig {
+    pub allreduce: String,
+    pub alltoall: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MpiConfig {
+    /// Messages up to this size go eagerly; larger ones use the rendezvous protocol.
+    pub eager_threshold_bytes: u64,
+    /// Payload of a protocol control message (RTS, CTS, get request).
+    pub control_bytes: u64,
+    pub shm_latency_ns: f64,
+    pub shm_gbps: f64,
 }
 
 /// A configuration the engine cannot build, named by its scenario key.

@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod fabric;
+pub mod mpi;
 pub mod queue;
 pub mod routing;
 pub mod sim;
@@ -13,7 +14,9 @@ pub mod traffic;
 pub mod units;
 
 pub use config::{ConfigError, EngineConfig};
-pub use sim::{RunOutput, Simulation};
+pub use mpi::program::PackedTrace;
+pub use sim::{RunOutput, RunStatus, Simulation};
+use std::collections::HashMap;
 
 /// Why a run could not produce results.
 #[derive(Debug, thiserror::Error)]
@@ -26,18 +29,23 @@ pub enum Error {
 }
 
 /// Builds and runs one scenario. `should_stop` is polled periodically (Ctrl-C handling).
-pub fn run(config_json: &str, should_stop: &mut dyn FnMut() -> bool) -> Result<RunOutput, Error> {
+/// `traces` holds the rank programs of trace-replay jobs, by job index.
+pub fn run(
+    config_json: &str,
+    traces: &HashMap<usize, PackedTrace>,
+    should_stop: &mut dyn FnMut() -> bool,
+) -> Result<RunOutput, Error> {
     let cfg = EngineConfig::from_json(config_json)?;
-    let mut sim = Simulation::new(cfg)?;
+    let mut sim = Simulation::with_traces(cfg, traces)?;
     let interrupted = sim.run(should_stop);
     sim.output(interrupted).map_err(Error::Engine)
 }
 
 /// Describes the fabric a config builds, without simulating.
-pub fn describe(config_json: &str) -> Result<serde_json::Value, Error> {
+pub fn describe(config_json: &str, traces: &HashMap<usize, PackedTrace>) -> Result<serde_json::Value, Error> {
     let cfg = EngineConfig::from_json(config_json)?;
-    // Build everything a run would (traffic, SL2VL pairs), so `check` reports the same errors.
-    let sim = Simulation::new(cfg)?;
+    // Build everything a run would (traffic, SL2VL pairs, jobs), so `check` reports the same errors.
+    let sim = Simulation::with_traces(cfg, traces)?;
     Ok(sim.describe())
 }
 

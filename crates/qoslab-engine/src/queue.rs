@@ -13,12 +13,17 @@ pub enum EventKind {
     Wake = 1,
     /// A traffic source creates its next message.
     Source = 2,
+    /// An MPI rank's compute phase ends.
+    RankResume = 3,
+    /// An MPI message has arrived (shared memory, or the fabric's last byte).
+    MpiArrival = 4,
 }
 
-const ID_BITS: u32 = 30;
+const ID_BITS: u32 = 29;
 const ID_MASK: u64 = (1 << ID_BITS) - 1;
 const KIND_SHIFT: u32 = ID_BITS;
-const SEQ_SHIFT: u32 = ID_BITS + 2;
+const KIND_BITS: u32 = 3;
+const SEQ_SHIFT: u32 = ID_BITS + KIND_BITS;
 
 /// Largest component id an event can carry.
 pub const MAX_EVENT_ID: u32 = ID_MASK as u32;
@@ -53,10 +58,12 @@ impl EventQueue {
         let Reverse(key) = self.heap.pop()?;
         let time = (key >> 64) as Time;
         let tag = key as u64;
-        let kind = match (tag >> KIND_SHIFT) & 3 {
+        let kind = match (tag >> KIND_SHIFT) & ((1 << KIND_BITS) - 1) {
             0 => EventKind::TxEnd,
             1 => EventKind::Wake,
-            _ => EventKind::Source,
+            2 => EventKind::Source,
+            3 => EventKind::RankResume,
+            _ => EventKind::MpiArrival,
         };
         Some((time, kind, (tag & ID_MASK) as u32))
     }

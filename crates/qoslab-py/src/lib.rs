@@ -6,7 +6,9 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use qoslab_engine::sim::output::Column;
+use qoslab_engine::PackedTrace;
 use serde_json::Value;
+use std::collections::HashMap;
 
 create_exception!(_engine, ConfigError, PyValueError, "A scenario the engine cannot build; names the key.");
 create_exception!(_engine, EngineError, PyRuntimeError, "A broken invariant inside the engine (a bug).");
@@ -61,31 +63,54 @@ fn columns_to_py(py: Python<'_>, cols: &[Column]) -> PyResult<PyObject> {
     Ok(d.into_any().unbind())
 }
 
+/// Trace programs from Python: {job index: (offsets, words)}, both little-endian u64 bytes.
+fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, PackedTrace>> {
+    let mut out = HashMap::new();
+    let Some(traces) = traces else { return Ok(out) };
+    let words = |b: &[u8]| -> PyResult<Vec<u64>> {
+        if b.len() % 8 != 0 {
+            return Err(PyValueError::new_err("trace arrays must hold whole u64 values"));
+        }
+        Ok(b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())
+    };
+    for (job, value) in traces.iter() {
+        let job: usize = job.extract()?;
+        let (offsets, ops): (Vec<u8>, Vec<u8>) = value.extract()?;
+        out.insert(job, PackedTrace { offsets: words(&offsets)?, words: words(&ops)? });
+    }
+    Ok(out)
+}
+
 /// Runs one engine config (JSON). Releases the GIL; Ctrl-C stops the run and returns what was
 /// measured so far with `summary["interrupted"] = True`.
 #[pyfunction]
-fn run(py: Python<'_>, config_json: &str) -> PyResult<PyObject> {
+#[pyo3(signature = (config_json, traces=None))]
+fn run(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>>) -> PyResult<PyObject> {
     let config = config_json.to_owned();
+    let traces = packed_traces(traces)?;
     let result = py.allow_threads(move || {
         let mut should_stop = || Python::with_gil(|py| py.check_signals().is_err());
-        qoslab_engine::run(&config, &mut should_stop)
+        qoslab_engine::run(&config, &traces, &mut should_stop)
     });
     let out = result.map_err(to_py_err)?;
     let d = PyDict::new(py);
     d.set_item("summary", json_to_py(py, &out.summary)?)?;
     d.set_item("nodes", PyList::new(py, &out.node_names)?)?;
     d.set_item("links", columns_to_py(py, &out.links)?)?;
-    match &out.messages {
-        Some(m) => d.set_item("messages", columns_to_py(py, m)?)?,
-        None => d.set_item("messages", py.None())?,
+    for (name, table) in [("messages", &out.messages), ("ranks", &out.ranks)] {
+        match table {
+            Some(t) => d.set_item(name, columns_to_py(py, t)?)?,
+            None => d.set_item(name, py.None())?,
+        }
     }
     Ok(d.into_any().unbind())
 }
 
 /// Describes the fabric of an engine config without simulating.
 #[pyfunction]
-fn describe(py: Python<'_>, config_json: &str) -> PyResult<PyObject> {
-    let v = qoslab_engine::describe(config_json).map_err(to_py_err)?;
+#[pyo3(signature = (config_json, traces=None))]
+fn describe(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>>) -> PyResult<PyObject> {
+    let v = qoslab_engine::describe(config_json, &packed_traces(traces)?).map_err(to_py_err)?;
     json_to_py(py, &v)
 }
 

@@ -10,13 +10,15 @@
 //!   and counted only if that time falls inside the run.
 
 pub mod output;
-mod state;
+pub(crate) mod state;
 
 pub use output::RunOutput;
 
 use crate::config::{ConfigError, EngineConfig, RoutingAlgorithm};
 use crate::fabric::sl2vl::{table, Sl2Vl};
 use crate::fabric::vl_arbiter::{ArbState, ArbTables};
+use crate::mpi::{program::PackedTrace, Mpi, Transport};
+use std::collections::HashMap;
 use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
 use crate::routing::{Route, Router};
 use crate::stats::{FlowStats, PortVlCounters, Window};
@@ -38,7 +40,8 @@ pub struct MessageRecord {
     pub src: u32,
     pub dst: u32,
     pub sl: u8,
-    pub traffic: u16,
+    /// Statistics class: a traffic table's index, or (tables + job) for an MPI job's message.
+    pub class: u16,
     pub bytes: u64,
     pub created: Time,
     pub delivered: Time,
@@ -121,12 +124,20 @@ pub struct Simulation {
 
     pub(crate) all: FlowStats,
     pub(crate) by_sl: Vec<FlowStats>,
-    pub(crate) by_traffic: Vec<FlowStats>,
+    /// One per traffic table, then one per MPI job.
+    pub(crate) by_class: Vec<FlowStats>,
+    pub(crate) mpi: Option<Box<Mpi>>,
+    pub(crate) status: RunStatus,
     pub(crate) message_log: Vec<MessageRecord>,
 }
 
 impl Simulation {
     pub fn new(cfg: EngineConfig) -> Result<Simulation, ConfigError> {
+        Simulation::with_traces(cfg, &HashMap::new())
+    }
+
+    /// Builds a run whose trace-replay jobs take their rank programs from `traces(job index)`.
+    pub fn with_traces(cfg: EngineConfig, traces: &HashMap<usize, PackedTrace>) -> Result<Simulation, ConfigError> {
         cfg.validate()?;
         let topology = Topology::build(&cfg.topology)?;
         let router = Router::new(&topology, cfg.routing.algorithm);
@@ -163,7 +174,15 @@ impl Simulation {
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
         let port_is_switch: Vec<bool> = (0..ports).map(|p| !g.is_host(g.port_node[p as usize])).collect();
         let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
-        let traffic_tables = cfg.traffic.len();
+        let mpi = match (&cfg.mpi, cfg.jobs.is_empty()) {
+            (_, true) => None,
+            (Some(m), false) => Some(Box::new(Mpi::new(m, &cfg.jobs, traces, cfg.seed, g.hosts)?)),
+            (None, false) => return Err(ConfigError::new("mpi", "jobs need the [mpi] parameters")),
+        };
+        let classes = cfg.traffic.len() + cfg.jobs.len();
+        if classes >= u16::MAX as usize {
+            return Err(ConfigError::new("jobs", "too many traffic tables and jobs"));
+        }
         let sim = Simulation {
             router,
             sl2vl,
@@ -212,7 +231,9 @@ impl Simulation {
             messages_completed: 0,
             all: FlowStats::default(),
             by_sl: vec![FlowStats::default(); SLS as usize],
-            by_traffic: vec![FlowStats::default(); traffic_tables],
+            by_class: vec![FlowStats::default(); classes],
+            mpi,
+            status: RunStatus::Completed,
             message_log: Vec::new(),
             topology,
             cfg,
@@ -232,10 +253,11 @@ impl Simulation {
     /// thousand events). Returns whether the run was interrupted.
     pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
         self.start_sources();
+        self.with_mpi(|mpi, sim| mpi.start(0, sim));
         let end = self.window.end;
         let mut interrupted = false;
         while let Some(t) = self.events.peek_time() {
-            if t >= end {
+            if t >= end || self.mpi_finished() {
                 break;
             }
             let (t, kind, id) = self.events.pop().unwrap();
@@ -246,17 +268,47 @@ impl Simulation {
                 EventKind::TxEnd => self.on_tx_end(id),
                 EventKind::Wake => self.on_wake(id),
                 EventKind::Source => self.on_source(id),
+                EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
+                EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
             }
             if self.event_count % STOP_CHECK_EVENTS == 0 && should_stop() {
                 interrupted = true;
                 break;
             }
         }
-        if !interrupted {
-            self.now = end;
-        }
+        self.status = match self.mpi.as_deref() {
+            _ if interrupted => RunStatus::Interrupted,
+            Some(m) if m.deadlock().is_some() => RunStatus::Deadlock(m.deadlock().unwrap().to_string()),
+            Some(m) if !m.all_completed_once() => {
+                self.now = end;
+                RunStatus::TimeLimit
+            }
+            Some(_) => RunStatus::Completed,
+            None => {
+                self.now = end;
+                RunStatus::Completed
+            }
+        };
         self.close_stalls();
         interrupted
+    }
+
+    /// Jobs exist and are all done (each completed once), or can never finish.
+    fn mpi_finished(&self) -> bool {
+        self.mpi.as_deref().is_some_and(|m| m.all_completed_once() || m.deadlock().is_some())
+    }
+
+    /// Lends the MPI layer the simulation as its transport.
+    #[inline]
+    fn with_mpi(&mut self, f: impl FnOnce(&mut Mpi, &mut Simulation)) {
+        if let Some(mut mpi) = self.mpi.take() {
+            f(&mut mpi, self);
+            self.mpi = Some(mpi);
+        }
+    }
+
+    pub fn status(&self) -> &RunStatus {
+        &self.status
     }
 
     fn start_sources(&mut self) {
@@ -278,26 +330,37 @@ impl Simulation {
         self.events.push(self.now + gap, EventKind::Source, s);
     }
 
-    /// Cuts a message into MTU packets and appends them to the sender's HCA send queue for its SL.
+    /// An open-loop source's next message.
     fn create_message(&mut self, s: u32) {
-        let now = self.now;
         let src = &mut self.sources[s as usize];
         let dst = src.next_destination(&self.tables[src.traffic as usize]);
         src.queued += 1;
-        let (host, sl, bytes, traffic) = (src.host, src.sl, src.message_bytes, src.traffic);
-        let packets = bytes.div_ceil(self.mtu as u64) as u32;
-        let message = self.messages.insert(Message {
+        let (host, sl, bytes, class) = (src.host, src.sl, src.message_bytes, src.traffic);
+        self.inject(Message {
             src: host,
             dst,
             source: s,
-            traffic,
+            mpi: NONE,
+            notify_injected: false,
+            class,
             sl,
             bytes,
-            created: now,
+            created: self.now,
             last_delivery: 0,
-            packets_left: packets,
-            packets_unsent: packets,
+            packets_left: 0,
+            packets_unsent: 0,
         });
+    }
+
+    /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
+    /// appends them to the sender's HCA send queue for its SL.
+    fn inject(&mut self, mut m: Message) {
+        let now = self.now;
+        let (host, dst, sl, bytes) = (m.src, m.dst, m.sl, m.bytes);
+        let packets = bytes.div_ceil(self.mtu as u64).max(1) as u32;
+        m.packets_left = packets;
+        m.packets_unsent = packets;
+        let message = self.messages.insert(m);
         self.messages_created += 1;
         let q = self.hca_queue(host, sl);
         let mut remaining = bytes;
@@ -590,11 +653,17 @@ impl Simulation {
         }
     }
 
-    /// An HCA put one more packet of `message` on its wire; a saturating source refills.
+    /// An HCA put one more packet of `message` on its wire; a saturating source refills, an
+    /// eager MPI send completes.
     fn on_hca_sent(&mut self, message: u32) {
         let m = &mut self.messages.items[message as usize];
         m.packets_unsent -= 1;
-        if m.packets_unsent == 0 {
+        if m.packets_unsent == 0 && m.mpi != NONE {
+            if m.notify_injected {
+                let id = m.mpi;
+                self.with_mpi(|mpi, sim| mpi.on_injected(id, sim.now, sim));
+            }
+        } else if m.packets_unsent == 0 {
             let s = m.source;
             let src = &mut self.sources[s as usize];
             src.queued -= 1;
@@ -627,6 +696,9 @@ impl Simulation {
         self.messages.remove(pk.message);
         self.messages_completed += 1;
         let done = m.last_delivery;
+        if m.mpi != NONE {
+            self.events.push(done, EventKind::MpiArrival, m.mpi);
+        }
         if done < self.window.end {
             if m.created >= self.window.start {
                 let latency = done - m.created;
@@ -644,7 +716,7 @@ impl Simulation {
                     src: m.src,
                     dst: m.dst,
                     sl: m.sl,
-                    traffic: m.traffic,
+                    class: m.class,
                     bytes: m.bytes,
                     created: m.created,
                     delivered: done,
@@ -656,7 +728,7 @@ impl Simulation {
     /// The statistics classes a message counts in: everything, its SL, its traffic table.
     #[inline]
     fn flow_classes(&mut self, m: &Message) -> [&mut FlowStats; 3] {
-        [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_traffic[m.traffic as usize]]
+        [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_class[m.class as usize]]
     }
 
     fn close_stalls(&mut self) {
@@ -727,6 +799,47 @@ impl Simulation {
             "messages_completed": self.messages_completed,
             "credit_counters_checked": checked,
         }))
+    }
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunStatus {
+    /// Open-loop traffic ran its duration, or every job completed once.
+    Completed,
+    /// Stopped by the caller (Ctrl-C).
+    Interrupted,
+    /// Jobs were still running at the time limit (`run.duration_us`).
+    TimeLimit,
+    /// No MPI rank could ever make progress again; the text names the ranks.
+    Deadlock(String),
+}
+
+impl Transport for Simulation {
+    fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool) {
+        let class = (self.tables.len() as u32 + job) as u16;
+        self.inject(Message {
+            src: src_host,
+            dst: dst_host,
+            source: NONE,
+            mpi: message,
+            notify_injected,
+            class,
+            sl,
+            bytes,
+            created: self.now,
+            last_delivery: 0,
+            packets_left: 0,
+            packets_unsent: 0,
+        });
+    }
+
+    fn schedule_arrival(&mut self, at: Time, message: u32) {
+        self.events.push(at, EventKind::MpiArrival, message);
+    }
+
+    fn schedule_resume(&mut self, at: Time, rank: u32) {
+        self.events.push(at, EventKind::RankResume, rank);
     }
 }
 

@@ -1,6 +1,7 @@
 //! Turns a finished run into the summary and columnar tables the Python side writes out.
 
-use super::Simulation;
+use super::{RunStatus, Simulation};
+use crate::mpi::Mpi;
 use crate::units::ps_to_ns;
 use serde_json::{json, Map, Value};
 
@@ -24,6 +25,8 @@ pub struct RunOutput {
     pub node_names: Vec<String>,
     pub links: Vec<Column>,
     pub messages: Option<Vec<Column>>,
+    /// Per rank and iteration, when there are MPI jobs.
+    pub ranks: Option<Vec<Column>>,
 }
 
 impl Simulation {
@@ -45,7 +48,7 @@ impl Simulation {
             }
         }
         let by_traffic: Vec<Value> = self
-            .by_traffic
+            .by_class
             .iter_mut()
             .zip(&self.tables)
             .map(|(s, t)| {
@@ -67,10 +70,31 @@ impl Simulation {
         summary.insert("by_traffic".into(), Value::Array(by_traffic));
         summary.insert("conservation".into(), conservation);
         summary.insert("interrupted".into(), json!(interrupted));
+        let (status, error) = match &self.status {
+            RunStatus::Completed => ("completed", None),
+            RunStatus::Interrupted => ("interrupted", None),
+            RunStatus::TimeLimit => ("time_limit", None),
+            RunStatus::Deadlock(text) => ("deadlock", Some(text.clone())),
+        };
+        summary.insert("status".into(), json!(status));
+        if let Some(e) = error {
+            summary.insert("error".into(), json!(e));
+        }
+        if let Some(mpi) = self.mpi.as_deref() {
+            let mut jobs = mpi.summary(self.now);
+            // The fabric's view of each job's messages (network only, not shared memory).
+            let tables = self.tables.len();
+            for (j, stats) in self.by_class[tables..].iter_mut().enumerate() {
+                let name = mpi.job_name(j as u32).to_string();
+                jobs[&name]["network"] = stats.summary(all_capacity);
+            }
+            summary.insert("jobs".into(), jobs);
+        }
 
         let links = self.link_columns(&g);
         let messages = self.cfg.run.record_messages.then(|| self.message_columns());
-        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages })
+        let ranks = self.mpi.as_deref().map(rank_columns);
+        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages, ranks })
     }
 
     fn link_columns(&self, g: &crate::topology::Graph) -> Vec<Column> {
@@ -97,14 +121,39 @@ impl Simulation {
 
     fn message_columns(&self) -> Vec<Column> {
         let m = &self.message_log;
+        let tables = self.tables.len();
         vec![
             column("src", "<u4", m.iter().map(|r| r.src), u32::to_le_bytes),
             column("dst", "<u4", m.iter().map(|r| r.dst), u32::to_le_bytes),
             column("sl", "<u1", m.iter().map(|r| r.sl), u8::to_le_bytes),
-            column("traffic", "<u2", m.iter().map(|r| r.traffic), u16::to_le_bytes),
+            column("traffic", "<i4", m.iter().map(|r| if (r.class as usize) < tables { r.class as i32 } else { -1 }), i32::to_le_bytes),
+            column("job", "<i4", m.iter().map(|r| r.class as i32 - tables as i32).map(|j| j.max(-1)), i32::to_le_bytes),
             column("bytes", "<u8", m.iter().map(|r| r.bytes), u64::to_le_bytes),
             column("created_ns", "<f8", m.iter().map(|r| ps_to_ns(r.created)), f64::to_le_bytes),
             column("delivered_ns", "<f8", m.iter().map(|r| ps_to_ns(r.delivered)), f64::to_le_bytes),
         ]
     }
+}
+
+/// One row per (job, rank, run, iteration): when it started, how long it took, how long the rank
+/// waited inside MPI.
+fn rank_columns(mpi: &Mpi) -> Vec<Column> {
+    let r = &mpi.records;
+    let hosts: Vec<Vec<u32>> = {
+        let mut per_job = vec![Vec::new(); mpi.job_count()];
+        for (job, _, host) in mpi.rank_hosts() {
+            per_job[job as usize].push(host);
+        }
+        per_job
+    };
+    vec![
+        column("job", "<u4", r.iter().map(|x| x.job), u32::to_le_bytes),
+        column("rank", "<u4", r.iter().map(|x| x.rank), u32::to_le_bytes),
+        column("host", "<u4", r.iter().map(|x| hosts[x.job as usize][x.rank as usize]), u32::to_le_bytes),
+        column("run", "<u4", r.iter().map(|x| x.run), u32::to_le_bytes),
+        column("iteration", "<u4", r.iter().map(|x| x.iteration), u32::to_le_bytes),
+        column("start_ns", "<f8", r.iter().map(|x| ps_to_ns(x.start)), f64::to_le_bytes),
+        column("time_ns", "<f8", r.iter().map(|x| ps_to_ns(x.end - x.start)), f64::to_le_bytes),
+        column("mpi_wait_ns", "<f8", r.iter().map(|x| ps_to_ns(x.wait)), f64::to_le_bytes),
+    ]
 }

@@ -29,8 +29,14 @@ pub struct Packet {
 pub struct Message {
     pub src: u32,
     pub dst: u32,
+    /// The open-loop source that made it, or NONE for an MPI message.
     pub source: u32,
-    pub traffic: u16,
+    /// The MPI layer's id for it, or NONE for open-loop traffic.
+    pub mpi: u32,
+    /// Tell the MPI layer when the HCA has sent its last packet (eager sends complete then).
+    pub notify_injected: bool,
+    /// Statistics class: traffic tables first, then one per job.
+    pub class: u16,
     pub sl: u8,
     pub bytes: u64,
     pub created: Time,

@@ -1,0 +1,754 @@
+//! The MPI layer: ranks run their programs on the hosts of their jobs, exchanging messages over
+//! the fabric (or shared memory inside a node) with MPI's matching and protocols.
+//!
+//! - Two-sided messages match on (source, tag) in posting order, `ANY` matching anything.
+//! - Eager below `eager_threshold_bytes`: the data goes at once and the send completes when the
+//!   HCA has put it on the wire. Rendezvous above: an RTS crosses the network, the receiver
+//!   answers with a CTS once a matching receive is posted, then the data goes; both sides
+//!   complete when it has arrived.
+//! - One-sided put completes when delivered; a get sends a request whose target HCA answers with
+//!   the data, without the target's CPU.
+//! - Ranks on one host share its HCA; messages between them take the shared-memory path
+//!   (latency + size / bandwidth, no fabric).
+//!
+//! The layer knows nothing of packets: it talks to the fabric through `Transport`.
+
+pub mod collectives;
+pub mod program;
+pub mod skeletons;
+pub mod workloads;
+
+use crate::config::{JobConfig, MpiConfig};
+use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
+use collectives::{collective_tag, push_step_ops, AllreduceAlgorithm, Algorithms, AlltoallAlgorithm};
+use program::{CollectiveKind, Group, Op, PackedTrace, ANY};
+use std::collections::HashMap;
+use serde_json::{json, Value};
+use workloads::{JobShape, Program};
+
+/// What the MPI layer asks of the fabric and the event list.
+pub trait Transport {
+    /// Sends `bytes` of payload from one host to another; `message` comes back through
+    /// `Mpi::on_arrival` when its last byte has arrived, and through `Mpi::on_injected` when the
+    /// sending HCA has put all of it on the wire (only if `notify_injected`).
+    fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool);
+    /// Calls `Mpi::on_arrival(message)` at `at` (shared-memory deliveries).
+    fn schedule_arrival(&mut self, at: Time, message: u32);
+    /// Calls `Mpi::on_resume(rank)` at `at` (end of a compute phase).
+    fn schedule_resume(&mut self, at: Time, rank: u32);
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Eager,
+    Rts,
+    Cts,
+    RendezvousData,
+    Put,
+    GetRequest,
+    GetData,
+}
+
+/// A message of the MPI layer in flight (data or protocol control). Ranks are global indices.
+#[derive(Debug, Clone, Copy)]
+struct Message {
+    kind: Kind,
+    src: u32,
+    dst: u32,
+    tag: u32,
+    bytes: u64,
+    send_request: u32,
+    recv_request: u32,
+}
+
+/// A receive posted and not yet matched.
+#[derive(Debug, Clone, Copy)]
+struct Posted {
+    peer: u32,
+    tag: u32,
+    request: u32,
+}
+
+/// A message (eager data or RTS) that arrived before its receive was posted.
+#[derive(Debug, Clone, Copy)]
+struct Unexpected {
+    peer: u32,
+    tag: u32,
+    message: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Running,
+    Computing,
+    WaitingAll,
+    WaitingOne(u32),
+    Finished,
+}
+
+/// The collective a rank is inside, expanded one step at a time into `Rank::collective_ops`.
+#[derive(Debug, Clone, Copy)]
+struct ActiveCollective {
+    kind: CollectiveKind,
+    bytes: u64,
+    group: Group,
+    step: u32,
+    tag_seq: u32,
+}
+
+struct Rank {
+    job: u32,
+    /// Rank within its job.
+    local: u32,
+    host: u32,
+    sl: u8,
+    state: State,
+    ops: Vec<Op>,
+    pc: usize,
+    collective: Option<ActiveCollective>,
+    collective_ops: Vec<Op>,
+    collective_pc: usize,
+    collectives_called: u32,
+    iteration: u32,
+    /// The current iteration's ops have been generated and not yet recorded as done.
+    in_iteration: bool,
+    iteration_start: Time,
+    iteration_wait: Time,
+    wait_since: Time,
+    next_request: u32,
+    /// Requests issued and not yet complete (few at a time, so a list beats a set).
+    outstanding: Vec<u32>,
+    posted: Vec<Posted>,
+    unexpected: Vec<Unexpected>,
+}
+
+struct Job {
+    name: String,
+    first_rank: u32,
+    size: u32,
+    nodes: u32,
+    program: Box<dyn Program>,
+    algorithms: Algorithms,
+    restart: bool,
+    run: u32,
+    run_start: Time,
+    ranks_finished: u32,
+    runs_completed: u32,
+    runtime: Option<Time>,
+    iterations_completed: u64,
+    payload_bytes_sent: u64,
+    messages_sent: u64,
+}
+
+/// One row of the per-rank, per-iteration table.
+#[derive(Debug, Clone, Copy)]
+pub struct IterationRecord {
+    pub job: u32,
+    pub rank: u32,
+    pub run: u32,
+    pub iteration: u32,
+    pub start: Time,
+    pub end: Time,
+    pub wait: Time,
+}
+
+pub struct Mpi {
+    eager_threshold: u64,
+    control_bytes: u64,
+    shm_latency: Time,
+    shm_rate: Rate,
+    jobs: Vec<Job>,
+    ranks: Vec<Rank>,
+    messages: crate::sim::state::Slab<Message>,
+    /// MPI messages handed to shared memory or the fabric and not yet arrived.
+    in_flight: u32,
+    /// Ranks in a compute phase (they will act again without any message).
+    computing: u32,
+    /// Ranks of unfinished job runs that are blocked in a wait.
+    waiting: u32,
+    /// Ranks not Finished.
+    active: u32,
+    jobs_completed_once: u32,
+    pub records: Vec<IterationRecord>,
+    deadlock: Option<String>,
+}
+
+/// Purpose index of the jobs' random streams (see `traffic::stream_rng`).
+pub const RNG_JOBS: u64 = 10;
+
+impl Mpi {
+    pub fn new(
+        cfg: &MpiConfig,
+        jobs: &[JobConfig],
+        traces: &HashMap<usize, PackedTrace>,
+        seed: u64,
+        host_count: u32,
+    ) -> Result<Mpi, crate::ConfigError> {
+        use crate::ConfigError;
+        let mut built = Vec::new();
+        let mut ranks = Vec::new();
+        for (j, jc) in jobs.iter().enumerate() {
+            let key = |k: &str| format!("jobs[{j}].{k}");
+            if jc.hosts.is_empty() {
+                return Err(ConfigError::new(key("hosts"), "a job needs at least one host"));
+            }
+            if let Some(h) = jc.hosts.iter().find(|&&h| h >= host_count) {
+                return Err(ConfigError::new(key("hosts"), format!("host {h} does not exist (0..{})", host_count - 1)));
+            }
+            if jc.ranks_per_node == 0 {
+                return Err(ConfigError::new(key("ranks_per_node"), "expected at least 1"));
+            }
+            if jc.sl > 15 {
+                return Err(ConfigError::new(key("sl"), "expected a service level 0..15"));
+            }
+            let size = jc.hosts.len() as u32 * jc.ranks_per_node;
+            let shape = JobShape { size, rng: crate::traffic::stream_rng(seed, RNG_JOBS, j as u64) };
+            let kind = jc.workload.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+            let mut params = jc.workload.clone();
+            if let Some(m) = params.as_object_mut() {
+                m.remove("kind");
+            }
+            let program: Result<Box<dyn Program>, String> = if kind == "trace" {
+                match traces.get(&j) {
+                    Some(packed) => packed
+                        .unpack(size)
+                        .and_then(workloads::Trace::new)
+                        .map(|t| Box::new(t) as Box<dyn Program>),
+                    None => Err("no trace program was supplied for this job".into()),
+                }
+            } else {
+                match workloads::build(kind, &params, JobShape { size, rng: shape.rng.clone() })
+                    .or_else(|| skeletons::build(kind, &params, shape))
+                {
+                    Some(p) => p,
+                    None => Err(format!("unknown workload {kind:?}")),
+                }
+            };
+            let program = program.map_err(|m| ConfigError::new(key("workload"), m))?;
+            let algorithms = Algorithms {
+                allreduce: match jc.collectives.allreduce.as_str() {
+                    "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
+                    "ring" => AllreduceAlgorithm::Ring,
+                    other => {
+                        return Err(ConfigError::new(
+                            key("collectives.allreduce"),
+                            format!("expected \"recursive-doubling\" or \"ring\", got {other:?}"),
+                        ))
+                    }
+                },
+                alltoall: match jc.collectives.alltoall.as_str() {
+                    "pairwise" => AlltoallAlgorithm::Pairwise,
+                    "bruck" => AlltoallAlgorithm::Bruck,
+                    other => {
+                        return Err(ConfigError::new(
+                            key("collectives.alltoall"),
+                            format!("expected \"pairwise\" or \"bruck\", got {other:?}"),
+                        ))
+                    }
+                },
+            };
+            let first_rank = ranks.len() as u32;
+            for local in 0..size {
+                ranks.push(Rank {
+                    job: j as u32,
+                    local,
+                    host: jc.hosts[(local / jc.ranks_per_node) as usize],
+                    sl: jc.sl,
+                    state: State::Running,
+                    ops: Vec::new(),
+                    pc: 0,
+                    collective: None,
+                    collective_ops: Vec::new(),
+                    collective_pc: 0,
+                    collectives_called: 0,
+                    iteration: 0,
+                    in_iteration: false,
+                    iteration_start: 0,
+                    iteration_wait: 0,
+                    wait_since: 0,
+                    next_request: 0,
+                    outstanding: Vec::new(),
+                    posted: Vec::new(),
+                    unexpected: Vec::new(),
+                });
+            }
+            built.push(Job {
+                name: jc.name.clone(),
+                first_rank,
+                size,
+                nodes: jc.hosts.len() as u32,
+                program,
+                algorithms,
+                restart: jc.restart,
+                run: 0,
+                run_start: 0,
+                ranks_finished: 0,
+                runs_completed: 0,
+                runtime: None,
+                iterations_completed: 0,
+                payload_bytes_sent: 0,
+                messages_sent: 0,
+            });
+        }
+        if !(cfg.shm_gbps > 0.0 && cfg.shm_gbps.is_finite()) {
+            return Err(ConfigError::new("mpi.shm_gbps", "expected a positive number"));
+        }
+        if cfg.shm_latency_ns < 0.0 {
+            return Err(ConfigError::new("mpi.shm_latency_ns", "expected a latency >= 0"));
+        }
+        let active = ranks.len() as u32;
+        Ok(Mpi {
+            eager_threshold: cfg.eager_threshold_bytes,
+            control_bytes: cfg.control_bytes,
+            shm_latency: ns_to_ps(cfg.shm_latency_ns),
+            shm_rate: Rate::from_gbps(cfg.shm_gbps),
+            jobs: built,
+            ranks,
+            messages: crate::sim::state::Slab::new(),
+            in_flight: 0,
+            computing: 0,
+            waiting: 0,
+            active,
+            jobs_completed_once: 0,
+            records: Vec::new(),
+            deadlock: None,
+        })
+    }
+
+    pub fn has_jobs(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+
+    /// Every job has completed at least once: the run is over.
+    pub fn all_completed_once(&self) -> bool {
+        self.jobs_completed_once == self.jobs.len() as u32
+    }
+
+    /// Set when no rank can ever make progress again.
+    pub fn deadlock(&self) -> Option<&str> {
+        self.deadlock.as_deref()
+    }
+
+    /// Starts every rank's program at time `now`.
+    pub fn start(&mut self, now: Time, t: &mut dyn Transport) {
+        for r in 0..self.ranks.len() as u32 {
+            self.ranks[r as usize].iteration_start = now;
+            self.advance(r, now, t);
+        }
+        self.check_deadlock();
+    }
+
+    pub fn on_resume(&mut self, rank: u32, now: Time, t: &mut dyn Transport) {
+        let r = &mut self.ranks[rank as usize];
+        debug_assert_eq!(r.state, State::Computing);
+        r.state = State::Running;
+        self.computing -= 1;
+        self.advance(rank, now, t);
+        self.check_deadlock();
+    }
+
+    /// The sending HCA has put the whole message on the wire: an eager send is complete.
+    pub fn on_injected(&mut self, message: u32, now: Time, t: &mut dyn Transport) {
+        let m = self.messages.items[message as usize];
+        if m.kind == Kind::Eager {
+            self.complete(m.src, m.send_request, now, t);
+            self.check_deadlock();
+        }
+    }
+
+    /// The last byte of `message` has arrived at its destination.
+    pub fn on_arrival(&mut self, message: u32, now: Time, t: &mut dyn Transport) {
+        self.in_flight -= 1;
+        let m = self.messages.items[message as usize];
+        match m.kind {
+            Kind::Eager | Kind::Rts => {
+                // Data or RTS arrive at the receiving rank: match or queue as unexpected.
+                let dst = m.dst as usize;
+                let src_local = self.ranks[m.src as usize].local;
+                let r = &mut self.ranks[dst];
+                let found = r.posted.iter().position(|p| matches(p.peer, p.tag, src_local, m.tag));
+                match found {
+                    Some(i) => {
+                        let posted = r.posted.remove(i);
+                        self.matched(message, posted.request, now, t);
+                    }
+                    None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, message }),
+                }
+                return self.check_deadlock();
+            }
+            Kind::Cts => {
+                // Back at the sender: the data follows.
+                self.release(message);
+                let data = self.new_message(Message { kind: Kind::RendezvousData, src: m.dst, dst: m.src, ..m });
+                self.transmit(data, m.dst, m.src, m.bytes, false, now, t);
+            }
+            Kind::RendezvousData => {
+                self.release(message);
+                // m.src is the data's sender (the original sender of the rendezvous).
+                self.complete(m.dst, m.recv_request, now, t);
+                self.complete(m.src, m.send_request, now, t);
+            }
+            Kind::Put => {
+                self.release(message);
+                self.complete(m.src, m.send_request, now, t);
+            }
+            Kind::GetRequest => {
+                self.release(message);
+                // The target's HCA answers on its own; the data travels back at the origin's SL.
+                let data = self.new_message(Message { kind: Kind::GetData, src: m.dst, dst: m.src, ..m });
+                self.transmit_as(data, m.dst, m.src, m.bytes, self.ranks[m.src as usize].sl, false, now, t);
+            }
+            Kind::GetData => {
+                self.release(message);
+                self.complete(m.dst, m.send_request, now, t);
+            }
+        }
+        self.check_deadlock();
+    }
+
+    /// An eager message or an RTS met its receive (`request` at the receiver).
+    fn matched(&mut self, message: u32, request: u32, now: Time, t: &mut dyn Transport) {
+        let m = self.messages.items[message as usize];
+        match m.kind {
+            Kind::Eager => {
+                self.release(message);
+                self.complete(m.dst, request, now, t);
+            }
+            Kind::Rts => {
+                self.release(message);
+                let cts = self.new_message(Message { kind: Kind::Cts, src: m.dst, dst: m.src, recv_request: request, ..m });
+                self.transmit(cts, m.dst, m.src, self.control_bytes, false, now, t);
+            }
+            _ => unreachable!("only eager data and RTS are matched"),
+        }
+    }
+
+    fn new_message(&mut self, m: Message) -> u32 {
+        let id = self.messages.insert(m);
+        assert!(id <= crate::queue::MAX_EVENT_ID, "too many MPI messages in flight for the event encoding");
+        id
+    }
+
+    fn release(&mut self, message: u32) {
+        self.messages.remove(message);
+    }
+
+    fn transmit(&mut self, message: u32, from: u32, to: u32, bytes: u64, notify: bool, now: Time, t: &mut dyn Transport) {
+        let sl = self.ranks[from as usize].sl;
+        self.transmit_as(message, from, to, bytes, sl, notify, now, t);
+    }
+
+    /// Hands a message to shared memory (same host) or the fabric.
+    #[allow(clippy::too_many_arguments)]
+    fn transmit_as(&mut self, message: u32, from: u32, to: u32, bytes: u64, sl: u8, notify: bool, now: Time, t: &mut dyn Transport) {
+        let (src_host, dst_host) = (self.ranks[from as usize].host, self.ranks[to as usize].host);
+        let job = self.ranks[from as usize].job;
+        self.in_flight += 1;
+        if src_host == dst_host {
+            let copy = self.shm_rate.serialization(bytes.min(u32::MAX as u64) as u32);
+            t.schedule_arrival(now + self.shm_latency + copy, message);
+            if notify {
+                // A copy into shared memory: the sender's buffer is free at once.
+                let m = self.messages.items[message as usize];
+                self.complete(m.src, m.send_request, now, t);
+            }
+        } else {
+            t.send(src_host, dst_host, sl, bytes, job, message, notify);
+        }
+    }
+
+    /// Request `request` of global rank `rank` is complete; a rank waiting for it resumes.
+    fn complete(&mut self, rank: u32, request: u32, now: Time, t: &mut dyn Transport) {
+        let r = &mut self.ranks[rank as usize];
+        if let Some(i) = r.outstanding.iter().position(|&q| q == request) {
+            r.outstanding.swap_remove(i);
+        }
+        let resume = match r.state {
+            State::WaitingAll => r.outstanding.is_empty(),
+            State::WaitingOne(q) => q == request,
+            _ => false,
+        };
+        if resume {
+            r.iteration_wait += now - r.wait_since;
+            r.state = State::Running;
+            self.waiting -= 1;
+            self.advance(rank, now, t);
+        }
+    }
+
+    /// Runs rank `rank`'s program until it blocks, computes or finishes.
+    fn advance(&mut self, rank: u32, now: Time, t: &mut dyn Transport) {
+        while let Some(op) = self.next_op(rank, now, t) {
+            match op {
+                Op::Compute { ps } => {
+                    if ps > 0 {
+                        self.ranks[rank as usize].state = State::Computing;
+                        self.computing += 1;
+                        t.schedule_resume(now + ps, rank);
+                        return;
+                    }
+                }
+                Op::Isend { peer, bytes, tag } => {
+                    let (request, to) = self.issue(rank, peer, bytes);
+                    let eager = bytes <= self.eager_threshold;
+                    let kind = if eager { Kind::Eager } else { Kind::Rts };
+                    let m = self.new_message(Message { kind, src: rank, dst: to, tag, bytes, send_request: request, recv_request: 0 });
+                    let wire = if eager { bytes } else { self.control_bytes };
+                    self.transmit(m, rank, to, wire, eager, now, t);
+                }
+                Op::Irecv { peer, tag } => {
+                    let r = &mut self.ranks[rank as usize];
+                    let request = r.next_request;
+                    r.next_request += 1;
+                    r.outstanding.push(request);
+                    match r.unexpected.iter().position(|u| matches(peer, tag, u.peer, u.tag)) {
+                        Some(i) => {
+                            let u = r.unexpected.remove(i);
+                            self.matched(u.message, request, now, t);
+                        }
+                        None => r.posted.push(Posted { peer, tag, request }),
+                    }
+                }
+                Op::Put { peer, bytes } | Op::Get { peer, bytes } => {
+                    let (request, to) = self.issue(rank, peer, bytes);
+                    let (kind, wire) = match op {
+                        Op::Put { .. } => (Kind::Put, bytes),
+                        _ => (Kind::GetRequest, self.control_bytes),
+                    };
+                    let m = self.new_message(Message { kind, src: rank, dst: to, tag: 0, bytes, send_request: request, recv_request: 0 });
+                    self.transmit(m, rank, to, wire, false, now, t);
+                }
+                Op::WaitAll | Op::Wait { .. } => {
+                    let r = &mut self.ranks[rank as usize];
+                    let blocked = match op {
+                        Op::Wait { request } => r.outstanding.contains(&request).then_some(State::WaitingOne(request)),
+                        _ => (!r.outstanding.is_empty()).then_some(State::WaitingAll),
+                    };
+                    if let Some(state) = blocked {
+                        r.state = state;
+                        r.wait_since = now;
+                        self.waiting += 1;
+                        return;
+                    }
+                }
+                Op::Collective { kind, bytes, group } => {
+                    let r = &mut self.ranks[rank as usize];
+                    let tag_seq = r.collectives_called;
+                    r.collectives_called += 1;
+                    r.collective = Some(ActiveCollective { kind, bytes, group, step: 0, tag_seq });
+                    r.collective_ops.clear();
+                    r.collective_pc = 0;
+                }
+                Op::IterationEnd => {}
+            }
+        }
+    }
+
+    /// A send-side request: numbers it, counts the job's traffic, returns (request, peer's global rank).
+    fn issue(&mut self, rank: u32, peer: u32, bytes: u64) -> (u32, u32) {
+        let r = &mut self.ranks[rank as usize];
+        let request = r.next_request;
+        r.next_request += 1;
+        r.outstanding.push(request);
+        let job = &mut self.jobs[r.job as usize];
+        job.payload_bytes_sent += bytes;
+        job.messages_sent += 1;
+        (request, job.first_rank + peer)
+    }
+
+    /// The rank's next op: from the collective it is in, else its iteration's ops, else (after
+    /// recording the iteration) the next iteration's. None when the rank has finished.
+    fn next_op(&mut self, rank: u32, now: Time, t: &mut dyn Transport) -> Option<Op> {
+        loop {
+            let r = &mut self.ranks[rank as usize];
+            if let Some(c) = r.collective.as_mut() {
+                if r.collective_pc < r.collective_ops.len() {
+                    r.collective_pc += 1;
+                    return Some(r.collective_ops[r.collective_pc - 1]);
+                }
+                let job = &self.jobs[r.job as usize];
+                let me = c.group.position(r.local);
+                r.collective_ops.clear();
+                r.collective_pc = 0;
+                match collectives::step(c.kind, job.algorithms, c.group.size, me, c.bytes, c.step) {
+                    Some(s) => {
+                        let (group, local) = (c.group, r.local);
+                        push_step_ops(&mut r.collective_ops, &s, collective_tag(c.tag_seq), |pos| {
+                            group.member(local, pos)
+                        });
+                        c.step += 1;
+                    }
+                    None => r.collective = None,
+                }
+                continue;
+            }
+            if r.pc < r.ops.len() {
+                r.pc += 1;
+                return Some(r.ops[r.pc - 1]);
+            }
+            if r.state == State::Finished {
+                return None;
+            }
+            let job_index = r.job as usize;
+            if r.in_iteration {
+                r.in_iteration = false;
+                self.records.push(IterationRecord {
+                    job: r.job,
+                    rank: r.local,
+                    run: self.jobs[job_index].run,
+                    iteration: r.iteration,
+                    start: r.iteration_start,
+                    end: now,
+                    wait: r.iteration_wait,
+                });
+                r.iteration += 1;
+                r.iteration_start = now;
+                r.iteration_wait = 0;
+                self.jobs[job_index].iterations_completed += 1;
+            }
+            let job = &mut self.jobs[job_index];
+            r.ops.clear();
+            r.pc = 0;
+            if r.iteration >= job.program.iterations() {
+                r.state = State::Finished;
+                self.active -= 1;
+                self.rank_finished(job_index, now, t);
+                return None;
+            }
+            job.program.iteration(r.local, r.iteration, &mut r.ops);
+            r.in_iteration = true;
+        }
+    }
+
+    fn rank_finished(&mut self, job_index: usize, now: Time, t: &mut dyn Transport) {
+        let job = &mut self.jobs[job_index];
+        job.ranks_finished += 1;
+        if job.ranks_finished < job.size {
+            return;
+        }
+        job.runs_completed += 1;
+        if job.runtime.is_none() {
+            job.runtime = Some(now - job.run_start);
+            self.jobs_completed_once += 1;
+        }
+        let everyone_done = self.all_completed_once();
+        let job = &mut self.jobs[job_index];
+        // Keep the contention constant until every job has completed once.
+        if job.restart && !everyone_done {
+            job.run += 1;
+            job.run_start = now;
+            job.ranks_finished = 0;
+            let (first, size) = (job.first_rank, job.size);
+            for rank in first..first + size {
+                let r = &mut self.ranks[rank as usize];
+                r.state = State::Running;
+                r.iteration = 0;
+                r.in_iteration = false;
+                r.iteration_start = now;
+                r.iteration_wait = 0;
+                r.next_request = 0;
+                r.collectives_called = 0;
+                r.pc = 0;
+                r.ops.clear();
+                r.outstanding.clear();
+                // Messages no receive ever matched (a program bug) must not leak into the next run.
+                r.unexpected.clear();
+                r.posted.clear();
+                self.active += 1;
+            }
+            for rank in first..first + size {
+                self.advance(rank, now, t);
+            }
+        }
+    }
+
+    /// No compute phase pending, no message in flight, every active rank waiting: nothing can
+    /// ever happen again. Records which ranks wait for what.
+    fn check_deadlock(&mut self) {
+        if self.deadlock.is_some() || self.active == 0 || self.computing > 0 || self.in_flight > 0 {
+            return;
+        }
+        if self.waiting < self.active {
+            return;
+        }
+        let mut lines = Vec::new();
+        for r in self.ranks.iter().filter(|r| matches!(r.state, State::WaitingAll | State::WaitingOne(_))) {
+            let job = &self.jobs[r.job as usize].name;
+            let what: Vec<String> = r
+                .posted
+                .iter()
+                .map(|p| {
+                    let from = if p.peer == ANY { "any rank".to_string() } else { format!("rank {}", p.peer) };
+                    let tag = if p.tag == ANY { "any tag".to_string() } else { format!("tag {}", p.tag) };
+                    format!("a receive from {from} ({tag})")
+                })
+                .collect();
+            let sends = r.outstanding.len().saturating_sub(r.posted.len());
+            let mut text = what.join(", ");
+            if sends > 0 {
+                text += &format!("{}{sends} send(s) no receive matches", if text.is_empty() { "" } else { " and " });
+            }
+            lines.push(format!("job {job:?} rank {} (host {}) waits for {text}", r.local, r.host));
+        }
+        let total = lines.len();
+        lines.truncate(10);
+        let more = if total > 10 { format!("\n... and {} more ranks", total - 10) } else { String::new() };
+        self.deadlock = Some(format!(
+            "deadlock: no rank can make progress ({total} blocked, no message in flight)\n{}{more}",
+            lines.join("\n")
+        ));
+    }
+
+    /// Per-job figures for summary.json, keyed by job name.
+    pub fn summary(&self, now: Time) -> Value {
+        let mut jobs = serde_json::Map::new();
+        for (j, job) in self.jobs.iter().enumerate() {
+            let mut per_iteration: Vec<Time> = Vec::new();
+            let mut wait_total: Time = 0;
+            let mut time_total: Time = 0;
+            for rec in self.records.iter().filter(|r| r.job == j as u32 && r.run == 0) {
+                per_iteration.push(rec.end - rec.start);
+                wait_total += rec.wait;
+                time_total += rec.end - rec.start;
+            }
+            let iterations = job.program.iterations();
+            jobs.insert(
+                job.name.clone(),
+                json!({
+                    "ranks": job.size,
+                    "nodes": job.nodes,
+                    "completed": job.runtime.is_some(),
+                    "runtime_us": job.runtime.map(|t| ps_to_ns(t) / 1000.0),
+                    "iterations": iterations,
+                    "runs_completed": job.runs_completed,
+                    "iterations_completed": job.iterations_completed,
+                    "bytes_sent": job.payload_bytes_sent,
+                    "messages_sent": job.messages_sent,
+                    "rank_iteration_ns": crate::stats::latency_summary(&mut per_iteration),
+                    "mpi_wait_fraction": if time_total > 0 { wait_total as f64 / time_total as f64 } else { 0.0 },
+                    "elapsed_us": ps_to_ns(now - job.run_start) / 1000.0,
+                }),
+            );
+        }
+        Value::Object(jobs)
+    }
+
+    pub fn job_name(&self, job: u32) -> &str {
+        &self.jobs[job as usize].name
+    }
+
+    pub fn job_count(&self) -> usize {
+        self.jobs.len()
+    }
+
+    /// (job, rank within job, host) of every rank, for the ranks table.
+    pub fn rank_hosts(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+        self.ranks.iter().map(|r| (r.job, r.local, r.host))
+    }
+}
+
+/// Whether a receive for (`want_peer`, `want_tag`) accepts a message from `peer` with `tag`.
+#[inline]
+fn matches(want_peer: u32, want_tag: u32, peer: u32, tag: u32) -> bool {
+    (want_peer == ANY || want_peer == peer) && (want_tag == ANY || want_tag == tag)
+}

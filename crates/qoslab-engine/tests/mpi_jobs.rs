@@ -1,0 +1,136 @@
+//! MPI jobs end to end through the engine: closed-form ping-pong, collectives completing on
+//! every workload, deadlock reporting. (Python's tests cover the scenario layer.)
+
+use qoslab_engine::{EngineConfig, RunStatus, Simulation};
+use serde_json::{json, Value};
+
+/// A single 32-host switch with EDR-like defaults and the given jobs.
+pub fn config(jobs: Value) -> EngineConfig {
+    let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
+    let port = json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
+    let v = json!({
+        "seed": 1,
+        "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
+                   "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768},
+        "topology": {"kind": "single-switch", "hosts": 32},
+        "routing": {"algorithm": "dmodk"},
+        "qos": {"ca": port, "swe": port},
+        "traffic": [],
+        "run": {"duration_us": 100000.0, "warmup_us": 0.0, "record_messages": false},
+        "jobs": jobs,
+        "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
+    });
+    EngineConfig::from_json(&v.to_string()).unwrap()
+}
+
+pub fn job(name: &str, hosts: Vec<u32>, rpn: u32, workload: Value) -> Value {
+    json!({"name": name, "hosts": hosts, "ranks_per_node": rpn, "sl": 0, "restart": false, "workload": workload,
+           "collectives": {"allreduce": "recursive-doubling", "alltoall": "pairwise"}})
+}
+
+fn run(cfg: EngineConfig) -> (Simulation, Value) {
+    let mut sim = Simulation::new(cfg).unwrap();
+    sim.run(&mut || false);
+    let out = sim.output(false).unwrap();
+    (sim, out.summary)
+}
+
+#[test]
+fn eager_ping_pong_round_trip_is_twice_the_one_way_latency() {
+    // 8 B: 34 wire bytes = 2.72 ns; two links of 20 ns and one switch of 100 ns each way.
+    let (_, s) = run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 8, "iterations": 10}))])));
+    let runtime = s["jobs"]["pp"]["runtime_us"].as_f64().unwrap();
+    let one_way_ns = 2.72 + 2.0 * 20.0 + 100.0;
+    assert!((runtime * 1000.0 - 10.0 * 2.0 * one_way_ns).abs() < 1e-6, "runtime {runtime} us");
+}
+
+#[test]
+fn rendezvous_adds_the_rts_and_cts_crossings() {
+    // 64 KiB: 16 packets of 4122 wire bytes; RTS and CTS carry 64 B (90 wire bytes).
+    let (_, s) = run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 65536, "iterations": 1}))])));
+    let runtime_ns = s["jobs"]["pp"]["runtime_us"].as_f64().unwrap() * 1000.0;
+    let path = 2.0 * 20.0 + 100.0;
+    let one_way = (90.0 * 0.08 + path) * 2.0 + (16.0 * 4122.0 * 0.08 + path);
+    assert!((runtime_ns - 2.0 * one_way).abs() < 1e-6, "runtime {runtime_ns} ns, expected {}", 2.0 * one_way);
+}
+
+#[test]
+fn every_builtin_workload_completes_with_packets_and_credits_conserved() {
+    let workloads = [
+        json!({"kind": "flood-pairs", "bytes": 65536, "messages": 4, "iterations": 2}),
+        json!({"kind": "nearest-neighbor", "dims": 3, "bytes": 20000, "iterations": 2, "compute_us": 1.0}),
+        json!({"kind": "all-to-all", "bytes": 4096, "iterations": 2, "compute_us": 0.0}),
+        json!({"kind": "random-pairs", "bytes": 30000, "iterations": 3, "compute_us": 0.0}),
+        json!({"kind": "collective-loop", "collective": "barrier", "bytes": 0, "iterations": 3, "compute_us": 0.0}),
+        json!({"kind": "collective-loop", "collective": "bcast", "bytes": 100000, "iterations": 2, "compute_us": 0.0}),
+        json!({"kind": "collective-loop", "collective": "reduce", "bytes": 100, "iterations": 2, "compute_us": 0.0}),
+        json!({"kind": "collective-loop", "collective": "allgather", "bytes": 1000, "iterations": 2, "compute_us": 0.0}),
+        json!({"kind": "gpcnet-rr-latency", "bytes": 8, "iterations": 5, "outstanding": 1, "iterations_per_ring": 2}),
+        json!({"kind": "gpcnet-rr-bandwidth", "bytes": 131072, "iterations": 2, "outstanding": 8, "iterations_per_ring": 1}),
+        json!({"kind": "gpcnet-allreduce", "bytes": 8, "iterations": 5}),
+        json!({"kind": "gpcnet-alltoall", "bytes": 4096, "iterations": 2}),
+        json!({"kind": "gpcnet-incast", "bytes": 4096, "iterations": 2, "messages": 2}),
+        json!({"kind": "gpcnet-put-incast", "bytes": 4096, "iterations": 2, "messages": 2}),
+        json!({"kind": "gpcnet-get-bcast", "bytes": 4096, "iterations": 2, "messages": 2}),
+    ];
+    for w in workloads {
+        for (allreduce, alltoall) in [("recursive-doubling", "pairwise"), ("ring", "bruck")] {
+            // 13 nodes x 2 ranks: an odd, non-power-of-two job with shared-memory neighbours.
+            let mut j = job("j", (0..13).collect(), 2, w.clone());
+            j["collectives"] = json!({"allreduce": allreduce, "alltoall": alltoall});
+            let (sim, s) = run(config(json!([j])));
+            assert_eq!(*sim.status(), RunStatus::Completed, "{w}: {:?}", sim.status());
+            assert_eq!(s["jobs"]["j"]["completed"], true, "{w}");
+            assert_eq!(s["conservation"]["ok"], true);
+        }
+    }
+}
+
+#[test]
+fn allreduce_algorithms_complete_on_every_job_size() {
+    for size in 1..=20u32 {
+        for algo in ["recursive-doubling", "ring"] {
+            let w = json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 64, "iterations": 2, "compute_us": 0.0});
+            let mut j = job("j", (0..size).collect(), 1, w);
+            j["collectives"]["allreduce"] = json!(algo);
+            let (sim, _) = run(config(json!([j])));
+            assert_eq!(*sim.status(), RunStatus::Completed, "size {size} {algo}");
+        }
+    }
+}
+
+#[test]
+fn a_receive_that_can_never_match_is_reported_as_a_deadlock_naming_the_ranks() {
+    use qoslab_engine::mpi::program::{packed, PackedTrace};
+    use std::collections::HashMap;
+    // Rank 0 waits for tag 5 from rank 1, which sends tag 6.
+    let words: Vec<u64> = vec![
+        packed::IRECV, 1, 0, 5, packed::WAITALL, 0, 0, 0, // rank 0
+        packed::ISEND, 0, 8, 6, packed::WAITALL, 0, 0, 0, // rank 1
+    ];
+    let trace = PackedTrace { offsets: vec![0, 2, 4], words };
+    let cfg = config(json!([job("t", vec![0, 1], 1, json!({"kind": "trace"}))]));
+    let mut sim = Simulation::with_traces(cfg, &HashMap::from([(0, trace)])).unwrap();
+    sim.run(&mut || false);
+    match sim.status() {
+        RunStatus::Deadlock(text) => {
+            assert!(text.contains("job \"t\" rank 0"), "{text}");
+            assert!(text.contains("a receive from rank 1 (tag 5)"), "{text}");
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn restarting_jobs_keep_running_until_every_job_completed_once() {
+    let short = job("short", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 8, "iterations": 2}));
+    let mut long = job("long", vec![2, 3], 1, json!({"kind": "ping-pong", "bytes": 8, "iterations": 50}));
+    long["restart"] = json!(false);
+    let mut short = short;
+    short["restart"] = json!(true);
+    let (_, s) = run(config(json!([short, long])));
+    assert!(s["jobs"]["short"]["runs_completed"].as_u64().unwrap() >= 20);
+    assert_eq!(s["jobs"]["long"]["runs_completed"], 1);
+    // The short job's runtime is its first completion.
+    assert!(s["jobs"]["short"]["runtime_us"].as_f64().unwrap() < s["jobs"]["long"]["runtime_us"].as_f64().unwrap() / 10.0);
+}

@@ -1,0 +1,20 @@
+"""What every workload model shares: the base class and the parameter types."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Bytes = Annotated[int, Field(ge=0, lt=2**63)]
+Iterations = Annotated[int, Field(ge=1, lt=2**32)]
+Count = Annotated[int, Field(ge=1, lt=2**32)]
+Micros = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+
+
+class Workload(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def engine(self) -> dict[str, Any]:
+        """The engine's form: every parameter, resolved, with the kind."""
+        return self.model_dump(mode="json")
