@@ -8,7 +8,7 @@ import pytest
 from qoslab.errors import ScenarioError
 from qoslab.scenario import Scenario
 
-ENGINE_KEYS = {"seed", "fabric", "topology", "routing", "qos", "traffic", "run"}
+ENGINE_KEYS = {"seed", "fabric", "topology", "routing", "qos", "traffic", "run", "jobs", "mpi"}
 FABRIC_KEYS = {
     "link_gbps",
     "link_latency_ns",

@@ -13,12 +13,13 @@ from rich.table import Table
 from rich.text import Text
 
 from qoslab._version import __version__
-from qoslab.errors import ConfigError, EngineError, Interrupted, ScenarioError, from_engine_config_error
+from qoslab.errors import ConfigError, Deadlock, EngineError, Interrupted, ScenarioError, from_engine_config_error
 from qoslab.scenario import Scenario
 
 EXIT_USER_ERROR = 2
 EXIT_ENGINE_ERROR = 3
 EXIT_INTERRUPTED = 130
+EXIT_DEADLOCK = 1
 
 app = typer.Typer(
     add_completion=False,
@@ -112,10 +113,17 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
         except Interrupted as stop:
             save(stop.result, out)
             raise fail(f"interrupted: partial results written to {out}/", EXIT_INTERRUPTED) from None
+        except Deadlock as stuck:
+            save(stuck.result, out)
+            raise fail(f"error: {scenario}: {stuck}\npartial results written to {out}/", EXIT_DEADLOCK) from None
         save(result, out)
     print_summary(result.summary, str(scenario))
-    written = ["summary.json", "links.parquet"] + (["messages.parquet"] if result.messages is not None else [])
-    console.print(f"wrote {', '.join(written)} to {out}/")
+    console.print(f"wrote {', '.join(result.written())} to {out}/")
+    if result.summary.get("status") == "time_limit":
+        unfinished = [name for name, job in result.summary["jobs"].items() if not job["completed"]]
+        err_console.print(Text(
+            f"warning: job(s) {', '.join(unfinished)} did not finish within run.duration_us = "
+            f"{loaded.run.duration_us:g}: their runtime is unknown; raise run.duration_us", style="yellow"))
 
 
 def save(result: Any, out: Path) -> None:
@@ -137,6 +145,8 @@ def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
     console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
     print_description(fabric)
     print_qos(loaded)
+    if loaded.jobs:
+        print_placements(loaded)
 
 
 @app.command()
@@ -238,8 +248,33 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
                 fmt(lat.get("max"), 1e3),
             )
         console.print(per_sl)
+    jobs = summary.get("jobs") or {}
+    if jobs:
+        per_job = Table(title="jobs", title_justify="left")
+        for column in ("job", "ranks", "runtime us", "runs", "iters", "iter p50/p99 us", "in MPI", "MiB sent"):
+            per_job.add_column(column, justify="right")
+        for name, job in jobs.items():
+            it = job.get("rank_iteration_ns") or {}
+            per_job.add_row(
+                name, fmt(job.get("ranks")), fmt(job.get("runtime_us")), fmt(job.get("runs_completed")),
+                fmt(job.get("iterations")), f"{fmt(it.get('p50'), 1e3)} / {fmt(it.get('p99'), 1e3)}",
+                f"{100 * job.get('mpi_wait_fraction', 0.0):.0f}%", fmt(job.get("bytes_sent", 0) / 2**20)),
+            )
+        console.print(per_job)
     if summary.get("interrupted"):
         console.print(Text("the run was interrupted: figures cover the simulated time only", style="yellow"))
+
+
+def print_placements(scenario: Scenario) -> None:
+    from qoslab.host_lists import compact
+
+    table = Table(title="jobs", title_justify="left")
+    for column in ("job", "workload", "nodes", "ranks", "SL", "hosts"):
+        table.add_column(column)
+    for job, name, hosts in zip(scenario.jobs, scenario.job_names(), scenario.placements()):
+        table.add_row(name, job.workload.kind, str(len(hosts)), str(len(hosts) * job.ranks_per_node),
+                      str(job.sl), compact(hosts))
+    console.print(table)
 
 
 def print_description(fabric: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ except ImportError:  # pragma: no cover - depends on whether the engine is built
 
 __all__ = [
     "ConfigError",
+    "Deadlock",
     "EngineError",
     "Interrupted",
     "ScenarioError",
@@ -53,6 +54,15 @@ class Interrupted(Exception):
     def __init__(self, result: Any):
         self.result = result
         super().__init__("run interrupted; partial results are in .result")
+
+
+class Deadlock(Exception):
+    """The jobs can never finish (receives no send will match); ``result`` holds the partial
+    result and the message names the blocked ranks."""
+
+    def __init__(self, result: Any, message: str):
+        self.result = result
+        super().__init__(message)
 
 
 def problem(message: str, key: str = "") -> PydanticCustomError:

@@ -15,6 +15,10 @@ from typing import Annotated, Any, Iterable, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
+from qoslab.jobs import Job, Mpi
+from qoslab.placement import PlacementError, place_jobs
+from qoslab.host_lists import Hosts, expand_hosts
+from qoslab.host_lists import is_int as _is_int
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
 DATA_VL_CHOICES = (1, 2, 4, 8, 15)
@@ -28,10 +32,6 @@ AVAILABLE_TOPOLOGIES = ("single-switch", "xgft")
 class _Table(BaseModel):
     # strict: a TOML file has real types; "8" for an integer is a mistake, not a convenience.
     model_config = ConfigDict(extra="forbid", strict=True)
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -74,6 +74,9 @@ class SingleSwitch(_Table):
     def host_count(self) -> int:
         return self.hosts
 
+    def hosts_per_leaf(self) -> int:
+        return self.hosts
+
     def engine(self) -> dict[str, Any]:
         return {"kind": self.kind, "hosts": self.hosts}
 
@@ -98,6 +101,9 @@ class Xgft(_Table):
 
     def host_count(self) -> int:
         return math.prod(self.m)
+
+    def hosts_per_leaf(self) -> int:
+        return self.m[0]
 
     def engine(self) -> dict[str, Any]:
         return {"kind": self.kind, "m": list(self.m), "w": list(self.w)}
@@ -230,35 +236,6 @@ def default_port_qos(data_vls: int) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------
 # [[traffic]]
 
-_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
-
-
-def _parse_hosts(value: Any) -> str | list[int]:
-    """"all", a range "a-b" (inclusive), or a list of host indices (a single index is a list of one)."""
-    if _is_int(value):
-        value = [value]
-    if isinstance(value, str):
-        if value.strip() == "all":
-            return "all"
-        match = _RANGE.match(value)
-        if not match:
-            raise problem(f'expected "all", a range like "0-15", or a list of host indices, got {show(value)}')
-        first, last = int(match[1]), int(match[2])
-        if first > last:
-            raise problem(f"expected a range first-last with first <= last, got {show(value)}")
-        return f"{first}-{last}"
-    if not isinstance(value, (list, tuple)):
-        raise problem(f'expected "all", a range like "0-15", or a list of host indices, got {show(value)}')
-    if not value:
-        raise problem("expected at least one host")
-    for host in value:
-        if not _is_int(host) or host < 0:
-            raise problem(f"expected host indices (integers >= 0), got {show(host)}")
-    if len(set(value)) != len(value):
-        raise problem(f"host listed twice in {show(list(value))}")
-    return list(value)
-
-
 def _parse_load(value: Any) -> float | str:
     if value == "saturate":
         return value
@@ -268,17 +245,7 @@ def _parse_load(value: Any) -> float | str:
     raise problem(f'expected a fraction in (0, 1] of link_gbps or "saturate", got {show(value)}')
 
 
-Hosts = Annotated[Union[str, list[int]], BeforeValidator(_parse_hosts)]
 Load = Annotated[Union[float, Literal["saturate"]], BeforeValidator(_parse_load)]
-
-
-def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:
-    if hosts == "all":
-        return list(range(host_count))
-    if isinstance(hosts, str):
-        first, last = (int(x) for x in hosts.split("-"))
-        return list(range(first, last + 1))
-    return list(hosts)
 
 
 class Traffic(_Table):
@@ -299,18 +266,31 @@ class Traffic(_Table):
 # [run]
 
 
+# Without jobs the run lasts duration_us; with jobs it ends when every job has completed once,
+# and duration_us is only the limit (1 simulated second unless given).
+OPEN_LOOP_DURATION_US = 500.0
+OPEN_LOOP_WARMUP_US = 50.0
+JOBS_TIME_LIMIT_US = 1_000_000.0
+
+
 class Run(_Table):
-    duration_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 500.0
-    warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 50.0
+    # None: resolved by the Scenario, which knows whether there are jobs (see above).
+    duration_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
+    warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     messages: bool = False  # write messages.parquet (one row per message)
 
-    @model_validator(mode="after")
-    def _warmup_inside_run(self) -> "Run":
+    def resolve(self, with_jobs: bool) -> None:
+        """Fills the defaults that depend on whether there are jobs, without marking them set."""
+        if self.duration_us is None:
+            self.__dict__["duration_us"] = JOBS_TIME_LIMIT_US if with_jobs else OPEN_LOOP_DURATION_US
+        if self.warmup_us is None:
+            self.__dict__["warmup_us"] = 0.0 if with_jobs else OPEN_LOOP_WARMUP_US
+
+    def check(self) -> None:
         if self.warmup_us >= self.duration_us:
             raise problem(
-                f"expected less than run.duration_us ({self.duration_us:g}), got {self.warmup_us:g}", "warmup_us"
+                f"expected less than run.duration_us ({self.duration_us:g}), got {self.warmup_us:g}", "run.warmup_us"
             )
-        return self
 
 
 # ----------------------------------------------------------------------------------------------
@@ -325,6 +305,8 @@ class Scenario(_Table):
     routing: Routing = Field(default_factory=Routing)
     qos: Qos = Field(default_factory=Qos)
     traffic: list[Traffic] = Field(default_factory=list)
+    jobs: list[Job] = Field(default_factory=list)
+    mpi: Mpi = Field(default_factory=Mpi)
     run: Run = Field(default_factory=Run)
 
     _source: str | None = PrivateAttr(default=None)
@@ -390,7 +372,7 @@ class Scenario(_Table):
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
         warnings = []
-        used_sls = sorted({t.sl for t in self.traffic})
+        used_sls = sorted({t.sl for t in self.traffic} | {j.sl for j in self.jobs})
         for port, key in (("ca", "qos.ca"), ("swe", "qos.swe")):
             tables = self.port_qos(port)
             weighted = {vl for vl, w in list(tables["vlarb_high"]) + list(tables["vlarb_low"]) if w > 0}
@@ -427,7 +409,17 @@ class Scenario(_Table):
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)
+        for job, name, hosts in zip(data["jobs"], self.job_names(), self.placements()):
+            job.update(name=name, nodes=len(hosts), placement="hosts", hosts=hosts)
+            job.pop("fragment_nodes", None)
         return data
+
+    def job_names(self) -> list[str]:
+        return [job.name if job.name is not None else f"job{i}" for i, job in enumerate(self.jobs)]
+
+    def placements(self) -> list[list[int]]:
+        """The hosts of every job, in rank order (see placement.py)."""
+        return place_jobs(self.jobs, self.host_count(), self.topology.hosts_per_leaf(), self.seed)
 
     def to_engine_config(self) -> dict[str, Any]:
         """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""
@@ -474,12 +466,35 @@ class Scenario(_Table):
                 "warmup_us": float(self.run.warmup_us),
                 "record_messages": self.run.messages,
             },
+            "jobs": [
+                {
+                    "name": name,
+                    "hosts": hosts,
+                    "ranks_per_node": job.ranks_per_node,
+                    "sl": job.sl,
+                    "restart": job.restart,
+                    "workload": job.workload.engine(),
+                    "collectives": {"allreduce": job.collectives.allreduce, "alltoall": job.collectives.alltoall},
+                }
+                for job, name, hosts in zip(self.jobs, self.job_names(), self.placements())
+            ],
+            "mpi": self.mpi.engine(),
         }
 
     # -- checks across tables ------------------------------------------------------------------
 
     @model_validator(mode="after")
     def _check_against_fabric(self) -> "Scenario":
+        self.run.resolve(with_jobs=bool(self.jobs))
+        self.run.check()
+        names = self.job_names()
+        for i, name in enumerate(names):
+            if names.index(name) != i:
+                raise problem(f"job name {name!r} is used twice", f"jobs[{i}].name")
+        try:
+            self.placements()
+        except PlacementError as error:
+            raise problem(error.message, error.key) from None
         data_vls = self.fabric.data_vls
         exist = f"only VL0..VL{data_vls - 1} exist (fabric.data_vls = {data_vls})"
         for prefix, tables in (("qos", self.qos), ("qos.ca", self.qos.ca), ("qos.swe", self.qos.swe)):

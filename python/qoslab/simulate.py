@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qoslab._version import __version__
-from qoslab.errors import ConfigError, Interrupted, from_engine_config_error
+from qoslab.errors import ConfigError, Deadlock, Interrupted, from_engine_config_error
 from qoslab.scenario import Scenario
 
 Columns = dict[str, Any]  # {name: (numpy dtype string, little-endian bytes)}
@@ -38,27 +38,37 @@ class RunResult:
     summary: dict[str, Any]
     links: pa.Table
     messages: pa.Table | None = None
+    ranks: pa.Table | None = None  # per (job, rank, run, iteration), when there are jobs
 
     def save(self, out_dir: str | Path) -> Path:
-        """Writes summary.json, links.parquet and (when recorded) messages.parquet into out_dir."""
+        """Writes summary.json, links.parquet and (when there are any) messages.parquet and
+        ranks.parquet into out_dir."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         pq.write_table(self.links, out / "links.parquet")
-        messages = out / "messages.parquet"
-        if self.messages is not None:
-            pq.write_table(self.messages, messages)
-        elif messages.exists():
-            messages.unlink()  # a stale table from an earlier run would be mistaken for this one's
+        for name, table in (("messages", self.messages), ("ranks", self.ranks)):
+            path = out / f"{name}.parquet"
+            if table is not None:
+                pq.write_table(table, path)
+            elif path.exists():
+                path.unlink()  # a stale table from an earlier run would be mistaken for this one's
         return out
+
+    def written(self) -> list[str]:
+        """The files save() writes."""
+        optional = [f"{n}.parquet" for n, t in (("messages", self.messages), ("ranks", self.ranks)) if t is not None]
+        return ["summary.json", "links.parquet", *optional]
 
 
 def simulate(scenario: Scenario) -> RunResult:
-    """Runs one scenario. Raises Interrupted (with the partial result) if the run was stopped."""
+    """Runs one scenario. Raises Interrupted or Deadlock (both carrying the partial result) if the
+    run was stopped or its jobs can never finish."""
     config = json.dumps(scenario.to_engine_config())
     start = time.perf_counter()
+    traces = trace_programs(scenario)
     with _config_errors(scenario):
-        raw = engine().run(config)
+        raw = engine().run(config, traces)
     wall_seconds = time.perf_counter() - start
 
     summary: dict[str, Any] = {
@@ -74,16 +84,41 @@ def simulate(scenario: Scenario) -> RunResult:
         summary=summary,
         links=_links_table(raw["links"], raw.get("nodes")),
         messages=None if raw.get("messages") is None else columns_table(raw["messages"]),
+        ranks=None if raw.get("ranks") is None else _ranks_table(raw["ranks"], scenario.job_names()),
     )
     if summary.get("interrupted"):
         raise Interrupted(result)
+    if summary.get("status") == "deadlock":
+        raise Deadlock(result, summary["error"])
     return result
+
+
+def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, bytes]]:
+    """Reads the trace of every trace-replay job: {job index: (offsets, ops)} as the engine takes them."""
+    programs: dict[int, tuple[bytes, bytes]] = {}
+    for i, job in enumerate(scenario.jobs):
+        w = job.workload
+        if w.kind != "trace":
+            continue
+        from qoslab.io.traces import read_trace
+
+        path = Path(w.path)
+        if not path.is_absolute() and scenario.source:
+            path = Path(scenario.source).parent / path
+        program = read_trace(path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path")
+        programs[i] = (_le_u64(program.offsets), _le_u64(program.words))
+    return programs
+
+
+def _le_u64(values: Any) -> bytes:
+    return np.ascontiguousarray(values, dtype="<u8").tobytes()
 
 
 def describe(scenario: Scenario) -> dict[str, Any]:
     """The fabric the scenario builds (hosts, switches, links, levels, paths), without simulating."""
+    traces = trace_programs(scenario)
     with _config_errors(scenario):
-        return dict(engine().describe(json.dumps(scenario.to_engine_config())))
+        return dict(engine().describe(json.dumps(scenario.to_engine_config()), traces))
 
 
 @contextmanager
@@ -117,3 +152,10 @@ def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
         if position >= 0:
             table = table.add_column(position, label, pc.take(names, table.column(index)))
     return table
+
+
+def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:
+    """Adds the job's name in front of the engine's job index column."""
+    table = columns_table(columns)
+    names = pa.array(job_names, type=pa.string())
+    return table.add_column(0, "job_name", pc.take(names, table.column("job")))

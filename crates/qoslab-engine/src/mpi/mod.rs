@@ -551,8 +551,11 @@ impl Mpi {
         r.next_request += 1;
         r.outstanding.push(request);
         let job = &mut self.jobs[r.job as usize];
-        job.payload_bytes_sent += bytes;
-        job.messages_sent += 1;
+        // Figures of the first run, the one whose runtime is reported.
+        if job.run == 0 {
+            job.payload_bytes_sent += bytes;
+            job.messages_sent += 1;
+        }
         (request, job.first_rank + peer)
     }
 
@@ -721,9 +724,9 @@ impl Mpi {
                     "runtime_us": job.runtime.map(|t| ps_to_ns(t) / 1000.0),
                     "iterations": iterations,
                     "runs_completed": job.runs_completed,
-                    "iterations_completed": job.iterations_completed,
                     "bytes_sent": job.payload_bytes_sent,
                     "messages_sent": job.messages_sent,
+                    "iterations_completed_all_runs": job.iterations_completed,
                     "rank_iteration_ns": crate::stats::latency_summary(&mut per_iteration),
                     "mpi_wait_fraction": if time_total > 0 { wait_total as f64 / time_total as f64 } else { 0.0 },
                     "elapsed_us": ps_to_ns(now - job.run_start) / 1000.0,
