@@ -258,7 +258,7 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
             per_job.add_row(
                 name, fmt(job.get("ranks")), fmt(job.get("runtime_us")), fmt(job.get("runs_completed")),
                 fmt(job.get("iterations")), f"{fmt(it.get('p50'), 1e3)} / {fmt(it.get('p99'), 1e3)}",
-                f"{100 * job.get('mpi_wait_fraction', 0.0):.0f}%", fmt(job.get("bytes_sent", 0) / 2**20)),
+                f"{100 * job.get('mpi_wait_fraction', 0.0):.0f}%", fmt(job.get("bytes_sent", 0) / 2**20),
             )
         console.print(per_job)
     if summary.get("interrupted"):
