@@ -17,6 +17,7 @@ FABRIC_KEYS = {
     "header_bytes",
     "data_vls",
     "vl_buffer_bytes",
+    "hca_send_queues_per_sl",
 }
 PORT_QOS_KEYS = {"sl2vl", "vlarb_high", "vlarb_low", "high_limit"}
 TRAFFIC_KEYS = {

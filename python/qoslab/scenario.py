@@ -46,6 +46,8 @@ class Fabric(_Table):
     header_bytes: Annotated[int, Field(ge=0, le=4096)] = 26
     data_vls: Literal[1, 2, 4, 8, 15] = 4
     vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] = 32768
+    # QPs per SL in each HCA, served round robin packet by packet (message to d joins d mod n).
+    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=64)] = 8
 
     def packet_credit_bytes(self) -> int:
         """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""
@@ -435,6 +437,7 @@ class Scenario(_Table):
                 "header_bytes": f.header_bytes,
                 "data_vls": f.data_vls,
                 "vl_buffer_bytes": f.vl_buffer_bytes,
+                "hca_send_queues_per_sl": f.hca_send_queues_per_sl,
             },
             "topology": self.topology.engine(),
             "routing": {"algorithm": self.routing.algorithm},

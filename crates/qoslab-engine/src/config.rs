@@ -30,6 +30,8 @@ pub struct FabricConfig {
     pub header_bytes: u32,
     pub data_vls: u8,
     pub vl_buffer_bytes: u32,
+    /// Send queues per SL in every HCA (QPs; a message joins queue `destination mod n`).
+    pub hca_send_queues_per_sl: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -193,6 +195,9 @@ impl EngineConfig {
         }
         if ![1, 2, 4, 8, 15].contains(&f.data_vls) {
             return Err(ConfigError::new("fabric.data_vls", "expected 1, 2, 4, 8 or 15"));
+        }
+        if !(1..=64).contains(&f.hca_send_queues_per_sl) {
+            return Err(ConfigError::new("fabric.hca_send_queues_per_sl", "expected 1..64"));
         }
         let packet_credits = crate::units::credits_for(f.mtu_bytes + f.header_bytes);
         if f.vl_buffer_bytes / crate::units::CREDIT_BYTES < packet_credits {

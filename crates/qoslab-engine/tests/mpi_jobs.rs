@@ -11,7 +11,7 @@ pub fn config(jobs: Value) -> EngineConfig {
     let v = json!({
         "seed": 1,
         "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
-                   "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768},
+                   "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
         "topology": {"kind": "single-switch", "hosts": 32},
         "routing": {"algorithm": "dmodk"},
         "qos": {"ca": port, "swe": port},

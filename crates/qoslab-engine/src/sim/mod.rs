@@ -214,7 +214,7 @@ impl Simulation {
             returns: (0..np).map(|_| CreditReturns::new()).collect(),
             requests: vec![Vec::new(); pv],
             counters: vec![PortVlCounters::default(); pv],
-            fifos: Fifos::new(pv + (g.hosts * SLS) as usize),
+            fifos: Fifos::new(pv + (g.hosts * SLS * f.hca_send_queues_per_sl) as usize),
             packets: Slab::new(),
             messages: Slab::new(),
             sources,
@@ -362,7 +362,7 @@ impl Simulation {
         m.packets_unsent = packets;
         let message = self.messages.insert(m);
         self.messages_created += 1;
-        let q = self.hca_queue(host, sl);
+        let q = self.hca_queue(host, sl, dst);
         let mut remaining = bytes;
         for _ in 0..packets {
             let payload = remaining.min(self.mtu as u64) as u32;
@@ -390,8 +390,12 @@ impl Simulation {
     }
 
     #[inline]
-    fn hca_queue(&self, host: u32, sl: u8) -> u32 {
-        (self.ports.len() as u32) * self.vls + host * SLS + sl as u32
+    /// The HCA send queue a message to `dst` on `sl` joins. An HCA serves its queue pairs round
+    /// robin, packet by packet, so a short message to one peer does not wait behind a long one
+    /// to another; `hca_send_queues_per_sl` queues per SL stand for the QPs, by destination.
+    fn hca_queue(&self, host: u32, sl: u8, dst: u32) -> u32 {
+        let lanes = self.cfg.fabric.hca_send_queues_per_sl;
+        (self.ports.len() as u32) * self.vls + (host * SLS + sl as u32) * lanes + dst % lanes
     }
 
     /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
