@@ -15,7 +15,8 @@ from typing import Annotated, Any, Iterable, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
-from qoslab.jobs import Job, Mpi
+from qoslab.jobs import Collectives, Job, Mpi
+from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts
 from qoslab.host_lists import is_int as _is_int
@@ -576,6 +577,10 @@ _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     ("qos", "swe"): PortQos,
     ("traffic",): Traffic,
     ("run",): Run,
+    ("jobs",): Job,
+    ("jobs", "collectives"): Collectives,
+    ("mpi",): Mpi,
+    **{("jobs", "workload", model.model_fields["kind"].annotation.__args__[0]): model for model in ALL_MODELS},
 }
 
 
@@ -586,7 +591,10 @@ def _allowed_keys(parent: tuple[Any, ...]) -> list[str] | None:
 
 def _scenario_error(error: ValidationError, source: str | None) -> ScenarioError:
     return from_validation_error(
-        error, source, skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS], allowed=_allowed_keys
+        error,
+        source,
+        skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS] + [("workload", kind) for kind in WORKLOAD_KINDS],
+        allowed=_allowed_keys,
     )
 
 

@@ -1,0 +1,176 @@
+"""MPI jobs through the scenario layer: keys, placement, results, errors."""
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+import qoslab
+from qoslab import Scenario, ScenarioError, simulate
+from qoslab.cli import app
+
+TREE = {"kind": "xgft", "m": [8, 8], "w": [1, 8]}  # 64 hosts, 8 per leaf
+
+
+def scenario(*jobs, **extra):
+    return Scenario(topology=extra.pop("topology", TREE), jobs=list(jobs), **extra)
+
+
+def job(name, nodes=4, **keys):
+    return {"name": name, "nodes": nodes, "workload": keys.pop("workload", {"kind": "ping-pong"}), **keys}
+
+
+# -- placement ------------------------------------------------------------------------------------
+
+
+def test_contiguous_jobs_take_consecutive_free_hosts_in_order():
+    s = scenario(job("a", 5), job("b", 3))
+    assert s.placements() == [[0, 1, 2, 3, 4], [5, 6, 7]]
+
+
+def test_fragmented_jobs_interleave_k_nodes_per_leaf():
+    # F4 with two jobs: each leaf of 8 gets 4 of a and 4 of b.
+    s = scenario(job("a", 8, placement="fragmented"), job("b", 8, placement="fragmented"))
+    a, b = s.placements()
+    assert a == [0, 1, 2, 3, 8, 9, 10, 11]
+    assert b == [4, 5, 6, 7, 12, 13, 14, 15]
+    # F2: a single job spreads 2 per leaf.
+    (c,) = scenario(job("c", 6, placement="fragmented", fragment_nodes=2)).placements()
+    assert c == [0, 1, 8, 9, 16, 17]
+
+
+def test_random_placement_is_seeded_and_exclusive():
+    jobs = [job("a", 20, placement="random"), job("b", 20, placement="random"), job("c", 20)]
+    first = scenario(*jobs, seed=3).placements()
+    assert first == scenario(*jobs, seed=3).placements()
+    assert first != scenario(*jobs, seed=4).placements()
+    hosts = [h for p in first for h in p]
+    assert len(hosts) == len(set(hosts)) == 60
+    assert first[2] == list(range(20))  # contiguous jobs are placed before random ones
+
+
+def test_explicit_hosts_and_sharing():
+    s = scenario(job("a", placement="hosts", hosts=[9, 3], nodes=None), job("b", 2, placement="hosts", hosts="3-4",
+                                                                            share_hosts=True))
+    assert s.placements() == [[9, 3], [3, 4]]
+
+
+@pytest.mark.parametrize("jobs, key, text", [
+    ([job("a", 65)], "jobs[0].nodes", "no 65 consecutive free hosts"),
+    ([job("a", 40), job("b", 30, placement="random")], "jobs[1].nodes", "only 24 hosts are free"),
+    ([job("a", 60, placement="fragmented", fragment_nodes=4)], "jobs[0].nodes", "fragmented placement ran out"),
+    ([job("a", placement="hosts", hosts=[1, 2], nodes=None), job("b", placement="hosts", hosts=[2], nodes=None)],
+     "jobs[1].hosts", "host 2 is already used by another job"),
+    ([job("a", placement="hosts", hosts=[70], nodes=None)], "jobs[0].hosts", "host 70 does not exist"),
+    ([job("a", placement="hosts", nodes=2)], "jobs[0].hosts", "needs the list of hosts"),
+    ([job("a", hosts=[1, 2])], "jobs[0].hosts", "only used with placement"),
+    ([{"name": "a", "workload": {"kind": "ping-pong"}}], "jobs[0].nodes", "required key is missing"),
+    ([job("a"), job("a")], "jobs[1].name", "used twice"),
+    ([job("a", workload={"kind": "lulesh"})], "jobs[0].workload.kind", "expected one of"),
+    ([job("a", workload={"kind": "all-to-all", "size": 4})], "jobs[0].workload.size", "unknown key"),
+    ([job("a", workload={"kind": "all-to-all", "iterations": 0})], "jobs[0].workload.iterations", "greater than"),
+    ([job("a", collectives={"allreduce": "tree"})], "jobs[0].collectives.allreduce", "recursive-doubling"),
+    ([job("a", sl=16)], "jobs[0].sl", "less than or equal to 15"),
+])
+def test_bad_jobs_name_the_key(jobs, key, text):
+    with pytest.raises(ScenarioError) as caught:
+        scenario(*jobs)
+    message = str(caught.value)
+    assert key in message and text in message, message
+
+
+def test_mpi_keys_are_checked():
+    with pytest.raises(ScenarioError, match=r"mpi.shm_gbps"):
+        scenario(job("a"), mpi={"shm_gbps": 0})
+    with pytest.raises(ScenarioError, match=r"mpi.rendezvous: unknown key"):
+        scenario(job("a"), mpi={"rendezvous": True})
+
+
+def test_run_limits_depend_on_jobs():
+    assert (Scenario().run.duration_us, Scenario().run.warmup_us) == (500.0, 50.0)
+    s = scenario(job("a"))
+    assert (s.run.duration_us, s.run.warmup_us) == (1_000_000.0, 0.0)
+    # Resolved values are not "set": an override re-resolves them.
+    assert "duration_us" not in s.model_dump(exclude_unset=True).get("run", {})
+
+
+# -- results ---------------------------------------------------------------------------------------
+
+
+def test_job_results_ranks_table_and_resolved_placement():
+    s = scenario(job("nn", 8, ranks_per_node=2, placement="random",
+                     workload={"kind": "nearest-neighbor", "dims": 2, "iterations": 3, "compute_us": 2.0}),
+                 job("pp", 2, workload={"kind": "ping-pong", "iterations": 5}), seed=5)
+    r = simulate(s)
+    jobs = r.summary["jobs"]
+    assert set(jobs) == {"nn", "pp"}
+    assert jobs["nn"]["ranks"] == 16 and jobs["nn"]["nodes"] == 8 and jobs["nn"]["completed"]
+    assert r.summary["status"] == "completed"
+    ranks = r.ranks.to_pandas()
+    first = ranks[(ranks.job_name == "nn") & (ranks.run == 0)]
+    assert len(first) == 16 * 3
+    # Every iteration's time includes its 2 us of compute; waiting never exceeds the time.
+    assert (first.time_ns >= 2000).all() and (first.mpi_wait_ns <= first.time_ns).all()
+    # Two ranks per node: the hosts column names each node twice.
+    hosts = first[first.iteration == 0].sort_values("rank").host.tolist()
+    assert hosts[0::2] == hosts[1::2] == s.placements()[0]
+    # The resolved scenario pins the placement so it replays exactly.
+    resolved = r.summary["scenario"]["jobs"][0]
+    assert resolved["placement"] == "hosts" and resolved["hosts"] == s.placements()[0]
+    again = simulate(Scenario(**r.summary["scenario"])).summary
+    assert again["jobs"] == r.summary["jobs"]
+
+
+def test_job_runs_are_deterministic_and_conserve_packets():
+    s = scenario(job("a", 16, placement="random", workload={"kind": "random-pairs", "iterations": 4}),
+                 job("b", 16, placement="random", workload={"kind": "all-to-all", "bytes": 8192, "iterations": 2}),
+                 seed=11)
+    one, two = simulate(s).summary, simulate(s).summary
+    for summary in (one, two):
+        summary.pop("wall_seconds")
+    assert one == two
+    c = one["conservation"]
+    assert c["ok"] and c["packets_created"] == c["packets_delivered"] + c["packets_in_flight"]
+
+
+def test_contention_slows_a_job_down():
+    victim = job("victim", 8, placement="fragmented", workload={"kind": "all-to-all", "bytes": 32768, "iterations": 3})
+    flood = job("flood", 8, placement="fragmented", workload={"kind": "flood-pairs", "iterations": 50})
+    slim = {"kind": "xgft", "m": [8, 8], "w": [1, 1]}
+    alone = simulate(scenario(victim, topology=slim)).summary["jobs"]["victim"]["runtime_us"]
+    shared = simulate(scenario(victim, flood, topology=slim)).summary["jobs"]["victim"]["runtime_us"]
+    assert shared > 1.2 * alone
+
+
+def test_time_limit_leaves_jobs_incomplete_and_warns(tmp_path):
+    path = tmp_path / "slow.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[run]\nduration_us = 20\n'
+                    '[[jobs]]\nname = "a2a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 1048576 }\n')
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "did not finish within run.duration_us = 20" in result.output
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["status"] == "time_limit" and summary["jobs"]["a2a"]["completed"] is False
+    assert summary["jobs"]["a2a"]["runtime_us"] is None
+    assert pq.read_table(tmp_path / "out" / "ranks.parquet").num_rows == 0
+
+
+def test_check_lists_the_placements(tmp_path):
+    path = tmp_path / "jobs.toml"
+    path.write_text('[topology]\nkind = "xgft"\nm = [8, 8]\nw = [1, 8]\n'
+                    '[[jobs]]\nname = "frag"\nnodes = 8\nplacement = "fragmented"\nfragment_nodes = 2\n'
+                    'workload = { kind = "random-pairs" }\n')
+    result = CliRunner().invoke(app, ["check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "0-1,8-9,16-17,24-25" in result.output
+
+
+def test_a_job_too_big_for_the_fabric_is_a_clear_cli_error(tmp_path):
+    path = tmp_path / "big.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n'
+                    '[[jobs]]\nnodes = 8\nworkload = { kind = "ping-pong" }\n')
+    result = CliRunner().invoke(app, ["run", str(path)])
+    assert result.exit_code == 2
+    assert f"{path}: jobs[0].nodes: no 8 consecutive free hosts" in result.output
+    assert "Traceback" not in result.output
