@@ -1,0 +1,667 @@
+"""Trace readers: OTF2 and DUMPI ASCII -> packed rank programs (python/qoslab/io/traces.py)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+import otf2
+import pytest
+from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
+
+from qoslab.errors import ScenarioError
+from qoslab.io import PackedProgram, read_trace
+from qoslab.io.traces import ANY, read_dumpi_rank
+
+COMPUTE, ISEND, IRECV, PUT, GET, WAITALL, WAIT, COLLECTIVE, ITERATION_END = range(9)
+BARRIER, BCAST, REDUCE, ALLREDUCE, ALLTOALL, ALLGATHER = range(6)
+UNDEFINED_ROOT = 0xFFFFFFFF
+
+
+def shared_traces() -> Path | None:
+    env = os.environ.get("QOSLAB_TRACES")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[1].parent / "shared" / "traces")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+SHARED = shared_traces()
+needs_shared = pytest.mark.skipif(
+    SHARED is None,
+    reason="real traces not found: set QOSLAB_TRACES or put them in ../shared/traces next to the repo",
+)
+
+
+def ops(program: PackedProgram, rank: int) -> list[tuple[int, int, int, int]]:
+    return program.op_tuples(rank)
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing OTF2 traces with the otf2 package
+# ---------------------------------------------------------------------------------------------
+
+
+class Otf2Trace:
+    """A small MPI trace: `ranks` processes, one MPI_COMM_WORLD, events written per rank."""
+
+    def __init__(self, folder: Path, ranks: int, timer_resolution: int = 10**9):
+        self.folder = folder
+        self.cm = otf2.writer.open(str(folder), timer_resolution=timer_resolution)
+        self.w = self.cm.__enter__()
+        d = self.w.definitions
+        node = d.system_tree_node("node")
+        self.locations = [
+            d.location("Master thread", group=d.location_group(f"MPI Rank {r}", system_tree_parent=node)) for r in range(ranks)
+        ]
+        d.group("", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=self.locations)
+        world_group = d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=list(range(ranks)))
+        self.world = d.comm("MPI_COMM_WORLD", group=world_group)
+        self.regions: dict[str, object] = {}
+        self.writers = [self.w.event_writer_from_location(loc) for loc in self.locations]
+        self.main = d.region("main", paradigm=Paradigm.COMPILER)
+
+    def region(self, name: str):
+        if name not in self.regions:
+            self.regions[name] = self.w.definitions.region(name, region_role=RegionRole.FUNCTION, paradigm=Paradigm.MPI)
+        return self.regions[name]
+
+    def call(self, rank: int, name: str, t0: int, t1: int, *events) -> None:
+        """An MPI call from t0 to t1; `events` are (method name, time, args...)."""
+        ev = self.writers[rank]
+        ev.enter(t0, self.region(name))
+        for method, t, *args in events:
+            getattr(ev, method)(t, *args)
+        ev.leave(t1, self.region(name))
+
+    def close(self) -> Path:
+        self.cm.__exit__(None, None, None)
+        return self.folder / "traces.otf2"
+
+
+def write_ping_pong(folder: Path) -> Path:
+    t = Otf2Trace(folder, 2)
+    w = t.world
+    # Rank 0: Isend + Irecv + Waitall, 1000 ns of compute before, then a blocking send.
+    t.writers[0].enter(0, t.main)  # a non-MPI region: ignored
+    t.call(0, "MPI_Init", 0, 10)
+    t.call(0, "MPI_Isend", 1010, 1020, ("mpi_isend", 1011, 1, w, 7, 4096, 100))
+    t.call(0, "MPI_Irecv", 1030, 1040, ("mpi_irecv_request", 1031, 101))
+    t.call(0, "MPI_Waitall", 1050, 1080, ("mpi_isend_complete", 1060, 100), ("mpi_irecv", 1070, 1, w, 8, 4096, 101))
+    t.call(0, "MPI_Send", 3080, 3090, ("mpi_send", 3085, 1, w, 9, 100))
+    t.call(0, "MPI_Finalize", 3100, 3110)
+    t.writers[0].leave(3120, t.main)
+    # Rank 1: Irecv first, then Isend, two separate waits, an unsupported MPI_Probe, a blocking recv.
+    t.call(1, "MPI_Init", 0, 10)
+    t.call(1, "MPI_Irecv", 20, 25, ("mpi_irecv_request", 21, 5))
+    t.call(1, "MPI_Isend", 30, 35, ("mpi_isend", 31, 0, w, 8, 4096, 6))
+    t.call(1, "MPI_Wait", 40, 1100, ("mpi_irecv", 1090, 0, w, 7, 4096, 5))
+    t.call(1, "MPI_Wait", 1100, 1110, ("mpi_isend_complete", 1105, 6))
+    t.call(1, "MPI_Probe", 1150, 1160)
+    t.call(1, "MPI_Recv", 1200, 3096, ("mpi_recv", 3095, 0, w, 9, 100))
+    t.call(1, "MPI_Finalize", 3100, 3110)
+    return t.close()
+
+
+def test_otf2_ping_pong_exact_ops(tmp_path):
+    anchor = write_ping_pong(tmp_path / "pp")
+    prog = read_trace(anchor, cpu_speedup=2.0)
+    assert prog.ranks == 2 and prog.format == "otf2"
+    assert prog.offsets.dtype == np.dtype("<u8") and prog.words.dtype == np.dtype("<u8")
+    # Nanosecond timer, compute halved by cpu_speedup = 2: 1000 ns -> 500_000 ps.
+    assert ops(prog, 0) == [
+        (COMPUTE, 500_000, 0, 0),
+        (ISEND, 1, 4096, 7),  # request 0
+        (COMPUTE, 5_000, 0, 0),
+        (IRECV, 1, 0, 8),  # request 1: peer and tag from the completion event
+        (COMPUTE, 5_000, 0, 0),
+        (WAIT, 0, 0, 0),
+        (WAIT, 1, 0, 0),
+        (COMPUTE, 1_000_000, 0, 0),
+        (ISEND, 1, 100, 9),  # MPI_Send: ISEND + WAIT on its request
+        (WAIT, 2, 0, 0),
+    ]
+    assert ops(prog, 1) == [
+        (COMPUTE, 5_000, 0, 0),
+        (IRECV, 0, 0, 7),
+        (COMPUTE, 2_500, 0, 0),
+        (ISEND, 0, 4096, 8),
+        (COMPUTE, 2_500, 0, 0),
+        (WAIT, 0, 0, 0),
+        (WAIT, 1, 0, 0),
+        # 40 ns before MPI_Probe + 40 ns after it (the time inside a skipped call is not compute).
+        (COMPUTE, 40_000, 0, 0),
+        (IRECV, 0, 0, 9),
+        (WAIT, 2, 0, 0),
+    ]
+    assert list(prog.offsets) == [0, 10, 20]
+    assert list(prog.ops_per_rank) == [10, 10]
+    assert len(prog.words) == 4 * 20
+    assert prog.skipped == {"MPI_Probe": 1}
+    assert prog.approximated == {}
+    assert prog.iterations == 1
+    assert any("MPI_Probe" in w for w in prog.warnings)
+    s = prog.summary()
+    assert s["messages"] == 3 and s["message_bytes"] == 2 * 4096 + 100
+
+
+def test_otf2_cpu_speedup_scales_compute_only(tmp_path):
+    anchor = write_ping_pong(tmp_path / "pp")
+    slow = read_trace(anchor)
+    fast = read_trace(anchor, cpu_speedup=4.0)
+    a, b = slow.words.reshape(-1, 4), fast.words.reshape(-1, 4)
+    compute = a[:, 0] == COMPUTE
+    assert np.array_equal(a[~compute], b[~compute])
+    assert np.array_equal(a[compute][:, 1], 4 * b[compute][:, 1])
+    assert ops(slow, 0)[0] == (COMPUTE, 1_000_000, 0, 0)
+
+
+def test_otf2_directory_and_timer_resolution(tmp_path):
+    # A microsecond timer: 3 ticks of compute = 3_000_000 ps. The folder is accepted too.
+    t = Otf2Trace(tmp_path / "us", 2, timer_resolution=10**6)
+    t.call(0, "MPI_Init", 0, 1)
+    t.call(0, "MPI_Send", 4, 5, ("mpi_send", 4, 1, t.world, 0, 8))
+    t.call(1, "MPI_Init", 0, 1)
+    t.call(1, "MPI_Recv", 2, 6, ("mpi_recv", 6, 0, t.world, 0, 8))
+    t.close()
+    prog = read_trace(tmp_path / "us")
+    assert ops(prog, 0) == [(COMPUTE, 3_000_000, 0, 0), (ISEND, 1, 8, 0), (WAIT, 0, 0, 0)]
+    assert ops(prog, 1) == [(COMPUTE, 1_000_000, 0, 0), (IRECV, 0, 0, 0), (WAIT, 0, 0, 0)]
+
+
+def write_collectives(folder: Path, ranks: int = 4) -> Path:
+    t = Otf2Trace(folder, ranks)
+    w = t.world
+    for r in range(ranks):
+        now = 0
+        t.call(r, "MPI_Init", now, now + 10)
+        now += 10
+        for it in range(2):
+            now += 100 * (r + 1)  # rank r computes (r + 1) * 100 ns per step
+            # Score-P's byte counts: allreduce of N bytes sends and receives P * N.
+            t.call(
+                r, "MPI_Allreduce", now, now + 50,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 49, CollectiveOp.ALLREDUCE, w, UNDEFINED_ROOT, 4 * 1000, 4 * 1000),
+            )
+            now += 50
+            t.call(
+                r, "MPI_Barrier", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.BARRIER, w, UNDEFINED_ROOT, 0, 0),
+            )
+            now += 20
+            # Bcast from rank 0: every rank receives N, the root sends P * N.
+            t.call(
+                r, "MPI_Bcast", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.BCAST, w, 0, 4 * 512 if r == 0 else 0, 512),
+            )
+            now += 20
+            # Alltoall of 256-byte blocks: P * 256 sent.
+            t.call(
+                r, "MPI_Alltoall", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.ALLTOALL, w, UNDEFINED_ROOT, 4 * 256, 4 * 256),
+            )
+            now += 20
+            # Reduce of 64 bytes to rank 0: every rank sends N.
+            t.call(
+                r, "MPI_Reduce", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.REDUCE, w, 0, 64, 4 * 64 if r == 0 else 0),
+            )
+            now += 20
+            # Allgather of 32-byte blocks; then a gather (not supported: skipped).
+            t.call(
+                r, "MPI_Allgather", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.ALLGATHER, w, UNDEFINED_ROOT, 4 * 32, 4 * 32),
+            )
+            now += 20
+            t.call(
+                r, "MPI_Gather", now, now + 20,
+                ("mpi_collective_begin", now + 1),
+                ("mpi_collective_end", now + 19, CollectiveOp.GATHER, w, 0, 8, 32 if r == 0 else 0),
+            )
+            now += 20
+            t.call(r, "MPI_Pcontrol", now, now + 1)  # ends the iteration
+            now += 1
+        t.call(r, "MPI_Finalize", now + 5, now + 10)
+    return t.close()
+
+
+def test_otf2_collectives_and_iterations(tmp_path):
+    prog = read_trace(write_collectives(tmp_path / "coll"))
+    assert prog.ranks == 4
+    assert prog.iterations == 2
+    assert prog.skipped == {"MPI_Gather": 8}
+    for r in range(4):
+        step = (r + 1) * 100_000  # ps
+        iteration = [
+            (COMPUTE, step, 0, 0),
+            (COLLECTIVE, ALLREDUCE, 1000, 0),
+            (COLLECTIVE, BARRIER, 0, 0),
+            (COLLECTIVE, BCAST, 512, 0),
+            (COLLECTIVE, ALLTOALL, 256, 0),
+            (COLLECTIVE, REDUCE, 64, 0),
+            (COLLECTIVE, ALLGATHER, 32, 0),
+            (ITERATION_END, 0, 0, 0),
+        ]
+        # The skipped gather's 20 ns are not compute; the Pcontrol marker follows it directly.
+        assert ops(prog, r) == iteration + iteration, r
+    assert prog.summary()["collectives"] == {
+        "barrier": 8, "bcast": 8, "reduce": 8, "allreduce": 8, "alltoall": 8, "allgather": 8,
+    }
+
+
+def test_otf2_sub_communicator_collective_is_approximated(tmp_path):
+    t = Otf2Trace(tmp_path / "sub", 4)
+    d = t.w.definitions
+    # Two row communicators {0, 1} and {2, 3}: every rank calls one allreduce on its own.
+    rows = [d.comm(f"row{i}", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[2 * i, 2 * i + 1])) for i in range(2)]
+    for r in range(4):
+        t.call(r, "MPI_Init", 0, 10)
+        t.call(
+            r, "MPI_Allreduce", 10, 20,
+            ("mpi_collective_begin", 11),
+            ("mpi_collective_end", 19, CollectiveOp.ALLREDUCE, rows[r // 2], UNDEFINED_ROOT, 2 * 80, 2 * 80),
+        )
+        # Point-to-point on the row communicator: rank 1 of row i is world rank 2i + 1.
+        if r % 2 == 0:
+            t.call(r, "MPI_Send", 30, 40, ("mpi_send", 31, 1, rows[r // 2], 3, 16))
+        else:
+            t.call(r, "MPI_Recv", 30, 40, ("mpi_recv", 39, 0, rows[r // 2], 3, 16))
+    prog = read_trace(t.close())
+    assert prog.approximated == {"MPI_Allreduce on a sub-communicator (replayed on all ranks)": 4}
+    assert ops(prog, 2) == [(COLLECTIVE, ALLREDUCE, 80, 0), (COMPUTE, 10_000, 0, 0), (ISEND, 3, 16, 3), (WAIT, 0, 0, 0)]
+    assert ops(prog, 3) == [(COLLECTIVE, ALLREDUCE, 80, 0), (COMPUTE, 10_000, 0, 0), (IRECV, 2, 0, 3), (WAIT, 0, 0, 0)]
+
+
+def test_otf2_mismatched_collectives_raise(tmp_path):
+    t = Otf2Trace(tmp_path / "bad", 2)
+    for r in range(2):
+        t.call(r, "MPI_Init", 0, 10)
+    t.call(0, "MPI_Barrier", 20, 30, ("mpi_collective_end", 29, CollectiveOp.BARRIER, t.world, UNDEFINED_ROOT, 0, 0))
+    t.call(1, "MPI_Allreduce", 20, 30, ("mpi_collective_end", 29, CollectiveOp.ALLREDUCE, t.world, UNDEFINED_ROOT, 16, 16))
+    anchor = t.close()
+    with pytest.raises(ScenarioError) as e:
+        read_trace(anchor, key="jobs[0].workload.path")
+    assert e.value.problems[0][0] == "jobs[0].workload.path"
+    assert "collective #0 is barrier on rank 0" in str(e.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# DUMPI ASCII, written exactly as dumpi2ascii prints it
+# ---------------------------------------------------------------------------------------------
+
+HEADER = """version=1.0.0
+starttime=Thu Feb  3 16:05:56 2011
+hostname=testhost
+username=tester
+meshdim=0
+meshsize=[]
+meshcrd=[]
+"""
+
+FOOTER_CALLS = ["MPI_Send", "MPI_Recv", "MPI_Isend", "MPI_Irecv", "MPI_Wait", "MPI_Waitall", "MPI_Barrier"]
+
+DATATYPES = [
+    (0, "MPI_DATATYPE_ERROR", 0), (1, "MPI_DATATYPE_NULL", 0), (2, "MPI_CHAR", 1), (5, "MPI_BYTE", 1),
+    (9, "MPI_INT", 4), (14, "MPI_DOUBLE", 8), (16, "MPI_LONG_LONG_INT", 0), (28, "user-defined-datatype", 24),
+]
+
+
+class Dumpi:
+    """One rank's dumpi2ascii text; times in nanoseconds after a base walltime."""
+
+    BASE = 1296777956
+
+    def __init__(self) -> None:
+        self.lines: list[str] = [HEADER.rstrip("\n")]
+
+    def wall(self, ns: int) -> str:
+        return f"{self.BASE + ns // 10**9}.{ns % 10**9:09d}"
+
+    def rec(self, name: str, t0: int, t1: int, *params: str) -> "Dumpi":
+        self.lines.append(f"{name} entering at walltime {self.wall(t0)}, cputime 0.007712000 seconds in thread 0.")
+        self.lines.extend(params)
+        self.lines.append(f"{name} returning at walltime {self.wall(t1)}, cputime 0.007716000 seconds in thread 0.")
+        return self
+
+    def text(self) -> str:
+        footer = ["Total keyvals: 0", "Performance counters: 0"]
+        footer += [f"Datatype {i} ({n}) has size {s}" for i, n, s in DATATYPES]
+        footer += [f"{c} called 1 times and ignored 0 times" for c in FOOTER_CALLS]
+        return "\n".join(self.lines + footer) + "\n"
+
+
+WORLD = "MPI_Comm comm=2 (MPI_COMM_WORLD)"
+
+
+def dumpi_init(d: Dumpi) -> Dumpi:
+    return d.rec("MPI_Init", 0, 1000, "int argc=1", 'string argv[1]=["./mpi"]')
+
+
+def write_dumpi(folder: Path, ranks: list[Dumpi], prefix: str = "app", meta: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for r, d in enumerate(ranks):
+        (folder / f"{prefix}-{r:04d}.txt").write_text(d.text())
+    if meta:
+        (folder / f"{prefix}.meta").write_text(f"hostname=testhost\nnumprocs={len(ranks)}\nfileprefix={prefix}\n")
+    return folder / f"{prefix}-0000.txt"
+
+
+def dumpi_pair() -> list[Dumpi]:
+    r0 = dumpi_init(Dumpi())
+    r0.rec("MPI_Comm_rank", 2000, 2100, WORLD, "int rank=0")
+    r0.rec("MPI_Isend", 5000, 5100, "int count=16", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "int dest=1", "int tag=42", WORLD, "MPI_Request request=[7]")
+    r0.rec("MPI_Irecv", 5200, 5300, "int count=2", "MPI_Datatype datatype=28 (user-defined-datatype)", "int source=-1 (MPI_ANY_SOURCE)", "int tag=-1 (MPI_ANY_TAG)", WORLD, "MPI_Request request=[8]")
+    r0.rec("MPI_Test", 5400, 5410, "MPI_Request request=[8]", "int flag=0", "MPI_Status status=<IGNORED>")
+    r0.rec("MPI_Waitall", 5500, 9000, "int count=2", "MPI_Request requests[2]=[7, 8]", "MPI_Status statuses[2]=<IGNORED>")
+    r0.rec("MPI_Send", 10000, 10500, "int count=3", "MPI_Datatype datatype=9 (MPI_INT)", "int dest=1", "int tag=5", WORLD)
+    r0.rec("MPI_Send", 10600, 10700, "int count=3", "MPI_Datatype datatype=9 (MPI_INT)", "int dest=-2", "int tag=5", WORLD)  # MPI_PROC_NULL
+    r0.rec("MPI_Gather", 11000, 11100, "int sendcount=1", "MPI_Datatype sendtype=9 (MPI_INT)", "int recvcount=1", "MPI_Datatype recvtype=9 (MPI_INT)", "int root=0", WORLD)
+    r0.rec("MPI_Pcontrol", 12000, 12001, "int level=1")
+    r0.rec("MPI_Allreduce", 13000, 13100, "int count=10", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "MPI_Op op=3 (MPI_SUM)", WORLD)
+    r0.rec("MPI_Bcast", 13200, 13300, "int count=100", "MPI_Datatype datatype=5 (MPI_BYTE)", "int root=0", WORLD)
+    r0.rec("MPI_Sendrecv", 14000, 14500, "int sendcount=4", "MPI_Datatype sendtype=9 (MPI_INT)", "int dest=1", "int sendtag=11",
+           "int recvcount=4", "MPI_Datatype recvtype=9 (MPI_INT)", "int source=1", "int recvtag=12", WORLD, "MPI_Status status=<IGNORED>")
+    r0.rec("MPI_Pcontrol", 15000, 15001, "int level=1")
+    r0.rec("MPI_Finalize", 20000, 21000)
+
+    r1 = dumpi_init(Dumpi())
+    r1.rec("MPI_Irecv", 3000, 3100, "int count=16", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "int source=0", "int tag=42", WORLD, "MPI_Request request=[3]")
+    r1.rec("MPI_Isend", 3200, 3300, "int count=2", "MPI_Datatype datatype=28 (user-defined-datatype)", "int dest=0", "int tag=9", WORLD, "MPI_Request request=[4]")
+    r1.rec("MPI_Waitany", 3400, 4000, "int count=2", "MPI_Request requests[2]=[3, 4]", "int index=1", "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Wait", 4000, 8000, "MPI_Request request=[3]", "MPI_Status status=[{bytes=128, cancelled=0, source=0, tag=42, error=0}]")
+    r1.rec("MPI_Recv", 9000, 10600, "int count=3", "MPI_Datatype datatype=9 (MPI_INT)", "int source=0", "int tag=5", WORLD, "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Pcontrol", 12000, 12001, "int level=1")
+    r1.rec("MPI_Allreduce", 12501, 13100, "int count=10", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "MPI_Op op=3 (MPI_SUM)", WORLD)
+    r1.rec("MPI_Bcast", 13200, 13300, "int count=100", "MPI_Datatype datatype=5 (MPI_BYTE)", "int root=0", WORLD)
+    r1.rec("MPI_Sendrecv", 14000, 14500, "int sendcount=4", "MPI_Datatype sendtype=9 (MPI_INT)", "int dest=0", "int sendtag=12",
+           "int recvcount=4", "MPI_Datatype recvtype=9 (MPI_INT)", "int source=0", "int recvtag=11", WORLD, "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Pcontrol", 15000, 15001, "int level=1")
+    r1.rec("MPI_Finalize", 20000, 21000)
+    return [r0, r1]
+
+
+def test_dumpi_exact_ops(tmp_path):
+    first = write_dumpi(tmp_path / "d", dumpi_pair())
+    prog = read_trace(first, cpu_speedup=0.5)  # a slower CPU: compute doubles
+    assert prog.format == "dumpi" and prog.ranks == 2
+    assert prog.iterations == 2
+    assert ops(prog, 0) == [
+        # 1000 ns before MPI_Comm_rank + 2900 after it (ns -> ps, x2 for cpu_speedup 0.5)
+        (COMPUTE, 7_800_000, 0, 0),
+        (ISEND, 1, 128, 42),  # 16 doubles; request 0 (dumpi handle 7)
+        (COMPUTE, 200_000, 0, 0),
+        (IRECV, ANY, 0, ANY),  # request 1 (handle 8)
+        # MPI_Test with flag=0: no op, and its 10 ns are not compute
+        (COMPUTE, 380_000, 0, 0),
+        (WAIT, 0, 0, 0),
+        (WAIT, 1, 0, 0),
+        (COMPUTE, 2_000_000, 0, 0),
+        (ISEND, 1, 12, 5),  # MPI_Send
+        (WAIT, 2, 0, 0),
+        # The send to MPI_PROC_NULL and the skipped MPI_Gather leave no op; their time is not compute.
+        (COMPUTE, 2_600_000, 0, 0),
+        (ITERATION_END, 0, 0, 0),
+        (COMPUTE, 1_998_000, 0, 0),
+        (COLLECTIVE, ALLREDUCE, 80, 0),
+        (COMPUTE, 200_000, 0, 0),
+        (COLLECTIVE, BCAST, 100, 0),
+        (COMPUTE, 1_400_000, 0, 0),
+        (IRECV, 1, 0, 12),  # MPI_Sendrecv: receive and send posted, then both waited for
+        (ISEND, 1, 16, 11),
+        (WAIT, 3, 0, 0),
+        (WAIT, 4, 0, 0),
+        (COMPUTE, 1_000_000, 0, 0),
+        (ITERATION_END, 0, 0, 0),
+    ]
+    assert ops(prog, 1) == [
+        (COMPUTE, 4_000_000, 0, 0),
+        (IRECV, 0, 0, 42),
+        (COMPUTE, 200_000, 0, 0),
+        (ISEND, 0, 48, 9),  # 2 x the 24-byte user type from the file's size table
+        (COMPUTE, 200_000, 0, 0),
+        (WAIT, 1, 0, 0),  # MPI_Waitany: index 1 completed
+        (WAIT, 0, 0, 0),
+        (COMPUTE, 2_000_000, 0, 0),
+        (IRECV, 0, 0, 5),
+        (WAIT, 2, 0, 0),
+        (COMPUTE, 2_800_000, 0, 0),
+        (ITERATION_END, 0, 0, 0),
+        (COMPUTE, 1_000_000, 0, 0),
+        (COLLECTIVE, ALLREDUCE, 80, 0),
+        (COMPUTE, 200_000, 0, 0),
+        (COLLECTIVE, BCAST, 100, 0),
+        (COMPUTE, 1_400_000, 0, 0),
+        (IRECV, 0, 0, 11),
+        (ISEND, 0, 16, 12),
+        (WAIT, 3, 0, 0),
+        (WAIT, 4, 0, 0),
+        (COMPUTE, 1_000_000, 0, 0),
+        (ITERATION_END, 0, 0, 0),
+    ]
+    assert prog.skipped == {"MPI_Gather": 1}
+
+
+def test_dumpi_path_forms(tmp_path):
+    first = write_dumpi(tmp_path / "d", dumpi_pair())
+    reference = read_trace(first)
+    for path in (tmp_path / "d", tmp_path / "d" / "app", tmp_path / "d" / "app.meta", tmp_path / "d" / "app-0001.txt"):
+        prog = read_trace(path)
+        assert np.array_equal(prog.words, reference.words) and np.array_equal(prog.offsets, reference.offsets), path
+    # Relative to a base folder, with the format given.
+    prog = read_trace("d/app-0000.txt", format="dumpi", base_dir=tmp_path)
+    assert np.array_equal(prog.words, reference.words)
+
+
+def test_dumpi_collectives_take_the_largest_report_and_alltoallv_is_approximated(tmp_path):
+    ranks = []
+    for r in range(2):
+        d = dumpi_init(Dumpi())
+        d.rec("MPI_Alltoall", 2000, 2100, "int sendcount=8", "MPI_Datatype sendtype=14 (MPI_DOUBLE)", "int recvcount=8", "MPI_Datatype recvtype=14 (MPI_DOUBLE)", WORLD)
+        d.rec("MPI_Allgather", 2100, 2200, "int sendcount=3", "MPI_Datatype sendtype=9 (MPI_INT)", "int recvcount=3", "MPI_Datatype recvtype=9 (MPI_INT)", WORLD)
+        counts = "[10, 30]" if r == 0 else "[20, 20]"
+        d.rec("MPI_Alltoallv", 2200, 2300, f"int sendcounts[2]={counts}", "int senddispls[2]=[0, 10]", "MPI_Datatype sendtype=5 (MPI_BYTE)",
+              "int recvcounts[2]=[10, 20]", "int recvdispls[2]=[0, 10]", "MPI_Datatype recvtype=5 (MPI_BYTE)", WORLD)
+        d.rec("MPI_Reduce", 2300, 2400, "int count=7", "MPI_Datatype datatype=9 (MPI_INT)", "MPI_Op op=3 (MPI_SUM)", "int root=0", WORLD)
+        d.rec("MPI_Barrier", 2400, 2500, WORLD)
+        ranks.append(d)
+    prog = read_trace(write_dumpi(tmp_path / "c", ranks))
+    for r in range(2):
+        assert ops(prog, r) == [
+            (COMPUTE, 1_000_000, 0, 0),
+            (COLLECTIVE, ALLTOALL, 64, 0),
+            (COLLECTIVE, ALLGATHER, 12, 0),
+            (COLLECTIVE, ALLTOALL, 20, 0),  # mean block: 40 bytes over 2 blocks
+            (COLLECTIVE, REDUCE, 28, 0),
+            (COLLECTIVE, BARRIER, 0, 0),
+        ]
+    assert prog.approximated == {"MPI_Alltoallv": 2}
+    assert prog.iterations == 1
+
+
+def test_dumpi_missing_rank_files_are_named(tmp_path):
+    pair = dumpi_pair()
+    write_dumpi(tmp_path / "m", pair + [dumpi_init(Dumpi()), dumpi_init(Dumpi())])
+    (tmp_path / "m" / "app-0002.txt").unlink()
+    with pytest.raises(ScenarioError) as e:
+        read_trace(tmp_path / "m" / "app-0000.txt", key="jobs[1].workload.path")
+    msg = str(e.value)
+    assert e.value.problems[0][0] == "jobs[1].workload.path"
+    assert "app-0002.txt" in msg and "ranks 2" in msg and "app-0003" not in msg
+
+
+@pytest.mark.parametrize(
+    "bad_line, expect",
+    [
+        ("int dest=one", "parameter 'dest' is not an integer"),
+        ("this is not a parameter", "malformed parameter line in the MPI_Send record"),
+        ("MPI_Datatype datatype=99 (user-defined-datatype)", "size of datatype 99"),
+        ("int tag=2147483648", "tag 2147483648 is out of range"),
+        ("int dest=5", "rank 5 is not a rank of the job"),
+    ],
+)
+def test_dumpi_malformed_record_names_file_and_line(tmp_path, bad_line, expect):
+    pair = dumpi_pair()
+    good = {"int dest": "int dest=1", "MPI_Datatype": "MPI_Datatype datatype=9 (MPI_INT)", "int tag": "int tag=5"}
+    params = ["int count=3", good["MPI_Datatype"], good["int dest"], good["int tag"], WORLD]
+    for i, p in enumerate(params):
+        if p.split("=")[0] == bad_line.split("=")[0]:
+            params[i] = bad_line
+            break
+    else:
+        params.insert(2, bad_line)
+    d = dumpi_init(Dumpi()).rec("MPI_Send", 2000, 2100, *params)
+    first = write_dumpi(tmp_path / "bad", [d, pair[1]])
+    text = first.read_text().splitlines()
+    line = next(i for i, l in enumerate(text, start=1) if l == bad_line)
+    with pytest.raises(ScenarioError) as e:
+        read_trace(first)
+    msg = str(e.value)
+    assert f"{first}, line {line}" in msg, msg
+    assert expect in msg
+
+
+def test_dumpi_truncated_and_garbage_files(tmp_path):
+    pair = dumpi_pair()
+    first = write_dumpi(tmp_path / "t", pair)
+    lines = first.read_text().splitlines()
+    cut = next(i for i, l in enumerate(lines) if l.startswith("MPI_Isend entering"))
+    first.write_text("\n".join(lines[: cut + 3]) + "\n")
+    with pytest.raises(ScenarioError, match=rf"app-0000.txt, line {cut + 1}: MPI_Isend record is cut off"):
+        read_trace(first)
+    first.write_text("\x00\x01binary stuff\n")
+    with pytest.raises(ScenarioError, match="app-0000.txt"):
+        read_trace(first)
+    first.write_bytes(bytes(range(256)))
+    with pytest.raises(ScenarioError, match="not a text file"):
+        read_trace(first)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input in general
+# ---------------------------------------------------------------------------------------------
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(ScenarioError, match="no such file") as e:
+        read_trace(tmp_path / "nothing" / "traces.otf2", key="jobs[0].workload.path")
+    assert e.value.problems[0][0] == "jobs[0].workload.path"
+    with pytest.raises(ScenarioError, match="no such file"):
+        read_trace(tmp_path / "nothing-0000.txt")
+    with pytest.raises(ScenarioError, match="no such file or folder"):
+        read_trace(tmp_path / "nothing")
+
+
+def test_unknown_format(tmp_path):
+    f = tmp_path / "trace.json"
+    f.write_text("{}")
+    with pytest.raises(ScenarioError, match="cannot tell the trace format"):
+        read_trace(f)
+    with pytest.raises(ScenarioError) as e:
+        read_trace(f, format="vampir", key="jobs[2].workload.path")
+    assert e.value.problems == [("jobs[2].workload.format", 'expected "otf2" or "dumpi", got \'vampir\'')]
+    with pytest.raises(ScenarioError, match="binary DUMPI"):
+        read_trace(tmp_path / "x-0000.bin")
+    with pytest.raises(ScenarioError) as e:
+        read_trace(f, cpu_speedup=0, key="jobs[0].workload.path")
+    assert e.value.problems[0][0] == "jobs[0].workload.cpu_speedup"
+
+
+def test_wrong_format_given(tmp_path):
+    first = write_dumpi(tmp_path / "d", dumpi_pair())
+    with pytest.raises(ScenarioError, match="not a readable OTF2 archive"):
+        read_trace(first, format="otf2")
+    anchor = write_ping_pong(tmp_path / "pp")
+    with pytest.raises(ScenarioError):
+        read_trace(anchor, format="dumpi")
+
+
+def test_rank_count_checked(tmp_path):
+    anchor = write_ping_pong(tmp_path / "pp")
+    with pytest.raises(ScenarioError, match="the trace has 2 ranks but the job has 4"):
+        read_trace(anchor, ranks=4)
+
+
+def test_error_has_no_traceback_noise(tmp_path):
+    # A user error is a ScenarioError (a ValueError), rendered on one line per problem.
+    with pytest.raises(ValueError) as e:
+        read_trace(tmp_path / "missing.otf2", source="scenario.toml", key="jobs[0].workload.path")
+    assert str(e.value).startswith("scenario.toml: jobs[0].workload.path: ")
+
+
+# ---------------------------------------------------------------------------------------------
+# Real traces (shared/traces): recorded by Score-P and sst-dumpi
+# ---------------------------------------------------------------------------------------------
+
+
+@needs_shared
+def test_real_otf2_ping_pong():
+    prog = read_trace(SHARED / "ping-pong-otf2" / "traces.otf2")
+    assert prog.ranks == 2 and prog.skipped == {} and prog.approximated == {}
+    sizes = [16384 << k for k in range(8)]  # 16 KiB .. 2 MiB
+    expect0, expect1 = [], []
+    n = 0
+    for size in sizes:
+        expect0 += [(ISEND, 1, size, 10), (WAIT, n, 0, 0), (IRECV, 1, 0, 20), (WAIT, n + 1, 0, 0)]
+        expect1 += [(IRECV, 0, 0, 10), (WAIT, n, 0, 0), (ISEND, 0, size, 20), (WAIT, n + 1, 0, 0)]
+        n += 2
+    assert [op for op in ops(prog, 0) if op[0] != COMPUTE] == expect0
+    assert [op for op in ops(prog, 1) if op[0] != COMPUTE] == expect1
+    # Rank 0's first compute: the gaps between MPI_Init, MPI_Comm_size, MPI_Comm_rank and the
+    # first MPI_Send, 46996 ticks of a 2095197216 Hz timer.
+    assert ops(prog, 0)[0] == (COMPUTE, round(46996 * 10**12 / 2095197216), 0, 0)
+    s = prog.summary()
+    assert s["messages"] == 16 and s["message_bytes"] == 2 * sum(sizes)
+
+
+@needs_shared
+def test_real_dumpi_rank0():
+    folder = SHARED / "dumpi-4rank"
+    # Only rank 0 is in dumpi2ascii form: a job needs all four and the error says which are missing.
+    with pytest.raises(ScenarioError) as e:
+        read_trace(folder / "testtrace-0000.txt", key="jobs[0].workload.path")
+    msg = str(e.value)
+    assert "4 ranks" in msg and "testtrace-0001.txt, testtrace-0002.txt, testtrace-0003.txt" in msg
+    # Rank 0 on its own: Barrier, Isend to 1, Recv from 3, Wait, Allreduce of one MPI_INT.
+    rank_ops, skipped = read_dumpi_rank(folder / "testtrace-0000.txt", rank=0, ranks=4)
+    assert skipped == {}
+    assert rank_ops == [
+        (COMPUTE, 37_000_000, 0, 0),  # 24 + 6 + 7 us between MPI_Init, Comm_rank, Comm_size, Barrier
+        (COLLECTIVE, BARRIER, 0, 0),
+        (COMPUTE, 15_000_000, 0, 0),
+        (ISEND, 1, 4, 1337),
+        (COMPUTE, 10_000_000, 0, 0),
+        (IRECV, 3, 0, 1337),
+        (WAIT, 1, 0, 0),
+        (COMPUTE, 8_000_000, 0, 0),
+        (WAIT, 0, 0, 0),
+        (COMPUTE, 15_000_000, 0, 0),
+        (COLLECTIVE, ALLREDUCE, 4, 0),
+    ]
+
+
+@needs_shared
+def test_real_dumpi_full_job_when_converted(tmp_path):
+    # With the other ranks' text files present (here: rank 0's records re-targeted), the folder reads.
+    folder = SHARED / "dumpi-4rank"
+    shutil.copy(folder / "testtrace.meta", tmp_path / "testtrace.meta")
+    text = (folder / "testtrace-0000.txt").read_text()
+    for r in range(4):
+        t = text.replace("int dest=1", f"int dest={(r + 1) % 4}").replace("int source=3", f"int source={(r + 3) % 4}")
+        (tmp_path / f"testtrace-{r:04d}.txt").write_text(t)
+    prog = read_trace(tmp_path)
+    assert prog.ranks == 4
+    assert prog.summary()["messages"] == 4
+    assert prog.summary()["collectives"] == {"barrier": 4, "allreduce": 4}
+    for r in range(4):
+        sends = [op for op in ops(prog, r) if op[0] == ISEND]
+        assert sends == [(ISEND, (r + 1) % 4, 4, 1337)]
