@@ -174,3 +174,29 @@ def test_a_job_too_big_for_the_fabric_is_a_clear_cli_error(tmp_path):
     assert result.exit_code == 2
     assert f"{path}: jobs[0].nodes: no 8 consecutive free hosts" in result.output
     assert "Traceback" not in result.output
+
+
+def test_deadlock_is_a_clear_error_with_partial_results(tmp_path, monkeypatch):
+    import importlib
+
+    import numpy as np
+
+    simulate_module = importlib.import_module("qoslab.simulate")
+    # Rank 0 waits for tag 5 from rank 1, which sends tag 6 (packed ops: code, a, b, c).
+    words = np.array([2, 1, 0, 5, 5, 0, 0, 0,
+                      1, 0, 8, 6, 5, 0, 0, 0], dtype="<u8")
+    offsets = np.array([0, 2, 4], dtype="<u8")
+    monkeypatch.setattr(simulate_module, "trace_programs", lambda s: {0: (offsets.tobytes(), words.tobytes())})
+    path = tmp_path / "stuck.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n'
+                    '[[jobs]]\nname = "t"\nnodes = 2\nworkload = { kind = "trace", path = "unused.otf2" }\n')
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(out)])
+    assert result.exit_code == 1
+    assert 'job "t" rank 0 (host 0) waits for a receive from rank 1 (tag 5)' in result.output
+    assert "Traceback" not in result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status"] == "deadlock" and summary["jobs"]["t"]["completed"] is False
+    with pytest.raises(qoslab.Deadlock) as caught:
+        simulate(Scenario.from_toml(path))
+    assert caught.value.result.summary["status"] == "deadlock"

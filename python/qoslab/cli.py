@@ -207,7 +207,7 @@ def fmt(value: Any, scale: float = 1.0, digits: int = 3) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     if isinstance(value, float):
-        return f"{value / scale:.{digits}g}" if abs(value / scale) < 1e6 else f"{value / scale:,.0f}"
+        return f"{value / scale:.{digits}g}" if abs(value / scale) < 10 ** digits else f"{value / scale:,.0f}"
     return str(value)
 
 

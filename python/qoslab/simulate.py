@@ -102,10 +102,10 @@ def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, bytes]]:
             continue
         from qoslab.io.traces import read_trace
 
-        path = Path(w.path)
-        if not path.is_absolute() and scenario.source:
-            path = Path(scenario.source).parent / path
-        program = read_trace(path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path")
+        base = Path(scenario.source).parent if scenario.source else None
+        ranks = len(scenario.placements()[i]) * job.ranks_per_node
+        program = read_trace(w.path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path",
+                             source=scenario.source, base_dir=base, ranks=ranks)
         programs[i] = (_le_u64(program.offsets), _le_u64(program.words))
     return programs
 
