@@ -148,7 +148,29 @@ def vl_arbitration() -> list[Check]:
     low0, high1 = _two_vls_into_one_port({"vlarb_low": "0:255", "vlarb_high": "1:255", "high_limit": 4})
     checks.append(Check("high_limit 4 (16 KiB): four 4 KiB packets, then one low",
                         "high / low = ceil(16384 / 4122) = 4", 4.0, high1 / low0, 0.05, "ratio"))
+    for weights, expected in [("0:255,1:255", 0.5), ("0:200,1:100", 2 / 3)]:
+        share = _up_link_share_of_vl0(weights)
+        checks.append(Check(f"weights {weights} on busy switch inputs: VL0's share of the up-links",
+                            "weight0 / (weight0 + weight1)", expected, share, 0.05, "fraction"))
     return checks
+
+
+def _up_link_share_of_vl0(vlarb_low: str) -> float:
+    """Half of each leaf's hosts send SL0 to a fixed peer in another leaf, the other half SL1
+    uniformly, all saturating: every up-link has both VLs backlogged, and the switch inputs feeding
+    them are busy with other outputs much of the time. The arbiter's weights must still decide."""
+    h0 = [h for h in range(64) if h % 8 < 4]
+    h1 = [h for h in range(64) if h % 8 >= 4]
+    s = simulate(Scenario(
+        topology={"kind": "xgft", "m": [8, 8], "w": [1, 2]}, qos={"vlarb_low": vlarb_low},
+        traffic=[{"hosts": h0, "destinations": h0, "pattern": "shift", "load": "saturate", "sl": 0},
+                 {"hosts": h1, "destinations": h1, "load": "saturate", "sl": 1}],
+        run={"duration_us": 300, "warmup_us": 50}))
+    links = s.links.to_pylist()
+    up = [row for row in links if row["src"].startswith("S1-") and row["dst"].startswith("S2-")]
+    vl0 = sum(row["bytes"] for row in up if row["vl"] == 0)
+    vl1 = sum(row["bytes"] for row in up if row["vl"] == 1)
+    return vl0 / (vl0 + vl1)
 
 
 def head_of_line_blocking() -> list[Check]:
