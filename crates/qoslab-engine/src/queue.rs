@@ -70,6 +70,15 @@ fn slot_of(key: u128) -> u64 {
     ((key >> TIME_SHIFT) as u64) >> SLOT_SHIFT
 }
 
+#[inline]
+fn kind_of(key: u128) -> EventKind {
+    match (key >> KIND_SHIFT) as u32 & ((1 << KIND_BITS) - 1) {
+        0 => EventKind::TxEnd,
+        1 => EventKind::Wake,
+        _ => EventKind::Source,
+    }
+}
+
 impl EventQueue {
     pub fn new() -> EventQueue {
         EventQueue {
@@ -124,12 +133,7 @@ impl EventQueue {
         if self.current.is_empty() && self.len > 0 {
             self.advance();
         }
-        let kind = match (key >> KIND_SHIFT) as u32 & ((1 << KIND_BITS) - 1) {
-            0 => EventKind::TxEnd,
-            1 => EventKind::Wake,
-            _ => EventKind::Source,
-        };
-        Some(((key >> TIME_SHIFT) as Time, kind, (key & ID_MASK) as u32))
+        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
     }
 
     /// Moves to the next non-empty slot and makes its bucket the sorted current slot.
@@ -177,6 +181,15 @@ impl EventQueue {
             }
         }
         unreachable!("the wheel count says non-empty but no bucket is occupied")
+    }
+
+    /// The event `ahead` places after the next one, if it is already sorted (it is in the
+    /// current slot); a hint for prefetching, which may change as events are pushed.
+    #[inline]
+    pub fn upcoming(&self, ahead: usize) -> Option<(EventKind, u32)> {
+        let i = self.current.len().checked_sub(ahead + 1)?;
+        let key = self.current[i];
+        Some((kind_of(key), (key & ID_MASK) as u32))
     }
 
     #[inline]
