@@ -21,7 +21,7 @@ use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
 use crate::routing::{Route, Router};
 use crate::stats::{FlowStats, PortVlCounters, Window};
 use crate::topology::{Graph, Topology, NONE};
-use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_ROUTING};
+use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_REFUSED, RNG_ROUTING};
 use crate::units::{credits_for, ns_to_ps, us_to_ps, Rate, Time, NEVER};
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
@@ -106,6 +106,8 @@ pub struct Simulation {
     sources: Vec<Source>,
     tables: Vec<TrafficTable>,
     routing_rng: Pcg64Mcg,
+    /// Draws how many arrivals paused Poisson sources refused.
+    refused_rng: Pcg64Mcg,
 
     events: EventQueue,
     now: Time,
@@ -212,6 +214,7 @@ impl Simulation {
             sources,
             tables,
             routing_rng: stream_rng(cfg.seed, RNG_ROUTING, 0),
+            refused_rng: stream_rng(cfg.seed, RNG_REFUSED, 0),
             events: EventQueue::new(),
             now: 0,
             event_count: 0,
@@ -268,6 +271,7 @@ impl Simulation {
             self.now = end;
         }
         self.close_stalls();
+        self.close_paused_sources();
         interrupted
     }
 
@@ -306,7 +310,14 @@ impl Simulation {
 
     fn on_source(&mut self, s: u32) {
         self.create_message(s);
-        let gap = self.sources[s as usize].next_gap();
+        let src = &mut self.sources[s as usize];
+        if src.queued >= src.max_queued {
+            // A full send queue: the source sleeps, with no events, until a message leaves it.
+            src.paused_since = self.now;
+            src.last_arrival = self.now;
+            return;
+        }
+        let gap = src.next_gap();
         self.events.push(self.now + gap, EventKind::Source, s);
     }
 
@@ -656,8 +667,17 @@ impl Simulation {
             let s = m.source;
             let src = &mut self.sources[s as usize];
             src.queued -= 1;
-            if src.mean_gap_ps.is_none() && src.queued < src.saturate_depth {
-                self.create_message(s);
+            if src.mean_gap_ps.is_none() {
+                if src.queued < src.saturate_depth {
+                    self.create_message(s);
+                }
+            } else if src.paused_since != NEVER {
+                let (next, refused) = src.resume(self.now, &self.window, &mut self.refused_rng);
+                let (sl, traffic) = (src.sl, src.traffic);
+                for c in self.flow_classes(sl, traffic) {
+                    c.refused_messages += refused;
+                }
+                self.events.push(next, EventKind::Source, s);
             }
         }
     }
@@ -716,6 +736,20 @@ impl Simulation {
     #[inline]
     fn flow_classes(&mut self, sl: u8, traffic: u16) -> [&mut FlowStats; 3] {
         [&mut self.all, &mut self.by_sl[sl as usize], &mut self.by_traffic[traffic as usize]]
+    }
+
+    /// Counts what sources still paused at the end refused until then.
+    fn close_paused_sources(&mut self) {
+        for s in 0..self.sources.len() {
+            let src = &self.sources[s];
+            if src.mean_gap_ps.is_some() && src.paused_since != NEVER {
+                let refused = src.refused_until(self.now, &self.window, &mut self.refused_rng);
+                let (sl, traffic) = (src.sl, src.traffic);
+                for c in self.flow_classes(sl, traffic) {
+                    c.refused_messages += refused;
+                }
+            }
+        }
     }
 
     fn close_stalls(&mut self) {
