@@ -207,7 +207,7 @@ impl Simulation {
                 };
                 pv
             ],
-            returns: (0..np).map(|_| CreditReturns::new()).collect(),
+            returns: vec![CreditReturns::default(); np],
             queues: vec![Queue::EMPTY; pv + (g.hosts * SLS) as usize],
             packets: Slab::new(),
             messages: Slab::new(),
@@ -505,7 +505,7 @@ impl Simulation {
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
     #[inline]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
-        self.returns[port as usize].push_back(CreditReturn { at, vl, credits });
+        self.returns[port as usize].push(CreditReturn { at, vl, credits });
         let next = &mut self.ports[port as usize].next_return_at;
         *next = (*next).min(at);
         if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
@@ -520,14 +520,11 @@ impl Simulation {
             return;
         }
         let returns = &mut self.returns[port as usize];
-        while let Some(r) = returns.front() {
-            if r.at > now {
-                break;
-            }
+        while returns.front_at().is_some_and(|at| at <= now) {
+            let r = returns.pop_front();
             self.port_vls[(port * self.vls + r.vl as u32) as usize].credits += r.credits;
-            returns.pop_front();
         }
-        self.ports[port as usize].next_return_at = returns.front().map_or(NEVER, |r| r.at);
+        self.ports[port as usize].next_return_at = returns.front_at().unwrap_or(NEVER);
     }
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on

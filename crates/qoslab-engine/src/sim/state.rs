@@ -140,4 +140,67 @@ pub struct CreditReturn {
     pub credits: u32,
 }
 
-pub type CreditReturns = VecDeque<CreditReturn>;
+/// Returns held inline: rarely more are on their way to one port at once.
+const INLINE_RETURNS: usize = 4;
+
+/// The credit returns on their way to one sender, in arrival order. The oldest few sit inline in
+/// one cache line, so a push or an arbitration costs one miss rather than a header and a buffer;
+/// the rest wait, in order, in a deque allocated the first time it is needed.
+#[derive(Debug, Clone, Default)]
+#[repr(align(64))]
+pub struct CreditReturns {
+    at: [Time; INLINE_RETURNS],
+    credits: [u16; INLINE_RETURNS],
+    vl: [u8; INLINE_RETURNS],
+    first: u8,
+    inline: u8,
+    overflow: Option<Box<VecDeque<CreditReturn>>>,
+}
+
+impl CreditReturns {
+    #[inline]
+    pub fn push(&mut self, r: CreditReturn) {
+        let overflowing = self.overflow.as_ref().is_some_and(|o| !o.is_empty());
+        if self.inline as usize == INLINE_RETURNS || overflowing {
+            self.overflow.get_or_insert_with(Default::default).push_back(r);
+        } else {
+            self.put_inline(r);
+        }
+    }
+
+    #[inline]
+    fn put_inline(&mut self, r: CreditReturn) {
+        let i = (self.first as usize + self.inline as usize) % INLINE_RETURNS;
+        self.at[i] = r.at;
+        self.credits[i] = r.credits as u16;
+        self.vl[i] = r.vl;
+        self.inline += 1;
+    }
+
+    /// Arrival time of the oldest return.
+    #[inline]
+    pub fn front_at(&self) -> Option<Time> {
+        (self.inline > 0).then(|| self.at[self.first as usize])
+    }
+
+    /// Removes the oldest return (there is one).
+    #[inline]
+    pub fn pop_front(&mut self) -> CreditReturn {
+        let i = self.first as usize;
+        let r = CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 };
+        self.first = ((i + 1) % INLINE_RETURNS) as u8;
+        self.inline -= 1;
+        if let Some(next) = self.overflow.as_mut().and_then(|o| o.pop_front()) {
+            self.put_inline(next);
+        }
+        r
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = CreditReturn> + '_ {
+        let inline = (0..self.inline as usize).map(move |k| {
+            let i = (self.first as usize + k) % INLINE_RETURNS;
+            CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 }
+        });
+        inline.chain(self.overflow.iter().flat_map(|o| o.iter().copied()))
+    }
+}
