@@ -288,9 +288,13 @@ impl Simulation {
             let ps = &self.ports[port as usize];
             if ps.tx_input != NONE {
                 prefetch(&self.ports[ps.tx_input as usize]);
+                prefetch(&self.queues[(ps.tx_input * self.vls) as usize]);
             }
             if ps.request_mask != 0 {
                 prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
+            }
+            if ps.next_return_at != NEVER {
+                prefetch(&self.returns[port as usize]);
             }
         }
     }
@@ -600,6 +604,15 @@ impl Simulation {
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
+        let input = self.queue_input(q);
+        // Start the misses this packet-hop will take anyway, so that they overlap.
+        let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
+        if !delivers {
+            prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
+        }
+        if input != NONE {
+            prefetch(&self.returns[self.ports[input as usize].peer as usize]);
+        }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
@@ -613,13 +626,11 @@ impl Simulation {
             pv.counters.packets += 1;
             pv.counters.bytes += wire as u64;
         }
-        let input = self.queue_input(q);
         let ps = &mut self.ports[port as usize];
         ps.arb.charge(grant, wire);
         ps.transmitting = true;
         ps.credit_waiting = false;
         ps.tx_input = input;
-        let (down, delivers) = (ps.peer, ps.peer_is_host);
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
 
