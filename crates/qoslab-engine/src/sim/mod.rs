@@ -53,9 +53,13 @@ pub struct MessageRecord {
 #[repr(align(64))]
 struct PortState {
     wake_at: Time,
-    /// Arrival time of the oldest credit return (NEVER if none), so the common "nothing has come
-    /// back yet" case touches no deque.
+    /// The oldest credit return on its way here: arrival time (NEVER if none), VL and credits.
+    /// Usually it is the only one, so returning and applying credits touch no other line.
     next_return_at: Time,
+    next_return_credits: u16,
+    next_return_vl: u8,
+    /// More returns wait behind it, in `returns`.
+    returns_behind: bool,
     arb: ArbState,
     /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
     tx_input: u32,
@@ -77,6 +81,13 @@ struct PortState {
     /// Packets sent from here are delivered: the peer is an HCA.
     peer_is_host: bool,
 }
+
+// The layout is the point of these structs: keep each within its cache-line budget.
+const _: () = assert!(std::mem::size_of::<PortState>() == 64);
+const _: () = assert!(std::mem::size_of::<PortVl>() == 64);
+const _: () = assert!(std::mem::size_of::<Queue>() == 32);
+const _: () = assert!(std::mem::size_of::<Packet>() == 32);
+const _: () = assert!(std::mem::size_of::<CreditReturns>() == 64);
 
 pub struct Simulation {
     cfg: EngineConfig,
@@ -168,6 +179,9 @@ impl Simulation {
                 PortState {
                     wake_at: NEVER,
                     next_return_at: NEVER,
+                    next_return_credits: 0,
+                    next_return_vl: 0,
+                    returns_behind: false,
                     arb: ArbState::default(),
                     tx_input: NONE,
                     peer,
@@ -293,7 +307,7 @@ impl Simulation {
             if ps.request_mask != 0 {
                 prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
             }
-            if ps.next_return_at != NEVER {
+            if ps.returns_behind {
                 prefetch(&self.returns[port as usize]);
             }
         }
@@ -509,9 +523,16 @@ impl Simulation {
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
     #[inline]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
-        self.returns[port as usize].push(CreditReturn { at, vl, credits });
-        let next = &mut self.ports[port as usize].next_return_at;
-        *next = (*next).min(at);
+        let ps = &mut self.ports[port as usize];
+        // Return times on one link only grow, so a new return goes behind any pending one.
+        if ps.next_return_at == NEVER {
+            ps.next_return_at = at;
+            ps.next_return_credits = credits as u16;
+            ps.next_return_vl = vl;
+        } else {
+            ps.returns_behind = true;
+            self.returns[port as usize].push(CreditReturn { at, vl, credits });
+        }
         if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
             self.schedule_wake(port, at);
         }
@@ -520,15 +541,31 @@ impl Simulation {
     #[inline]
     fn apply_returned_credits(&mut self, port: u32) {
         let now = self.now;
-        if self.ports[port as usize].next_return_at > now {
-            return;
+        let ps = &mut self.ports[port as usize];
+        while ps.next_return_at <= now {
+            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits += ps.next_return_credits as u32;
+            if ps.returns_behind {
+                let returns = &mut self.returns[port as usize];
+                let r = returns.pop_front();
+                ps.next_return_at = r.at;
+                ps.next_return_credits = r.credits as u16;
+                ps.next_return_vl = r.vl;
+                ps.returns_behind = returns.front_at().is_some();
+            } else {
+                ps.next_return_at = NEVER;
+            }
         }
-        let returns = &mut self.returns[port as usize];
-        while returns.front_at().is_some_and(|at| at <= now) {
-            let r = returns.pop_front();
-            self.port_vls[(port * self.vls + r.vl as u32) as usize].credits += r.credits;
-        }
-        self.ports[port as usize].next_return_at = returns.front_at().unwrap_or(NEVER);
+    }
+
+    /// Every credit return on its way to `port`, oldest first.
+    fn pending_returns(&self, port: u32) -> impl Iterator<Item = CreditReturn> + '_ {
+        let ps = &self.ports[port as usize];
+        let first = (ps.next_return_at != NEVER).then_some(CreditReturn {
+            at: ps.next_return_at,
+            vl: ps.next_return_vl,
+            credits: ps.next_return_credits as u32,
+        });
+        first.into_iter().chain(self.returns[port as usize].iter())
     }
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
@@ -611,7 +648,7 @@ impl Simulation {
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
         }
         if input != NONE {
-            prefetch(&self.returns[self.ports[input as usize].peer as usize]);
+            prefetch(&self.ports[self.ports[input as usize].peer as usize]);
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
@@ -804,7 +841,7 @@ impl Simulation {
             for v in 0..self.vls {
                 let idx = (p * self.vls + v) as usize;
                 let returning: u64 =
-                    self.returns[p as usize].iter().filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
+                    self.pending_returns(p).filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
                 let held = queued_credits[(down * self.vls + v) as usize];
                 let free = self.port_vls[idx].credits;
                 let total = free as u64 + returning + held;
@@ -842,7 +879,7 @@ impl Simulation {
                 continue;
             }
             let mut credits: Vec<u32> = (0..self.vls).map(|v| self.port_vls[(p * self.vls + v) as usize].credits).collect();
-            for r in self.returns[p as usize].iter().filter(|r| r.at <= self.now) {
+            for r in self.pending_returns(p).filter(|r| r.at <= self.now) {
                 credits[r.vl as usize] += r.credits;
             }
             for v in 0..self.vls {

@@ -143,9 +143,10 @@ pub struct CreditReturn {
 /// Returns held inline: rarely more are on their way to one port at once.
 const INLINE_RETURNS: usize = 4;
 
-/// The credit returns on their way to one sender, in arrival order. The oldest few sit inline in
-/// one cache line, so a push or an arbitration costs one miss rather than a header and a buffer;
-/// the rest wait, in order, in a deque allocated the first time it is needed.
+/// The credit returns on their way to one sender behind the oldest (which `PortState` holds), in
+/// arrival order. The next few sit inline in one cache line, so a push or an arbitration costs
+/// one miss rather than a header and a buffer; the rest wait, in order, in a deque allocated the
+/// first time it is needed.
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 pub struct CreditReturns {
