@@ -114,3 +114,64 @@ def test_sl2vl_per_input_output_pair_overrides_the_switch_table():
         Scenario(**base, qos={"sl2vl_pairs": [{**pair, "sl2vl": [9] * 16}]})
     with pytest.raises(Exception, match=r"sl2vl_pairs\[0\].*radix"):
         simulate(Scenario(**base, qos={"sl2vl_pairs": [{**pair, "out_port": 9}]}))
+
+
+# The finite HCA send queue (traffic.max_queued_messages).
+
+UNBOUNDED = 2**32 - 1
+
+
+def light_scenario(cap):
+    return Scenario(
+        topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+        traffic=[
+            {"pattern": "uniform", "load": 0.2, "max_queued_messages": cap},
+            {"pattern": "incast", "hosts": "0-3", "destinations": [9], "load": 0.1, "arrival": "periodic",
+             "message_bytes": 9000, "max_queued_messages": cap},
+        ],
+        run={"duration_us": 200, "warmup_us": 20, "messages": True},
+    )
+
+
+def test_a_send_queue_cap_that_is_never_reached_changes_nothing():
+    capped = simulate(light_scenario(8))
+    unbounded = simulate(light_scenario(UNBOUNDED))
+    assert capped.summary["messages_refused"] == 0
+    a, b = without_wall_clock(capped.summary), without_wall_clock(unbounded.summary)
+    for s in (a, b):
+        s.pop("scenario")
+    assert a == b
+    assert capped.links.equals(unbounded.links)
+    assert capped.messages.equals(unbounded.messages)
+
+
+def overloaded_incast(arrival, cap):
+    """Eight senders at full rate into one host: each can get an eighth of its offered load."""
+    return Scenario(
+        topology={"kind": "single-switch", "hosts": 16},
+        traffic=[{"pattern": "incast", "hosts": "0-7", "destinations": [8], "load": 1.0, "arrival": arrival,
+                  "max_queued_messages": cap}],
+        run={"duration_us": 300, "warmup_us": 0},
+    )
+
+
+@pytest.mark.parametrize("arrival", ["poisson", "periodic"])
+def test_overloaded_sources_pause_and_their_queues_stay_bounded(arrival):
+    cap = 4
+    s = simulate(overloaded_incast(arrival, cap)).summary
+    c = s["conservation"]
+    assert c["ok"]
+    senders, buffered = 8, 16 * 2 * 4 * (32768 // 4160)  # ports x VLs x MTU packets per VL buffer
+    assert c["packets_in_flight"] <= senders * cap + buffered
+    # Every arrival is either created or refused (the window is the whole run): 300 us at one
+    # 4122-byte message per 329.76 ns per sender.
+    arrivals = 300e6 / 329_760 * senders
+    total = c["messages_created"] + s["messages_refused"]
+    if arrival == "periodic":
+        assert abs(total - arrivals) <= senders  # the random phase shifts each sender by < 1
+    else:
+        assert abs(total - arrivals) <= 5 * arrivals**0.5
+    assert s["by_traffic"][0]["messages_refused"] == s["messages_refused"] > 0.8 * arrivals
+    unbounded = simulate(overloaded_incast(arrival, UNBOUNDED)).summary
+    assert unbounded["messages_refused"] == 0
+    assert unbounded["conservation"]["packets_in_flight"] > 10 * c["packets_in_flight"]

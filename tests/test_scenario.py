@@ -32,6 +32,7 @@ TRAFFIC_KEYS = {
     "hotspot_hosts",
     "hotspot_fraction",
     "saturate_depth",
+    "max_queued_messages",
 }
 RUN_KEYS = {"duration_us", "warmup_us", "record_messages"}
 

@@ -263,6 +263,7 @@ class Traffic(_Table):
     hotspot_hosts: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
     hotspot_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
     saturate_depth: Annotated[int, Field(ge=1, lt=2**32)] = 2
+    max_queued_messages: Annotated[int, Field(ge=1, lt=2**32)] = 64
 
 
 # ----------------------------------------------------------------------------------------------
@@ -462,6 +463,7 @@ class Scenario(_Table):
                     "hotspot_hosts": list(t.hotspot_hosts),
                     "hotspot_fraction": float(t.hotspot_fraction),
                     "saturate_depth": t.saturate_depth,
+                    "max_queued_messages": t.max_queued_messages,
                 }
                 for i, t in enumerate(self.traffic)
             ],

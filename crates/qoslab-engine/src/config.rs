@@ -119,6 +119,9 @@ pub struct TrafficConfig {
     pub hotspot_hosts: Vec<u32>,
     pub hotspot_fraction: f64,
     pub saturate_depth: u32,
+    /// Open-loop sources: messages a sender may have in its HCA send queue; arrivals beyond are
+    /// refused (counted, never created).
+    pub max_queued_messages: u32,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -236,6 +239,9 @@ impl EngineConfig {
             }
             if t.load.is_none() && t.saturate_depth == 0 {
                 return Err(ConfigError::new(key("saturate_depth"), "expected at least 1"));
+            }
+            if t.max_queued_messages == 0 {
+                return Err(ConfigError::new(key("max_queued_messages"), "expected at least 1"));
             }
         }
         let r = &self.run;

@@ -1,4 +1,11 @@
-//! The event list: a min-heap of (time, insertion order) keys; ties break by insertion order.
+//! The event list: events pop in (time, insertion order); ties break by insertion order.
+//!
+//! A calendar queue. Almost every event lands within a microsecond or two of now (a packet's
+//! serialization, a switch delay, a Poisson gap), so time is cut into slots of `SLOT_PS` and the
+//! next `SLOTS` slots each get an unsorted bucket. Only the current slot is kept sorted; a bucket
+//! is sorted once, when time reaches it. Events beyond the horizon wait in a binary heap and move
+//! into the wheel as the horizon passes them. Each key packs (time, sequence, kind, id) into one
+//! u128, so the order is a single integer compare and is exactly that of a plain heap.
 
 use crate::units::Time;
 use std::cmp::Reverse;
@@ -19,18 +26,40 @@ pub enum EventKind {
     MpiArrival = 4,
 }
 
+// Key layout, most significant first: time (56 bits, 20 hours of simulated time), sequence
+// (40 bits), kind (3 bits, room for 8 kinds), id (29 bits).
 const ID_BITS: u32 = 29;
-const ID_MASK: u64 = (1 << ID_BITS) - 1;
-const KIND_SHIFT: u32 = ID_BITS;
 const KIND_BITS: u32 = 3;
+const SEQ_BITS: u32 = 40;
+const ID_MASK: u128 = (1 << ID_BITS) - 1;
+const KIND_SHIFT: u32 = ID_BITS;
 const SEQ_SHIFT: u32 = ID_BITS + KIND_BITS;
+const TIME_SHIFT: u32 = SEQ_SHIFT + SEQ_BITS;
+const SEQ_MASK: u64 = (1 << SEQ_BITS) - 1;
+/// Latest time an event may carry.
+pub const MAX_EVENT_TIME: Time = (1 << (128 - TIME_SHIFT)) - 1;
 
 /// Largest component id an event can carry.
 pub const MAX_EVENT_ID: u32 = ID_MASK as u32;
 
-/// Each entry packs (time, sequence, kind, id) into one u128, so ordering is a single compare.
+/// Slot width: 2^9 ps (0.5 ns), a few events per slot even on the largest fabrics.
+const SLOT_SHIFT: u32 = 9;
+/// Slots in the wheel: 4096 slots of 0.5 ns cover the next ~2 µs.
+const SLOTS: u64 = 1 << 12;
+const SLOT_WORDS: usize = (SLOTS / 64) as usize;
+
 pub struct EventQueue {
-    heap: BinaryHeap<Reverse<u128>>,
+    /// Keys of the current slot (and any pushed before it), sorted descending: pop from the end.
+    current: Vec<u128>,
+    /// Unsorted keys of slots `current_slot + 1 .. current_slot + SLOTS`, at `slot % SLOTS`.
+    wheel: Vec<Vec<u128>>,
+    /// Bit `slot % SLOTS` set when that bucket is non-empty.
+    occupied: [u64; SLOT_WORDS],
+    in_wheel: usize,
+    /// Keys of slots at or beyond `current_slot + SLOTS`.
+    far: BinaryHeap<Reverse<u128>>,
+    current_slot: u64,
+    len: usize,
     seq: u64,
 }
 
@@ -40,51 +69,153 @@ impl Default for EventQueue {
     }
 }
 
+#[inline]
+fn slot_of(key: u128) -> u64 {
+    ((key >> TIME_SHIFT) as u64) >> SLOT_SHIFT
+}
+
+#[inline]
+fn kind_of(key: u128) -> EventKind {
+    match (key >> KIND_SHIFT) as u32 & ((1 << KIND_BITS) - 1) {
+        0 => EventKind::TxEnd,
+        1 => EventKind::Wake,
+        2 => EventKind::Source,
+        3 => EventKind::RankResume,
+        _ => EventKind::MpiArrival,
+    }
+}
+
 impl EventQueue {
     pub fn new() -> EventQueue {
-        EventQueue { heap: BinaryHeap::with_capacity(1 << 12), seq: 0 }
+        EventQueue {
+            current: Vec::with_capacity(64),
+            wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
+            occupied: [0; SLOT_WORDS],
+            in_wheel: 0,
+            far: BinaryHeap::new(),
+            current_slot: 0,
+            len: 0,
+            seq: 0,
+        }
     }
 
     #[inline]
     pub fn push(&mut self, time: Time, kind: EventKind, id: u32) {
-        debug_assert!(id <= MAX_EVENT_ID);
-        let tag = (self.seq << SEQ_SHIFT) | ((kind as u64) << KIND_SHIFT) | id as u64;
+        debug_assert!(id <= MAX_EVENT_ID && time <= MAX_EVENT_TIME);
+        let key = ((time as u128) << TIME_SHIFT)
+            | (((self.seq & SEQ_MASK) as u128) << SEQ_SHIFT)
+            | ((kind as u128) << KIND_SHIFT)
+            | id as u128;
         self.seq += 1;
-        self.heap.push(Reverse(((time as u128) << 64) | tag as u128));
+        if self.len == 0 {
+            self.current_slot = slot_of(key);
+        }
+        self.len += 1;
+        self.file(key);
+    }
+
+    /// Puts a key where it belongs: the sorted current slot, a wheel bucket or the far heap.
+    #[inline]
+    fn file(&mut self, key: u128) {
+        let slot = slot_of(key);
+        if slot <= self.current_slot {
+            // Usually the latest key of all, so the search ends at once and nothing moves.
+            let at = self.current.partition_point(|&k| k > key);
+            self.current.insert(at, key);
+        } else if slot < self.current_slot + SLOTS {
+            let b = (slot % SLOTS) as usize;
+            self.wheel[b].push(key);
+            self.occupied[b / 64] |= 1 << (b % 64);
+            self.in_wheel += 1;
+        } else {
+            self.far.push(Reverse(key));
+        }
     }
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, EventKind, u32)> {
-        let Reverse(key) = self.heap.pop()?;
-        let time = (key >> 64) as Time;
-        let tag = key as u64;
-        let kind = match (tag >> KIND_SHIFT) & ((1 << KIND_BITS) - 1) {
-            0 => EventKind::TxEnd,
-            1 => EventKind::Wake,
-            2 => EventKind::Source,
-            3 => EventKind::RankResume,
-            _ => EventKind::MpiArrival,
+        let key = self.current.pop()?;
+        self.len -= 1;
+        if self.current.is_empty() && self.len > 0 {
+            self.advance();
+        }
+        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+    }
+
+    /// Moves to the next non-empty slot and makes its bucket the sorted current slot.
+    fn advance(&mut self) {
+        self.current_slot = if self.in_wheel > 0 {
+            self.next_occupied_slot()
+        } else {
+            let Reverse(first) = *self.far.peek().expect("events left, but neither in the wheel nor far");
+            slot_of(first)
         };
-        Some((time, kind, (tag & ID_MASK) as u32))
+        // The horizon moved: far events it now covers join the wheel.
+        while let Some(&Reverse(k)) = self.far.peek() {
+            if slot_of(k) >= self.current_slot + SLOTS {
+                break;
+            }
+            self.far.pop();
+            let b = (slot_of(k) % SLOTS) as usize;
+            self.wheel[b].push(k);
+            self.occupied[b / 64] |= 1 << (b % 64);
+            self.in_wheel += 1;
+        }
+        let b = (self.current_slot % SLOTS) as usize;
+        std::mem::swap(&mut self.current, &mut self.wheel[b]);
+        self.occupied[b / 64] &= !(1 << (b % 64));
+        self.in_wheel -= self.current.len();
+        self.current.sort_unstable_by(|a, b| b.cmp(a));
+    }
+
+    /// First occupied slot after the current one (the wheel is non-empty). Buckets are scanned
+    /// in slot order: from the one after the current slot, around the wheel.
+    fn next_occupied_slot(&self) -> u64 {
+        let start = ((self.current_slot + 1) % SLOTS) as usize;
+        let first_word = start / 64;
+        for i in 0..=SLOT_WORDS {
+            let w = (first_word + i) % SLOT_WORDS;
+            let mut word = self.occupied[w];
+            if i == 0 {
+                word &= !0u64 << (start % 64);
+            } else if i == SLOT_WORDS {
+                word &= !(!0u64 << (start % 64));
+            }
+            if word != 0 {
+                let bucket = (w * 64) as u64 + word.trailing_zeros() as u64;
+                return self.current_slot + 1 + (bucket + SLOTS - start as u64) % SLOTS;
+            }
+        }
+        unreachable!("the wheel count says non-empty but no bucket is occupied")
+    }
+
+    /// The event `ahead` places after the next one, if it is already sorted (it is in the
+    /// current slot); a hint for prefetching, which may change as events are pushed.
+    #[inline]
+    pub fn upcoming(&self, ahead: usize) -> Option<(EventKind, u32)> {
+        let i = self.current.len().checked_sub(ahead + 1)?;
+        let key = self.current[i];
+        Some((kind_of(key), (key & ID_MASK) as u32))
     }
 
     #[inline]
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|Reverse(k)| (k >> 64) as Time)
+        self.current.last().map(|&k| (k >> TIME_SHIFT) as Time)
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.len
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.len == 0
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
 
     #[test]
     fn pops_in_time_order_and_ties_in_insertion_order() {
@@ -98,5 +229,37 @@ mod tests {
         assert_eq!(q.pop(), Some((50, EventKind::Wake, 7)));
         assert_eq!(q.pop(), Some((50, EventKind::Source, 1)));
         assert_eq!(q.pop(), None);
+    }
+
+    /// Against a plain heap of (time, sequence): near, far, same-slot and same-time events,
+    /// pushes behind the current slot, and the queue running empty.
+    #[test]
+    fn matches_a_binary_heap_exactly() {
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(5);
+        let mut q = EventQueue::new();
+        let mut reference = BinaryHeap::new();
+        let mut now: Time = 0;
+        let mut seq = 0u64;
+        for step in 0..200_000u32 {
+            let pushes = if step % 5000 == 0 { 0 } else { rng.gen_range(0..3) };
+            for _ in 0..pushes {
+                let delay = match rng.gen_range(0..10) {
+                    0 => 0,
+                    1 => rng.gen_range(0..1000),
+                    2 => rng.gen_range(0..50_000_000),
+                    _ => rng.gen_range(0..500_000),
+                };
+                let id = rng.gen_range(0..1000);
+                q.push(now + delay, EventKind::Wake, id);
+                reference.push(Reverse((now + delay, seq, id)));
+                seq += 1;
+            }
+            assert_eq!(q.len(), reference.len());
+            assert_eq!(q.peek_time(), reference.peek().map(|Reverse(e)| e.0));
+            if let Some(Reverse((t, _, id))) = reference.pop() {
+                assert_eq!(q.pop(), Some((t, EventKind::Wake, id)));
+                now = t;
+            }
+        }
     }
 }

@@ -40,9 +40,10 @@ impl ArbTables {
 #[derive(Debug, Clone, Default)]
 pub struct ArbState {
     high_index: u8,
-    high_used: u32,
     low_index: u8,
-    low_used: u32,
+    /// Credits the current entry has used: at most its weight (255) plus one packet's credits.
+    high_used: u16,
+    low_used: u16,
     /// High-priority bytes sent since a low-priority packet last went while one was waiting.
     high_bytes: u64,
 }
@@ -83,12 +84,12 @@ impl ArbState {
     pub fn charge(&mut self, grant: Grant, wire_bytes: u32) {
         let credits = wire_bytes.div_ceil(CREDIT_BYTES);
         if grant.high {
-            self.high_used += credits;
+            self.high_used += credits as u16;
             if grant.low_waiting {
                 self.high_bytes += wire_bytes as u64;
             }
         } else {
-            self.low_used += credits;
+            self.low_used += credits as u16;
             self.high_bytes = 0;
         }
     }
@@ -97,12 +98,12 @@ impl ArbState {
 /// Weighted round robin inside one table: stay on the current entry while it has weight left
 /// (so its last packet may overshoot), otherwise move on to the next entry whose VL is ready.
 #[inline]
-fn pick(entries: &[(u8, u32)], index: &mut u8, used: &mut u32, ready: u16) -> u8 {
+fn pick(entries: &[(u8, u32)], index: &mut u8, used: &mut u16, ready: u16) -> u8 {
     let n = entries.len();
     let mut i = *index as usize % n;
     for _ in 0..=n {
         let (vl, weight) = entries[i];
-        if ready & (1 << vl) != 0 && *used < weight {
+        if ready & (1 << vl) != 0 && (*used as u32) < weight {
             *index = i as u8;
             return vl;
         }

@@ -23,14 +23,16 @@ use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
 use crate::routing::{Route, Router};
 use crate::stats::{FlowStats, PortVlCounters, Window};
 use crate::topology::{Graph, Topology, NONE};
-use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_ROUTING};
+use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_REFUSED, RNG_ROUTING};
 use crate::units::{credits_for, ns_to_ps, us_to_ps, Rate, Time, NEVER};
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
-use state::{CreditReturn, CreditReturns, Fifos, Message, Packet, Slab};
+use state::{CreditReturn, CreditReturns, Message, Packet, PortVl, Queue, Slab};
 
 /// SLs per HCA send queue set.
 const SLS: u32 = 16;
+/// How many events ahead the port state of an event is prefetched.
+const PREFETCH_AHEAD: usize = 3;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
 
@@ -47,38 +49,48 @@ pub struct MessageRecord {
     pub delivered: Time,
 }
 
-/// A FIFO head asking for an output port, with what arbitration needs of its packet copied in
-/// so that scanning requests touches no packet.
-#[derive(Debug, Clone, Copy)]
-struct Request {
-    queue: u32,
-    credits: u32,
-    eligible_at: Time,
-}
-
 /// Per-port state touched on every event at that port, kept together so one event costs one
-/// cache miss for it rather than one per array.
+/// cache miss for it rather than one per array: the hot scalars and the port's place in the
+/// cabling (so forwarding and routing need no lookups in the topology's arrays).
 #[derive(Debug, Clone)]
+#[repr(align(64))]
 struct PortState {
+    wake_at: Time,
+    /// The oldest credit return on its way here: arrival time (NEVER if none), VL and credits.
+    /// Usually it is the only one, so returning and applying credits touch no other line.
+    next_return_at: Time,
+    next_return_credits: u16,
+    next_return_vl: u8,
+    /// More returns wait behind it, in `returns`.
+    returns_behind: bool,
+    arb: ArbState,
+    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
+    tx_input: u32,
+    /// Port at the other end of the cable (NONE if uncabled).
+    peer: u32,
+    /// The switch this port belongs to (NONE for an HCA port) and its number there.
+    switch: u32,
+    local: u32,
+    /// Bit v set while VL v has filed requests (skips idle VLs quickly).
+    request_mask: u16,
+    /// Bit v set while VL v is in a credit stall (mirror of the VL's counters).
+    stalled_mask: u16,
     /// A packet is on the wire; cleared when its TxEnd is handled (not merely when time passes,
     /// so a same-instant poke cannot start a new packet before the old one's input is released).
     transmitting: bool,
     credit_waiting: bool,
-    port_is_switch: bool,
     /// As an input: feeding an output until that output's TxEnd (one output at a time).
     input_busy: bool,
-    /// Bit v set when `requests[(port, v)]` is non-empty (skips idle VLs quickly).
-    request_mask: u16,
-    /// Bit v set while VL v is in a credit stall (mirror of `counters`).
-    stalled_mask: u16,
-    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
-    tx_input: u32,
-    wake_at: Time,
-    /// Arrival time of the oldest credit return (NEVER if none), so the common "nothing has come
-    /// back yet" case touches no deque.
-    next_return_at: Time,
-    arb: ArbState,
+    /// Packets sent from here are delivered: the peer is an HCA.
+    peer_is_host: bool,
 }
+
+// The layout is the point of these structs: keep each within its cache-line budget.
+const _: () = assert!(std::mem::size_of::<PortState>() == 64);
+const _: () = assert!(std::mem::size_of::<PortVl>() == 64);
+const _: () = assert!(std::mem::size_of::<Queue>() == 32);
+const _: () = assert!(std::mem::size_of::<Packet>() == 32);
+const _: () = assert!(std::mem::size_of::<CreditReturns>() == 64);
 
 pub struct Simulation {
     cfg: EngineConfig,
@@ -98,19 +110,18 @@ pub struct Simulation {
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
     ports: Vec<PortState>,
-    /// Sender's view of the receiver's free buffer, per (port, VL).
-    credits: Vec<u32>,
+    /// Per (port, VL): credits, filed requests, counters; one cache line each.
+    port_vls: Vec<PortVl>,
     returns: Vec<CreditReturns>,
-    /// Queues whose head wants this (port, VL), oldest request first.
-    requests: Vec<Vec<Request>>,
-    counters: Vec<PortVlCounters>,
-    fifos: Fifos,
+    queues: Vec<Queue>,
 
     packets: Slab<Packet>,
     messages: Slab<Message>,
     sources: Vec<Source>,
     tables: Vec<TrafficTable>,
     routing_rng: Pcg64Mcg,
+    /// Draws how many arrivals paused Poisson sources refused.
+    refused_rng: Pcg64Mcg,
 
     events: EventQueue,
     now: Time,
@@ -172,7 +183,30 @@ impl Simulation {
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let port_is_switch: Vec<bool> = (0..ports).map(|p| !g.is_host(g.port_node[p as usize])).collect();
+        let port_states: Vec<PortState> = (0..ports as usize)
+            .map(|p| {
+                let node = g.port_node[p];
+                let peer = g.port_peer[p];
+                PortState {
+                    wake_at: NEVER,
+                    next_return_at: NEVER,
+                    next_return_credits: 0,
+                    next_return_vl: 0,
+                    returns_behind: false,
+                    arb: ArbState::default(),
+                    tx_input: NONE,
+                    peer,
+                    switch: if g.is_host(node) { NONE } else { node - g.hosts },
+                    local: g.local_port(p as u32),
+                    request_mask: 0,
+                    stalled_mask: 0,
+                    transmitting: false,
+                    credit_waiting: false,
+                    input_busy: false,
+                    peer_is_host: peer != NONE && g.is_host(g.port_node[peer as usize]),
+                }
+            })
+            .collect();
         let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
         let mpi = match (&cfg.mpi, cfg.jobs.is_empty()) {
             (_, true) => None,
@@ -195,31 +229,25 @@ impl Simulation {
             header: f.header_bytes,
             buffer_credits,
             window,
-            ports: port_is_switch
-                .into_iter()
-                .map(|is_switch| PortState {
-                    transmitting: false,
-                    credit_waiting: false,
-                    port_is_switch: is_switch,
-                    input_busy: false,
-                    request_mask: 0,
-                    stalled_mask: 0,
-                    tx_input: NONE,
-                    wake_at: NEVER,
-                    next_return_at: NEVER,
-                    arb: ArbState::default(),
-                })
-                .collect(),
-            credits: vec![buffer_credits; pv],
-            returns: (0..np).map(|_| CreditReturns::new()).collect(),
-            requests: vec![Vec::new(); pv],
-            counters: vec![PortVlCounters::default(); pv],
-            fifos: Fifos::new(pv + (g.hosts * SLS * f.hca_send_queues_per_sl) as usize),
+            ports: port_states,
+            port_vls: vec![
+                PortVl {
+                    credits: buffer_credits,
+                    requested_credits: 0,
+                    first_request: NONE,
+                    last_request: NONE,
+                    counters: PortVlCounters::default(),
+                };
+                pv
+            ],
+            returns: vec![CreditReturns::default(); np],
+            queues: vec![Queue::EMPTY; pv + (g.hosts * SLS * f.hca_send_queues_per_sl) as usize],
             packets: Slab::new(),
             messages: Slab::new(),
             sources,
             tables,
             routing_rng: stream_rng(cfg.seed, RNG_ROUTING, 0),
+            refused_rng: stream_rng(cfg.seed, RNG_REFUSED, 0),
             events: EventQueue::new(),
             now: 0,
             event_count: 0,
@@ -261,6 +289,7 @@ impl Simulation {
                 break;
             }
             let (t, kind, id) = self.events.pop().unwrap();
+            self.prefetch_upcoming();
             self.now = t;
             self.event_count += 1;
             self.pending_sum += self.events.len() as u128;
@@ -290,6 +319,7 @@ impl Simulation {
             }
         };
         self.close_stalls();
+        self.close_paused_sources();
         interrupted
     }
 
@@ -311,6 +341,30 @@ impl Simulation {
         &self.status
     }
 
+    /// On large fabrics almost every event starts with cache misses on its port's state. The
+    /// next events are known, so their first lines are requested while this one is handled:
+    /// the port line a few events ahead, and, once that has arrived, the lines it points to
+    /// (the input feeding it, its busiest VL) for the event after next.
+    #[inline]
+    fn prefetch_upcoming(&self) {
+        if let Some((EventKind::TxEnd | EventKind::Wake, port)) = self.events.upcoming(PREFETCH_AHEAD) {
+            prefetch(&self.ports[port as usize]);
+        }
+        if let Some((EventKind::TxEnd | EventKind::Wake, port)) = self.events.upcoming(1) {
+            let ps = &self.ports[port as usize];
+            if ps.tx_input != NONE {
+                prefetch(&self.ports[ps.tx_input as usize]);
+                prefetch(&self.queues[(ps.tx_input * self.vls) as usize]);
+            }
+            if ps.request_mask != 0 {
+                prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
+            }
+            if ps.returns_behind {
+                prefetch(&self.returns[port as usize]);
+            }
+        }
+    }
+
     fn start_sources(&mut self) {
         for s in 0..self.sources.len() as u32 {
             if self.sources[s as usize].mean_gap_ps.is_some() {
@@ -326,7 +380,14 @@ impl Simulation {
 
     fn on_source(&mut self, s: u32) {
         self.create_message(s);
-        let gap = self.sources[s as usize].next_gap();
+        let src = &mut self.sources[s as usize];
+        if src.queued >= src.max_queued {
+            // A full send queue: the source sleeps, with no events, until a message leaves it.
+            src.paused_since = self.now;
+            src.last_arrival = self.now;
+            return;
+        }
+        let gap = src.next_gap();
         self.events.push(self.now + gap, EventKind::Source, s);
     }
 
@@ -369,21 +430,17 @@ impl Simulation {
             remaining -= payload as u64;
             let wire = payload + self.header;
             let id = self.packets.insert(Packet {
+                eligible_at: now,
                 message,
                 src: host,
                 dst,
-                wire_bytes: wire,
-                payload_bytes: payload,
-                credits: credits_for(wire),
-                sl,
-                vl: 0,
-                out_vl: 0,
-                out_port: NONE,
-                eligible_at: now,
                 next: NONE,
+                wire_bytes: wire as u16,
+                credits: credits_for(wire) as u16,
+                sl,
             });
             self.packets_created += 1;
-            if self.fifos.push(q, id, &mut self.packets.items) {
+            if self.queues[q as usize].push(id, &mut self.packets.items) {
                 self.register_head(q);
             }
         }
@@ -405,45 +462,75 @@ impl Simulation {
         if q < switch_queues { q / self.vls } else { NONE }
     }
 
+    #[inline]
+    fn port_vl(&self, port: u32, vl: u8) -> usize {
+        (port * self.vls + vl as u32) as usize
+    }
+
     /// Routes the new head of queue `q` and files its request with the output port it needs.
     fn register_head(&mut self, q: u32) {
-        let id = self.fifos.head[q as usize];
         let input = self.queue_input(q);
-        let (out_port, out_vl) = {
-            let pk = self.packets.items[id as usize];
-            if input == NONE {
-                let port = self.graph().host_port(pk.src);
-                (port, self.sl2vl.ca[pk.sl as usize])
-            } else {
-                self.route(input, &pk)
-            }
+        let pk = &self.packets.items[self.queues[q as usize].head as usize];
+        let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
+        let (out_port, out_vl) = if input == NONE {
+            (self.graph().host_port(src), self.sl2vl.ca[sl as usize])
+        } else {
+            self.route(input, src, dst, sl)
         };
-        let pk = &mut self.packets.items[id as usize];
-        pk.out_port = out_port;
-        pk.out_vl = out_vl;
-        let eligible = pk.eligible_at;
-        let credits = pk.credits;
-        self.requests[(out_port * self.vls + out_vl as u32) as usize].push(Request { queue: q, credits, eligible_at: eligible });
+        let queue = &mut self.queues[q as usize];
+        queue.out_port = out_port;
+        queue.out_vl = out_vl;
+        queue.head_eligible_at = eligible;
+        queue.head_credits = credits;
+        queue.next_request = NONE;
+        let idx = self.port_vl(out_port, out_vl);
+        let pv = &mut self.port_vls[idx];
+        let last = pv.last_request;
+        pv.last_request = q;
+        pv.requested_credits += credits as u32;
+        if last == NONE {
+            pv.first_request = q;
+        } else {
+            self.queues[last as usize].next_request = q;
+        }
         self.ports[out_port as usize].request_mask |= 1 << out_vl;
         if !self.ports[out_port as usize].transmitting && (input == NONE || !self.ports[input as usize].input_busy) {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
     }
 
+    /// Takes queue `q`'s request off the list of (port, VL) `idx`; `prev` is the request filed
+    /// just before it (NONE if it is the oldest).
+    #[inline]
+    fn unfile_request(&mut self, idx: usize, prev: u32, q: u32) {
+        let queue = self.queues[q as usize];
+        let pv = &mut self.port_vls[idx];
+        if prev == NONE {
+            pv.first_request = queue.next_request;
+        } else {
+            self.queues[prev as usize].next_request = queue.next_request;
+        }
+        if queue.next_request == NONE {
+            pv.last_request = prev;
+        }
+        pv.requested_credits -= queue.head_credits as u32;
+        if pv.first_request == NONE {
+            self.ports[queue.out_port as usize].request_mask &= !(1 << queue.out_vl);
+        }
+    }
+
     /// Output port and VL for a packet at the head of a switch input port's queue.
-    fn route(&mut self, input: u32, pk: &Packet) -> (u32, u8) {
-        let g = self.topology.graph();
-        let node = g.port_node[input as usize];
-        let base = g.port_base[node as usize];
-        let switch = node - g.hosts;
-        let local = match self.router.route(switch, pk.src, pk.dst) {
+    fn route(&mut self, input: u32, src: u32, dst: u32, sl: u8) -> (u32, u8) {
+        let (switch, input_local) = (self.ports[input as usize].switch, self.ports[input as usize].local);
+        let base = input - input_local;
+        let local = match self.router.route(switch, src, dst) {
             Route::Port(p) => p,
             Route::AnyUp { first, count } => match self.router.algorithm {
-                RoutingAlgorithm::Adaptive => self.least_loaded_up_port(switch, base, first, count, pk.sl, input - base),
+                RoutingAlgorithm::Adaptive => self.least_loaded_up_port(switch, base, first, count, sl, input_local),
                 _ => first + self.routing_rng.gen_range(0..count),
             },
         };
-        let vl = self.sl2vl.switch_vl(switch, input - base, local, pk.sl);
+        let vl = self.sl2vl.switch_vl(switch, input_local, local, sl);
         (base + local, vl)
     }
 
@@ -456,10 +543,9 @@ impl Simulation {
             let local = first + (start + k) % count;
             let port = base + local;
             let vl = self.sl2vl.switch_vl(switch, input_local, local, sl) as u32;
-            let idx = (port * self.vls + vl) as usize;
-            let backlog: u32 = self.requests[idx].iter().map(|r| r.credits).sum();
+            let pv = &self.port_vls[(port * self.vls + vl) as usize];
             let busy = self.ports[port as usize].transmitting as i64;
-            let score = self.credits[idx] as i64 - backlog as i64 - busy;
+            let score = pv.credits as i64 - pv.requested_credits as i64 - busy;
             if score > best.0 {
                 best = (score, local);
             }
@@ -489,9 +575,9 @@ impl Simulation {
             self.ports[input as usize].input_busy = false;
             // The input is free again: its other VLs' heads may now go to their outputs.
             for v in 0..self.vls {
-                let head = self.fifos.head[(input * self.vls + v) as usize];
-                if head != NONE {
-                    let out = self.packets.items[head as usize].out_port;
+                let queue = &self.queues[(input * self.vls + v) as usize];
+                if queue.head != NONE {
+                    let out = queue.out_port;
                     if out != port && !self.ports[out as usize].transmitting {
                         self.try_send(out);
                     }
@@ -504,9 +590,16 @@ impl Simulation {
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
     #[inline]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
-        self.returns[port as usize].push_back(CreditReturn { at, vl, credits });
-        let next = &mut self.ports[port as usize].next_return_at;
-        *next = (*next).min(at);
+        let ps = &mut self.ports[port as usize];
+        // Return times on one link only grow, so a new return goes behind any pending one.
+        if ps.next_return_at == NEVER {
+            ps.next_return_at = at;
+            ps.next_return_credits = credits as u16;
+            ps.next_return_vl = vl;
+        } else {
+            ps.returns_behind = true;
+            self.returns[port as usize].push(CreditReturn { at, vl, credits });
+        }
         if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
             self.schedule_wake(port, at);
         }
@@ -515,18 +608,31 @@ impl Simulation {
     #[inline]
     fn apply_returned_credits(&mut self, port: u32) {
         let now = self.now;
-        if self.ports[port as usize].next_return_at > now {
-            return;
-        }
-        let returns = &mut self.returns[port as usize];
-        while let Some(r) = returns.front() {
-            if r.at > now {
-                break;
+        let ps = &mut self.ports[port as usize];
+        while ps.next_return_at <= now {
+            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits += ps.next_return_credits as u32;
+            if ps.returns_behind {
+                let returns = &mut self.returns[port as usize];
+                let r = returns.pop_front();
+                ps.next_return_at = r.at;
+                ps.next_return_credits = r.credits as u16;
+                ps.next_return_vl = r.vl;
+                ps.returns_behind = returns.front_at().is_some();
+            } else {
+                ps.next_return_at = NEVER;
             }
-            self.credits[(port * self.vls + r.vl as u32) as usize] += r.credits;
-            returns.pop_front();
         }
-        self.ports[port as usize].next_return_at = returns.front().map_or(NEVER, |r| r.at);
+    }
+
+    /// Every credit return on its way to `port`, oldest first.
+    fn pending_returns(&self, port: u32) -> impl Iterator<Item = CreditReturn> + '_ {
+        let ps = &self.ports[port as usize];
+        let first = (ps.next_return_at != NEVER).then_some(CreditReturn {
+            at: ps.next_return_at,
+            vl: ps.next_return_vl,
+            credits: ps.next_return_credits as u32,
+        });
+        first.into_iter().chain(self.returns[port as usize].iter())
     }
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
@@ -539,8 +645,8 @@ impl Simulation {
         self.apply_returned_credits(port);
         let base = port * self.vls;
         let mut ready: u16 = 0;
-        // Position in its request list of the first sendable request of each VL.
-        let mut candidate = [0u16; 16];
+        // Per VL: the first sendable request and the one filed just before it (for unlinking).
+        let mut candidate = [(NONE, NONE); 16];
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
         let mut mask = self.ports[port as usize].request_mask;
@@ -548,34 +654,38 @@ impl Simulation {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
             let idx = (base + v) as usize;
-            let available = self.credits[idx];
+            let available = self.port_vls[idx].credits;
             let mut stalled = false;
-            for (pos, r) in self.requests[idx].iter().enumerate() {
-                if r.eligible_at > now {
-                    next_eligible = next_eligible.min(r.eligible_at);
-                    continue;
+            let (mut prev, mut q) = (NONE, self.port_vls[idx].first_request);
+            while q != NONE {
+                let r = &self.queues[q as usize];
+                let next = r.next_request;
+                if r.head_eligible_at > now {
+                    next_eligible = next_eligible.min(r.head_eligible_at);
+                } else {
+                    let input = self.queue_input(q);
+                    if input == NONE || !self.ports[input as usize].input_busy {
+                        if r.head_credits as u32 > available {
+                            stalled = true;
+                        } else {
+                            ready |= 1 << v;
+                            candidate[v as usize] = (prev, q);
+                            stalled = false;
+                            break;
+                        }
+                    }
                 }
-                let input = self.queue_input(r.queue);
-                if input != NONE && self.ports[input as usize].input_busy {
-                    continue;
-                }
-                if r.credits > available {
-                    stalled = true;
-                    continue;
-                }
-                ready |= 1 << v;
-                candidate[v as usize] = pos as u16;
-                stalled = false;
-                break;
+                prev = q;
+                q = next;
             }
             let was_stalled = self.ports[port as usize].stalled_mask & (1 << v) != 0;
             if stalled != was_stalled {
-                self.counters[idx].set_stalled(stalled, now, &self.window);
+                self.port_vls[idx].counters.set_stalled(stalled, now, &self.window);
                 self.ports[port as usize].stalled_mask ^= 1 << v;
             }
             credit_blocked |= stalled;
         }
-        let table = &self.arb_tables[self.ports[port as usize].port_is_switch as usize];
+        let table = &self.arb_tables[(self.ports[port as usize].switch != NONE) as usize];
         let grant = if ready != 0 { self.ports[port as usize].arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
@@ -590,68 +700,72 @@ impl Simulation {
             }
             return;
         };
-        let idx = (base + grant.vl as u32) as usize;
-        let q = self.requests[idx].remove(candidate[grant.vl as usize] as usize).queue;
-        if self.requests[idx].is_empty() {
-            self.ports[port as usize].request_mask &= !(1 << grant.vl);
-        }
+        let (prev, q) = candidate[grant.vl as usize];
+        self.unfile_request((base + grant.vl as u32) as usize, prev, q);
         self.transmit(port, q, grant.vl, grant);
     }
 
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
-        let id = self.fifos.pop(q, &self.packets.items);
-        let pk = self.packets.items[id as usize];
-        let idx = (port * self.vls + vl as u32) as usize;
-        self.credits[idx] -= pk.credits;
-        self.ports[port as usize].arb.charge(grant, pk.wire_bytes);
-        let ser = self.rate.serialization(pk.wire_bytes);
+        let input = self.queue_input(q);
+        // Start the misses this packet-hop will take anyway, so that they overlap.
+        let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
+        if !delivers {
+            prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
+        }
+        if input != NONE {
+            prefetch(&self.ports[self.ports[input as usize].peer as usize]);
+        }
+        let id = self.queues[q as usize].pop(&self.packets.items);
+        let pk = &self.packets.items[id as usize];
+        let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
+        let ser = self.rate.serialization(wire);
         let done = now + ser;
-        self.ports[port as usize].transmitting = true;
-        self.ports[port as usize].credit_waiting = false;
+        let idx = self.port_vl(port, vl);
+        let pv = &mut self.port_vls[idx];
+        pv.credits -= credits;
+        pv.counters.busy_ps += self.window.overlap(now, done);
+        if self.window.contains(now) {
+            pv.counters.packets += 1;
+            pv.counters.bytes += wire as u64;
+        }
+        let ps = &mut self.ports[port as usize];
+        ps.arb.charge(grant, wire);
+        ps.transmitting = true;
+        ps.credit_waiting = false;
+        ps.tx_input = input;
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
-        let c = &mut self.counters[idx];
-        c.busy_ps += self.window.overlap(now, done);
-        if self.window.contains(now) {
-            c.packets += 1;
-            c.bytes += pk.wire_bytes as u64;
-        }
 
-        let input = self.queue_input(q);
-        self.ports[port as usize].tx_input = input;
         if input != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
             self.ports[input as usize].input_busy = true;
-            let upstream = self.topology.graph().port_peer[input as usize];
+            let upstream = self.ports[input as usize].peer;
             let in_vl = (q % self.vls) as u8;
-            self.return_credits(upstream, in_vl, pk.credits, done + self.link_latency);
+            self.return_credits(upstream, in_vl, credits, done + self.link_latency);
         } else if self.window.contains(now) {
-            let m = self.messages.items[pk.message as usize];
-            for s in self.flow_classes(&m) {
-                s.injected_wire_bytes += pk.wire_bytes as u64;
+            let m = &self.messages.items[message as usize];
+            let (sl, class) = (m.sl, m.class);
+            for s in self.flow_classes(sl, class) {
+                s.injected_wire_bytes += wire as u64;
             }
         }
-        if self.fifos.head[q as usize] != NONE {
+        if self.queues[q as usize].head != NONE {
             self.register_head(q);
         }
         if input == NONE {
-            self.on_hca_sent(pk.message);
+            self.on_hca_sent(message);
         }
 
-        let g = self.topology.graph();
-        let down = g.port_peer[port as usize];
-        if g.is_host(g.port_node[down as usize]) {
+        if delivers {
             let tail = done + self.link_latency;
             self.deliver(id, tail);
-            self.return_credits(port, vl, pk.credits, tail + self.link_latency);
+            self.return_credits(port, vl, credits, tail + self.link_latency);
         } else {
-            let p = &mut self.packets.items[id as usize];
-            p.vl = vl;
-            p.eligible_at = now + self.link_latency + self.switch_latency;
+            self.packets.items[id as usize].eligible_at = now + self.link_latency + self.switch_latency;
             let dq = down * self.vls + vl as u32;
-            if self.fifos.push(dq, id, &mut self.packets.items) {
+            if self.queues[dq as usize].push(id, &mut self.packets.items) {
                 self.register_head(dq);
             }
         }
@@ -671,8 +785,17 @@ impl Simulation {
             let s = m.source;
             let src = &mut self.sources[s as usize];
             src.queued -= 1;
-            if src.mean_gap_ps.is_none() && src.queued < src.saturate_depth {
-                self.create_message(s);
+            if src.mean_gap_ps.is_none() {
+                if src.queued < src.saturate_depth {
+                    self.create_message(s);
+                }
+            } else if src.paused_since != NEVER {
+                let (next, refused) = src.resume(self.now, &self.window, &mut self.refused_rng);
+                let (sl, traffic) = (src.sl, src.traffic);
+                for c in self.flow_classes(sl, traffic) {
+                    c.refused_messages += refused;
+                }
+                self.events.push(next, EventKind::Source, s);
             }
         }
     }
@@ -680,6 +803,7 @@ impl Simulation {
     /// The packet's tail reaches its destination HCA at `tail` (possibly after the run ends).
     fn deliver(&mut self, id: u32, tail: Time) {
         let pk = self.packets.items[id as usize];
+        let (wire, payload) = (pk.wire_bytes as u64, pk.wire_bytes as u64 - self.header as u64);
         self.packets.remove(id);
         self.packets_delivered_total += 1;
         let m = &mut self.messages.items[pk.message as usize];
@@ -688,9 +812,9 @@ impl Simulation {
         let m = *m;
         let in_window = self.window.contains(tail);
         if in_window {
-            for s in self.flow_classes(&m) {
-                s.delivered_wire_bytes += pk.wire_bytes as u64;
-                s.delivered_payload_bytes += pk.payload_bytes as u64;
+            for s in self.flow_classes(m.sl, m.class) {
+                s.delivered_wire_bytes += wire;
+                s.delivered_payload_bytes += payload;
                 s.delivered_packets += 1;
             }
         }
@@ -706,12 +830,12 @@ impl Simulation {
         if done < self.window.end {
             if m.created >= self.window.start {
                 let latency = done - m.created;
-                for s in self.flow_classes(&m) {
+                for s in self.flow_classes(m.sl, m.class) {
                     s.latencies.push(latency);
                 }
             }
             if done >= self.window.start {
-                for s in self.flow_classes(&m) {
+                for s in self.flow_classes(m.sl, m.class) {
                     s.delivered_messages += 1;
                 }
             }
@@ -729,16 +853,30 @@ impl Simulation {
         }
     }
 
-    /// The statistics classes a message counts in: everything, its SL, its traffic table.
+    /// The statistics classes a message counts in: everything, its SL, its traffic table or job.
     #[inline]
-    fn flow_classes(&mut self, m: &Message) -> [&mut FlowStats; 3] {
-        [&mut self.all, &mut self.by_sl[m.sl as usize], &mut self.by_class[m.class as usize]]
+    fn flow_classes(&mut self, sl: u8, class: u16) -> [&mut FlowStats; 3] {
+        [&mut self.all, &mut self.by_sl[sl as usize], &mut self.by_class[class as usize]]
+    }
+
+    /// Counts what sources still paused at the end refused until then.
+    fn close_paused_sources(&mut self) {
+        for s in 0..self.sources.len() {
+            let src = &self.sources[s];
+            if src.mean_gap_ps.is_some() && src.paused_since != NEVER {
+                let refused = src.refused_until(self.now, &self.window, &mut self.refused_rng);
+                let (sl, traffic) = (src.sl, src.traffic);
+                for c in self.flow_classes(sl, traffic) {
+                    c.refused_messages += refused;
+                }
+            }
+        }
     }
 
     fn close_stalls(&mut self) {
         let now = self.now;
-        for c in &mut self.counters {
-            c.set_stalled(false, now, &self.window);
+        for pv in &mut self.port_vls {
+            pv.counters.set_stalled(false, now, &self.window);
         }
     }
 
@@ -747,9 +885,9 @@ impl Simulation {
         let g = self.topology.graph();
         let live = self.packets.live() as u64;
         let mut queued = 0u64;
-        let mut queued_credits = vec![0u64; self.credits.len()];
-        for q in 0..self.fifos.head.len() as u32 {
-            let mut id = self.fifos.head[q as usize];
+        let mut queued_credits = vec![0u64; self.port_vls.len()];
+        for q in 0..self.queues.len() as u32 {
+            let mut id = self.queues[q as usize].head;
             while id != NONE {
                 queued += 1;
                 if self.queue_input(q) != NONE {
@@ -779,13 +917,14 @@ impl Simulation {
             for v in 0..self.vls {
                 let idx = (p * self.vls + v) as usize;
                 let returning: u64 =
-                    self.returns[p as usize].iter().filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
+                    self.pending_returns(p).filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
                 let held = queued_credits[(down * self.vls + v) as usize];
-                let total = self.credits[idx] as u64 + returning + held;
+                let free = self.port_vls[idx].credits;
+                let total = free as u64 + returning + held;
                 if total != self.buffer_credits as u64 {
                     return Err(format!(
-                        "port {p} VL{v}: {} free + {returning} returning + {held} held != {} credits",
-                        self.credits[idx], self.buffer_credits
+                        "port {p} VL{v}: {free} free + {returning} returning + {held} held != {} credits",
+                        self.buffer_credits
                     ));
                 }
                 checked += 1;
@@ -856,21 +995,37 @@ impl Simulation {
             if self.ports[p as usize].transmitting || self.ports[p as usize].wake_at != NEVER {
                 continue;
             }
-            let mut credits: Vec<u32> = (0..self.vls).map(|v| self.credits[(p * self.vls + v) as usize]).collect();
-            for r in self.returns[p as usize].iter().filter(|r| r.at <= self.now) {
+            let mut credits: Vec<u32> = (0..self.vls).map(|v| self.port_vls[(p * self.vls + v) as usize].credits).collect();
+            for r in self.pending_returns(p).filter(|r| r.at <= self.now) {
                 credits[r.vl as usize] += r.credits;
             }
             for v in 0..self.vls {
-                for q in self.requests[(p * self.vls + v) as usize].iter().map(|r| r.queue) {
-                    let pk = &self.packets.items[self.fifos.head[q as usize] as usize];
+                let mut q = self.port_vls[(p * self.vls + v) as usize].first_request;
+                while q != NONE {
+                    let queue = &self.queues[q as usize];
+                    let pk = &self.packets.items[queue.head as usize];
                     let input = self.queue_input(q);
                     let input_free = input == NONE || !self.ports[input as usize].input_busy;
-                    if pk.eligible_at <= self.now && input_free && pk.credits <= credits[v as usize] {
+                    if pk.eligible_at <= self.now && input_free && (pk.credits as u32) <= credits[v as usize] {
                         out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
                     }
+                    q = queue.next_request;
                 }
             }
         }
         out
     }
+}
+
+/// Asks the cache for the line holding `item` (a hint; nothing on other architectures).
+#[inline(always)]
+fn prefetch<T>(item: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is only a hint; it never faults, even on an invalid address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>(item as *const T as *const i8);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = item;
 }

@@ -104,7 +104,7 @@ impl Simulation {
             .flat_map(|p| (0..vls).map(move |v| (p, v)))
             .collect();
         let peer = |p: u32| g.port_peer[p as usize];
-        let c = |p: u32, v: u32| self.counters[(p * vls + v) as usize];
+        let c = |p: u32, v: u32| self.port_vls[(p * vls + v) as usize].counters;
         vec![
             column("link", "<u4", rows.iter().map(|r| r.0), u32::to_le_bytes),
             column("vl", "<u1", rows.iter().map(|r| r.1 as u8), u8::to_le_bytes),

@@ -1,27 +1,24 @@
 //! The mutable state of a run, struct-of-arrays indexed by port, queue, packet and message ids.
 
+use crate::stats::PortVlCounters;
 use crate::topology::NONE;
 use crate::units::Time;
 use std::collections::VecDeque;
 
-/// A packet in flight. Lives in a slab; its `next` links it into exactly one FIFO.
+/// A packet in flight. Lives in a slab; its `next` links it into exactly one FIFO. Kept to 32
+/// bytes (two per cache line): the payload is `wire_bytes` less the header, and where the head
+/// of a queue goes next is kept in its `Queue`.
 #[derive(Debug, Clone, Copy)]
 pub struct Packet {
+    /// Earliest time it may be forwarded: header arrival plus the switch's cut-through delay.
+    pub eligible_at: Time,
     pub message: u32,
     pub src: u32,
     pub dst: u32,
-    pub wire_bytes: u32,
-    pub payload_bytes: u32,
-    pub credits: u32,
-    pub sl: u8,
-    /// VL of the buffer it sits in (the VL it arrived on).
-    pub vl: u8,
-    /// VL it will use on its next link, and the port it leaves through (set when it becomes head).
-    pub out_vl: u8,
-    pub out_port: u32,
-    /// Earliest time it may be forwarded: header arrival plus the switch's cut-through delay.
-    pub eligible_at: Time,
     pub next: u32,
+    pub wire_bytes: u16,
+    pub credits: u16,
+    pub sl: u8,
 }
 
 /// A message: its packets complete it when the last one's tail reaches the destination.
@@ -78,26 +75,34 @@ impl<T: Copy> Slab<T> {
     }
 }
 
-/// FIFOs threaded through `Packet::next`. Queue ids: switch input (port, VL) first, then HCA
-/// send queues (host, SL).
-pub struct Fifos {
-    pub head: Vec<u32>,
-    pub tail: Vec<u32>,
+/// A FIFO threaded through `Packet::next`. Queue ids: switch input (port, VL) first, then HCA
+/// send queues (host, SL). A filed head (see `file_request`) also carries what arbitration needs
+/// of it, so scanning the requests for an output touches queues, not packets.
+#[derive(Debug, Clone, Copy)]
+pub struct Queue {
+    pub head: u32,
+    pub tail: u32,
+    /// The next queue whose head asks for the same (output port, VL), in filing order.
+    pub next_request: u32,
+    /// Output port the head leaves through (set when it becomes head).
+    pub out_port: u32,
+    pub head_eligible_at: Time,
+    pub head_credits: u16,
+    pub out_vl: u8,
 }
 
-impl Fifos {
-    pub fn new(count: usize) -> Fifos {
-        Fifos { head: vec![NONE; count], tail: vec![NONE; count] }
-    }
+impl Queue {
+    pub const EMPTY: Queue =
+        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0 };
 
     /// Appends; returns true when the packet became the head.
     #[inline]
-    pub fn push(&mut self, q: u32, id: u32, packets: &mut [Packet]) -> bool {
+    pub fn push(&mut self, id: u32, packets: &mut [Packet]) -> bool {
         packets[id as usize].next = NONE;
-        let tail = self.tail[q as usize];
-        self.tail[q as usize] = id;
+        let tail = self.tail;
+        self.tail = id;
         if tail == NONE {
-            self.head[q as usize] = id;
+            self.head = id;
             true
         } else {
             packets[tail as usize].next = id;
@@ -106,15 +111,30 @@ impl Fifos {
     }
 
     #[inline]
-    pub fn pop(&mut self, q: u32, packets: &[Packet]) -> u32 {
-        let id = self.head[q as usize];
-        let next = packets[id as usize].next;
-        self.head[q as usize] = next;
-        if next == NONE {
-            self.tail[q as usize] = NONE;
+    pub fn pop(&mut self, packets: &[Packet]) -> u32 {
+        let id = self.head;
+        self.head = packets[id as usize].next;
+        if self.head == NONE {
+            self.tail = NONE;
         }
         id
     }
+}
+
+/// Per (output port, VL): the sender's credit view, the requests waiting for it and what it sent.
+/// One cache line, so an arbitration or a transmission on a VL costs one miss for all of it;
+/// ports with idle VLs never load those VLs' lines.
+#[derive(Debug, Clone, Copy)]
+#[repr(align(64))]
+pub struct PortVl {
+    /// Sender's view of the receiver's free buffer.
+    pub credits: u32,
+    /// Credits asked for by the filed requests (adaptive routing's backlog).
+    pub requested_credits: u32,
+    /// Oldest and newest filed request (queue ids linked through `Queue::next_request`).
+    pub first_request: u32,
+    pub last_request: u32,
+    pub counters: PortVlCounters,
 }
 
 /// Credits the receiver has freed, on their way back to the sender (they arrive after the link's
@@ -126,4 +146,68 @@ pub struct CreditReturn {
     pub credits: u32,
 }
 
-pub type CreditReturns = VecDeque<CreditReturn>;
+/// Returns held inline: rarely more are on their way to one port at once.
+const INLINE_RETURNS: usize = 4;
+
+/// The credit returns on their way to one sender behind the oldest (which `PortState` holds), in
+/// arrival order. The next few sit inline in one cache line, so a push or an arbitration costs
+/// one miss rather than a header and a buffer; the rest wait, in order, in a deque allocated the
+/// first time it is needed.
+#[derive(Debug, Clone, Default)]
+#[repr(align(64))]
+pub struct CreditReturns {
+    at: [Time; INLINE_RETURNS],
+    credits: [u16; INLINE_RETURNS],
+    vl: [u8; INLINE_RETURNS],
+    first: u8,
+    inline: u8,
+    overflow: Option<Box<VecDeque<CreditReturn>>>,
+}
+
+impl CreditReturns {
+    #[inline]
+    pub fn push(&mut self, r: CreditReturn) {
+        let overflowing = self.overflow.as_ref().is_some_and(|o| !o.is_empty());
+        if self.inline as usize == INLINE_RETURNS || overflowing {
+            self.overflow.get_or_insert_with(Default::default).push_back(r);
+        } else {
+            self.put_inline(r);
+        }
+    }
+
+    #[inline]
+    fn put_inline(&mut self, r: CreditReturn) {
+        let i = (self.first as usize + self.inline as usize) % INLINE_RETURNS;
+        self.at[i] = r.at;
+        self.credits[i] = r.credits as u16;
+        self.vl[i] = r.vl;
+        self.inline += 1;
+    }
+
+    /// Arrival time of the oldest return.
+    #[inline]
+    pub fn front_at(&self) -> Option<Time> {
+        (self.inline > 0).then(|| self.at[self.first as usize])
+    }
+
+    /// Removes the oldest return (there is one).
+    #[inline]
+    pub fn pop_front(&mut self) -> CreditReturn {
+        let i = self.first as usize;
+        let r = CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 };
+        self.first = ((i + 1) % INLINE_RETURNS) as u8;
+        self.inline -= 1;
+        if let Some(next) = self.overflow.as_mut().and_then(|o| o.pop_front()) {
+            self.put_inline(next);
+        }
+        r
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = CreditReturn> + '_ {
+        let inline = (0..self.inline as usize).map(move |k| {
+            let i = (self.first as usize + k) % INLINE_RETURNS;
+            CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 }
+        });
+        inline.chain(self.overflow.iter().flat_map(|o| o.iter().copied()))
+    }
+}

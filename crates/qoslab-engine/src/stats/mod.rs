@@ -35,6 +35,8 @@ pub struct FlowStats {
     pub delivered_payload_bytes: u64,
     pub delivered_packets: u64,
     pub delivered_messages: u64,
+    /// Arrivals of open-loop sources refused because their send queue was full.
+    pub refused_messages: u64,
     /// Latencies (ps) of messages created and completed inside the window.
     pub latencies: Vec<Time>,
 }
@@ -48,6 +50,7 @@ impl FlowStats {
             "packets_delivered": self.delivered_packets,
             "bytes_delivered": self.delivered_payload_bytes,
             "messages_delivered": self.delivered_messages,
+            "messages_refused": self.refused_messages,
             "latency_ns": latency_summary(&mut self.latencies),
         })
     }

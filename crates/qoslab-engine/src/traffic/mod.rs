@@ -2,7 +2,8 @@
 
 use crate::config::{Arrival, ConfigError, Pattern, TrafficConfig};
 use crate::topology::NONE;
-use crate::units::{Rate, Time};
+use crate::stats::Window;
+use crate::units::{Rate, Time, NEVER};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -19,6 +20,7 @@ pub fn stream_rng(seed: u64, purpose: u64, index: u64) -> Pcg64Mcg {
 pub const RNG_TRAFFIC: u64 = 1;
 pub const RNG_PERMUTATION: u64 = 2;
 pub const RNG_ROUTING: u64 = 3;
+pub const RNG_REFUSED: u64 = 4;
 
 /// How a source picks destinations.
 enum Target {
@@ -40,8 +42,14 @@ pub struct Source {
     pub mean_gap_ps: Option<f64>,
     pub arrival: Arrival,
     pub saturate_depth: u32,
+    /// Open-loop sources stop creating messages while this many wait in the send queue.
+    pub max_queued: u32,
     /// Messages of this source still waiting in its HCA send queue.
     pub queued: u32,
+    /// Since when an open-loop source with a full send queue has been paused (NEVER: running).
+    pub paused_since: Time,
+    /// When the message that filled the queue arrived: periodic arrivals stay on its grid.
+    pub last_arrival: Time,
     target: Target,
     rng: Pcg64Mcg,
 }
@@ -126,7 +134,10 @@ pub fn build_sources(
                 mean_gap_ps,
                 arrival: cfg.arrival,
                 saturate_depth: cfg.saturate_depth,
+                max_queued: cfg.max_queued_messages,
                 queued: 0,
+                paused_since: NEVER,
+                last_arrival: 0,
                 target,
                 rng: stream_rng(seed, RNG_TRAFFIC, ((t as u64) << 32) | host as u64),
             });
@@ -204,6 +215,51 @@ impl Source {
                 (-(1.0 - u).ln() * mean).round() as Time
             }
         }
+    }
+
+    /// A paused source resumes at `now` (a message left its full send queue). Returns when its
+    /// next message arrives and how many arrivals it refused inside `window` while paused.
+    /// Poisson: a fresh gap from now is exact (memoryless), and the refused arrivals of a paused
+    /// interval are Poisson with mean rate x (its overlap with the window). Periodic: the next
+    /// arrival stays on the source's grid; the refused ones are the grid points in between.
+    pub fn resume(&mut self, now: Time, window: &Window, refused_rng: &mut Pcg64Mcg) -> (Time, u64) {
+        let refused = self.refused_until(now, window, refused_rng);
+        self.paused_since = NEVER;
+        let next = match self.arrival {
+            Arrival::Poisson => now + self.next_gap(),
+            Arrival::Periodic => {
+                let period = self.period();
+                self.last_arrival + (now - self.last_arrival).div_ceil(period).max(1) * period
+            }
+        };
+        (next, refused)
+    }
+
+    /// Arrivals refused inside `window` from the start of the pause until `now` (exclusive).
+    pub fn refused_until(&self, now: Time, window: &Window, refused_rng: &mut Pcg64Mcg) -> u64 {
+        let from = self.paused_since;
+        match self.arrival {
+            Arrival::Poisson => {
+                let mean = window.overlap(from, now) as f64 / self.mean_gap_ps.expect("open-loop source");
+                if mean > 0.0 {
+                    rand_distr::Poisson::new(mean).map_or(0, |d| refused_rng.sample(d) as u64)
+                } else {
+                    0
+                }
+            }
+            Arrival::Periodic => {
+                // Grid points last_arrival + j * period, j >= 1, before `now` and inside the window.
+                let (p, period) = (self.last_arrival, self.period());
+                let after = |t: Time| if t > p { (t - p).div_ceil(period) } else { 0 };
+                let first = after(window.start).max(1);
+                let end = after(window.end).min(after(now));
+                end.saturating_sub(first)
+            }
+        }
+    }
+
+    fn period(&self) -> Time {
+        (self.mean_gap_ps.expect("open-loop source").round() as Time).max(1)
     }
 
     /// Random phase for the first message, so periodic sources do not fire in lockstep.
