@@ -64,8 +64,8 @@ struct PortState {
     /// More returns wait behind it, in `returns`.
     returns_behind: bool,
     arb: ArbState,
-    /// Input port feeding the packet now on this port's wire (NONE for an HCA's own packets).
-    tx_input: u32,
+    /// Queue (input, VL; or HCA send queue) feeding the packet now on this port's wire.
+    tx_queue: u32,
     /// Port at the other end of the cable (NONE if uncabled).
     peer: u32,
     /// The switch this port belongs to (NONE for an HCA port) and its number there.
@@ -79,8 +79,6 @@ struct PortState {
     /// so a same-instant poke cannot start a new packet before the old one's input is released).
     transmitting: bool,
     credit_waiting: bool,
-    /// As an input: feeding an output until that output's TxEnd (one output at a time).
-    input_busy: bool,
     /// Packets sent from here are delivered: the peer is an HCA.
     peer_is_host: bool,
 }
@@ -194,7 +192,7 @@ impl Simulation {
                     next_return_vl: 0,
                     returns_behind: false,
                     arb: ArbState::default(),
-                    tx_input: NONE,
+                    tx_queue: NONE,
                     peer,
                     switch: if g.is_host(node) { NONE } else { node - g.hosts },
                     local: g.local_port(p as u32),
@@ -202,7 +200,6 @@ impl Simulation {
                     stalled_mask: 0,
                     transmitting: false,
                     credit_waiting: false,
-                    input_busy: false,
                     peer_is_host: peer != NONE && g.is_host(g.port_node[peer as usize]),
                 }
             })
@@ -352,9 +349,8 @@ impl Simulation {
         }
         if let Some((EventKind::TxEnd | EventKind::Wake, port)) = self.events.upcoming(1) {
             let ps = &self.ports[port as usize];
-            if ps.tx_input != NONE {
-                prefetch(&self.ports[ps.tx_input as usize]);
-                prefetch(&self.queues[(ps.tx_input * self.vls) as usize]);
+            if ps.tx_queue != NONE {
+                prefetch(&self.queues[ps.tx_queue as usize]);
             }
             if ps.request_mask != 0 {
                 prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
@@ -494,7 +490,7 @@ impl Simulation {
             self.queues[last as usize].next_request = q;
         }
         self.ports[out_port as usize].request_mask |= 1 << out_vl;
-        if !self.ports[out_port as usize].transmitting && (input == NONE || !self.ports[input as usize].input_busy) {
+        if !self.ports[out_port as usize].transmitting && !self.queues[q as usize].busy {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
     }
@@ -570,18 +566,14 @@ impl Simulation {
 
     fn on_tx_end(&mut self, port: u32) {
         self.ports[port as usize].transmitting = false;
-        let input = self.ports[port as usize].tx_input;
-        if input != NONE {
-            self.ports[input as usize].input_busy = false;
-            // The input is free again: its other VLs' heads may now go to their outputs.
-            for v in 0..self.vls {
-                let queue = &self.queues[(input * self.vls + v) as usize];
-                if queue.head != NONE {
-                    let out = queue.out_port;
-                    if out != port && !self.ports[out as usize].transmitting {
-                        self.try_send(out);
-                    }
-                }
+        let q = self.ports[port as usize].tx_queue;
+        let queue = &mut self.queues[q as usize];
+        queue.busy = false;
+        // The queue's next packet may now go, possibly to another output.
+        if queue.head != NONE {
+            let out = queue.out_port;
+            if out != port && !self.ports[out as usize].transmitting {
+                self.try_send(out);
             }
         }
         self.try_send(port);
@@ -663,8 +655,7 @@ impl Simulation {
                 if r.head_eligible_at > now {
                     next_eligible = next_eligible.min(r.head_eligible_at);
                 } else {
-                    let input = self.queue_input(q);
-                    if input == NONE || !self.ports[input as usize].input_busy {
+                    if !r.busy {
                         if r.head_credits as u32 > available {
                             stalled = true;
                         } else {
@@ -734,13 +725,12 @@ impl Simulation {
         ps.arb.charge(grant, wire);
         ps.transmitting = true;
         ps.credit_waiting = false;
-        ps.tx_input = input;
+        ps.tx_queue = q;
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
 
         if input != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
-            self.ports[input as usize].input_busy = true;
             let upstream = self.ports[input as usize].peer;
             let in_vl = (q % self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
@@ -751,6 +741,7 @@ impl Simulation {
                 s.injected_wire_bytes += wire as u64;
             }
         }
+        self.queues[q as usize].busy = true;
         if self.queues[q as usize].head != NONE {
             self.register_head(q);
         }
@@ -1004,9 +995,7 @@ impl Simulation {
                 while q != NONE {
                     let queue = &self.queues[q as usize];
                     let pk = &self.packets.items[queue.head as usize];
-                    let input = self.queue_input(q);
-                    let input_free = input == NONE || !self.ports[input as usize].input_busy;
-                    if pk.eligible_at <= self.now && input_free && (pk.credits as u32) <= credits[v as usize] {
+                    if pk.eligible_at <= self.now && !queue.busy && (pk.credits as u32) <= credits[v as usize] {
                         out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
                     }
                     q = queue.next_request;

@@ -89,11 +89,14 @@ pub struct Queue {
     pub head_eligible_at: Time,
     pub head_credits: u16,
     pub out_vl: u8,
+    /// A packet from this queue is still being sent (its tail has not left the buffer), so the
+    /// next one cannot start yet. Per queue, i.e. per (input, VL): see docs/design/engine.md.
+    pub busy: bool,
 }
 
 impl Queue {
     pub const EMPTY: Queue =
-        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0 };
+        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false };
 
     /// Appends; returns true when the packet became the head.
     #[inline]
