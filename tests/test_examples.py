@@ -1,0 +1,21 @@
+"""Every example scenario is valid and describes its fabric (running them is the user's call)."""
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from qoslab.cli import app
+
+EXAMPLES = sorted((Path(__file__).parent.parent / "examples").glob("*/scenario.toml"))
+
+
+def test_there_are_examples():
+    assert EXAMPLES
+
+
+@pytest.mark.parametrize("scenario", EXAMPLES, ids=lambda p: p.parent.name)
+def test_example_checks(scenario):
+    result = CliRunner().invoke(app, ["check", str(scenario)])
+    assert result.exit_code == 0, result.output
+    assert (scenario.parent / "README.md").exists()
