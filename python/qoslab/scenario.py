@@ -314,6 +314,7 @@ class Scenario(_Table):
     run: Run = Field(default_factory=Run)
 
     _source: str | None = PrivateAttr(default=None)
+    _placements: list[list[int]] = PrivateAttr(default_factory=list)
 
     def __init__(self, **data: Any):
         # Scenario(**dict) reports problems the same way a file does.
@@ -422,8 +423,8 @@ class Scenario(_Table):
         return [job.name if job.name is not None else f"job{i}" for i, job in enumerate(self.jobs)]
 
     def placements(self) -> list[list[int]]:
-        """The hosts of every job, in rank order (see placement.py)."""
-        return place_jobs(self.jobs, self.host_count(), self.topology.hosts_per_leaf(), self.seed)
+        """The hosts of every job, in rank order (see placement.py); placed once, at validation."""
+        return self._placements
 
     def to_engine_config(self) -> dict[str, Any]:
         """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""
@@ -498,7 +499,7 @@ class Scenario(_Table):
             if names.index(name) != i:
                 raise problem(f"job name {name!r} is used twice", f"jobs[{i}].name")
         try:
-            self.placements()
+            self._placements = place_jobs(self.jobs, self.host_count(), self.topology.hosts_per_leaf(), self.seed)
         except PlacementError as error:
             raise problem(error.message, error.key) from None
         data_vls = self.fabric.data_vls

@@ -2,32 +2,11 @@
 //! awkward job sizes, with packets and credits conserved. (The unit tests in
 //! src/mpi/skeletons.rs check message balance and byte formulas without the fabric.)
 
-use qoslab_engine::{EngineConfig, RunStatus, Simulation};
+mod common;
+
+use common::{config, job, run, with_collectives};
+use qoslab_engine::{RunStatus, Simulation};
 use serde_json::{json, Value};
-
-/// A single 32-host switch with EDR-like defaults and the given jobs (as in tests/mpi_jobs.rs).
-fn config(jobs: Value) -> EngineConfig {
-    let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
-    let port = json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
-    let v = json!({
-        "seed": 1,
-        "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
-                   "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
-        "topology": {"kind": "single-switch", "hosts": 32},
-        "routing": {"algorithm": "dmodk"},
-        "qos": {"ca": port, "swe": port},
-        "traffic": [],
-        "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "record_messages": false},
-        "jobs": jobs,
-        "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
-    });
-    EngineConfig::from_json(&v.to_string()).unwrap()
-}
-
-fn job(name: &str, hosts: Vec<u32>, rpn: u32, workload: Value, allreduce: &str, alltoall: &str) -> Value {
-    json!({"name": name, "hosts": hosts, "ranks_per_node": rpn, "sl": 0, "restart": false, "workload": workload,
-           "collectives": {"allreduce": allreduce, "alltoall": alltoall}})
-}
 
 /// Small configurations of every skeleton (1-2 iterations, small sizes).
 fn skeletons() -> Vec<Value> {
@@ -47,13 +26,6 @@ fn skeletons() -> Vec<Value> {
     ]
 }
 
-fn run(cfg: EngineConfig) -> (Simulation, Value) {
-    let mut sim = Simulation::new(cfg).unwrap();
-    sim.run(&mut || false);
-    let out = sim.output(false).unwrap();
-    (sim, out.summary)
-}
-
 #[test]
 fn every_skeleton_completes_with_packets_and_credits_conserved() {
     // 16 ranks on 16 hosts (power of two, square), 24 ranks on 12 hosts x 2 (neither, with
@@ -66,7 +38,7 @@ fn every_skeleton_completes_with_packets_and_credits_conserved() {
     for w in skeletons() {
         for (hosts, rpn, allreduce, alltoall) in &layouts {
             let ranks = hosts.len() as u32 * rpn;
-            let (sim, s) = run(config(json!([job("j", hosts.clone(), *rpn, w.clone(), allreduce, alltoall)])));
+            let (sim, s) = run(config(json!([with_collectives(job("j", hosts.clone(), *rpn, w.clone()), allreduce, alltoall)])));
             assert_eq!(*sim.status(), RunStatus::Completed, "{w} on {ranks} ranks: {:?}", sim.status());
             let j = &s["jobs"]["j"];
             assert_eq!(j["completed"], true, "{w} on {ranks} ranks");
@@ -81,11 +53,9 @@ fn every_skeleton_completes_with_packets_and_credits_conserved() {
 #[test]
 fn two_skeletons_share_the_fabric() {
     // Interference: a NAS FT job and a HACC job side by side, both completing.
-    let ft = job("ft", (0..16).collect(), 1, json!({"kind": "nas-ft", "class": "S", "iterations": 2, "compute_us": 0.0}),
-                 "recursive-doubling", "pairwise");
+    let ft = job("ft", (0..16).collect(), 1, json!({"kind": "nas-ft", "class": "S", "iterations": 2, "compute_us": 0.0}));
     let hacc = job("hacc", (16..32).collect(), 1,
-                   json!({"kind": "hacc", "particles_per_rank": 32768, "overload": 3, "iterations": 2, "compute_us": 0.0}),
-                   "recursive-doubling", "pairwise");
+                   json!({"kind": "hacc", "particles_per_rank": 32768, "overload": 3, "iterations": 2, "compute_us": 0.0}));
     let (sim, s) = run(config(json!([ft, hacc])));
     assert_eq!(*sim.status(), RunStatus::Completed, "{:?}", sim.status());
     assert_eq!(s["jobs"]["ft"]["completed"], true);
@@ -95,8 +65,7 @@ fn two_skeletons_share_the_fabric() {
 
 #[test]
 fn a_bad_skeleton_parameter_is_a_config_error_naming_the_job() {
-    let bad = job("j", vec![0, 1], 1, json!({"kind": "nas-mg", "class": "Q", "iterations": 1, "compute_us": 0.0}),
-                  "recursive-doubling", "pairwise");
+    let bad = job("j", vec![0, 1], 1, json!({"kind": "nas-mg", "class": "Q", "iterations": 1, "compute_us": 0.0}));
     let err = Simulation::new(config(json!([bad]))).err().expect("class Q rejected");
     let text = format!("{err:?}");
     assert!(text.contains("jobs[0].workload") && text.contains("Q"), "{text}");

@@ -315,10 +315,6 @@ impl Mpi {
         })
     }
 
-    pub fn has_jobs(&self) -> bool {
-        !self.jobs.is_empty()
-    }
-
     /// Every job has completed at least once: the run is over.
     pub fn all_completed_once(&self) -> bool {
         self.jobs_completed_once == self.jobs.len() as u32
@@ -539,6 +535,7 @@ impl Mpi {
                     r.collective_ops.clear();
                     r.collective_pc = 0;
                 }
+                // Generators never emit it and traces are split at it (see next_op).
                 Op::IterationEnd => {}
             }
         }
@@ -740,13 +737,9 @@ impl Mpi {
         &self.jobs[job as usize].name
     }
 
-    pub fn job_count(&self) -> usize {
-        self.jobs.len()
-    }
-
-    /// (job, rank within job, host) of every rank, for the ranks table.
-    pub fn rank_hosts(&self) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
-        self.ranks.iter().map(|r| (r.job, r.local, r.host))
+    /// The host rank `rank` of job `job` runs on.
+    pub fn host_of(&self, job: u32, rank: u32) -> u32 {
+        self.ranks[(self.jobs[job as usize].first_rank + rank) as usize].host
     }
 }
 

@@ -17,7 +17,8 @@ use std::collections::HashMap;
 pub trait Program: Send {
     /// Iterations per job run.
     fn iterations(&self) -> u32;
-    /// Appends rank `rank`'s ops for iteration `iter`; the engine appends the IterationEnd.
+    /// Appends rank `rank`'s ops for iteration `iter` to an empty `out`; the iteration ends when
+    /// the rank has run them all.
     fn iteration(&mut self, rank: u32, iter: u32, out: &mut Vec<Op>);
 }
 

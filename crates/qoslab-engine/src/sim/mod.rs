@@ -393,20 +393,7 @@ impl Simulation {
         let dst = src.next_destination(&self.tables[src.traffic as usize]);
         src.queued += 1;
         let (host, sl, bytes, class) = (src.host, src.sl, src.message_bytes, src.traffic);
-        self.inject(Message {
-            src: host,
-            dst,
-            source: s,
-            mpi: NONE,
-            notify_injected: false,
-            class,
-            sl,
-            bytes,
-            created: self.now,
-            last_delivery: 0,
-            packets_left: 0,
-            packets_unsent: 0,
-        });
+        self.inject(Message { source: s, ..Message::new(host, dst, sl, bytes, class, self.now) });
     }
 
     /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
@@ -952,20 +939,8 @@ pub enum RunStatus {
 impl Transport for Simulation {
     fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool) {
         let class = (self.tables.len() as u32 + job) as u16;
-        self.inject(Message {
-            src: src_host,
-            dst: dst_host,
-            source: NONE,
-            mpi: message,
-            notify_injected,
-            class,
-            sl,
-            bytes,
-            created: self.now,
-            last_delivery: 0,
-            packets_left: 0,
-            packets_unsent: 0,
-        });
+        let m = Message::new(src_host, dst_host, sl, bytes, class, self.now);
+        self.inject(Message { mpi: message, notify_injected, ..m });
     }
 
     fn schedule_arrival(&mut self, at: Time, message: u32) {

@@ -139,17 +139,10 @@ impl Simulation {
 /// waited inside MPI.
 fn rank_columns(mpi: &Mpi) -> Vec<Column> {
     let r = &mpi.records;
-    let hosts: Vec<Vec<u32>> = {
-        let mut per_job = vec![Vec::new(); mpi.job_count()];
-        for (job, _, host) in mpi.rank_hosts() {
-            per_job[job as usize].push(host);
-        }
-        per_job
-    };
     vec![
         column("job", "<u4", r.iter().map(|x| x.job), u32::to_le_bytes),
         column("rank", "<u4", r.iter().map(|x| x.rank), u32::to_le_bytes),
-        column("host", "<u4", r.iter().map(|x| hosts[x.job as usize][x.rank as usize]), u32::to_le_bytes),
+        column("host", "<u4", r.iter().map(|x| mpi.host_of(x.job, x.rank)), u32::to_le_bytes),
         column("run", "<u4", r.iter().map(|x| x.run), u32::to_le_bytes),
         column("iteration", "<u4", r.iter().map(|x| x.iteration), u32::to_le_bytes),
         column("start_ns", "<f8", r.iter().map(|x| ps_to_ns(x.start)), f64::to_le_bytes),

@@ -43,6 +43,27 @@ pub struct Message {
     pub packets_unsent: u32,
 }
 
+impl Message {
+    /// A message from neither a source nor the MPI layer yet (callers set one); `inject` fills
+    /// in the packet counts.
+    pub fn new(src: u32, dst: u32, sl: u8, bytes: u64, class: u16, created: Time) -> Message {
+        Message {
+            src,
+            dst,
+            source: NONE,
+            mpi: NONE,
+            notify_injected: false,
+            class,
+            sl,
+            bytes,
+            created,
+            last_delivery: 0,
+            packets_left: 0,
+            packets_unsent: 0,
+        }
+    }
+}
+
 /// Slab allocator: freed slots are reused, so steady state allocates nothing per packet.
 pub struct Slab<T> {
     pub items: Vec<T>,
