@@ -164,6 +164,9 @@ def from_validation_error(
         for part in loc:
             if cleaned and (str(cleaned[-1]), str(part)) in skips:
                 continue
+            # ("[]", tag): a union tag inside a list of tables (policies[0].per-rank.fraction)
+            if cleaned and isinstance(cleaned[-1], int) and ("[]", str(part)) in skips:
+                continue
             cleaned.append(part)
         err = {**err, "loc": tuple(cleaned)}
         entry = _describe(err, keys)

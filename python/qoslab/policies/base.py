@@ -1,0 +1,136 @@
+"""What every QoS policy is: a named, parameterised object that turns a placed scenario into the
+scenario to simulate (job SLs, per-message SL rules, the fabric's QoS tables).
+
+Policies act between engine calls: what must happen per message is an ``sl_policy`` the engine
+runs (docs/jobs.md); what needs earlier results (a profiling run, the jobs alone) reads them from
+the ``PolicyContext`` the study runner fills in.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Annotated, Any, ClassVar
+
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from qoslab.policies.arbitration import Arbitration
+
+# What a policy may need before it can be applied (the runner provides it).
+NEEDS_PROFILE = "profile"  # the "default" policy's shared run of the same repetition
+NEEDS_ALONE = "alone"  # every job's alone run of the same repetition
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+@dataclass
+class AloneRun:
+    runtime_us: float | None
+    iterations: pd.DataFrame  # rank, iteration, time_ns, mpi_wait_ns (the job's first run)
+    levels: pd.DataFrame  # level, direction, bytes, links_used, busy_ns (see sweep/execute.py)
+    link_gbps: float
+
+
+@dataclass
+class PolicyContext:
+    """What a policy may read when it is applied to one repetition."""
+
+    repetition: int
+    seed: int
+    jobs: list[str]
+    ranks: dict[str, int]
+    data_vls: int
+    profile: pd.DataFrame | None = None  # iterations of the default shared run
+    alone: dict[str, AloneRun] = field(default_factory=dict)
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be applied to the study's scenario (key relative to the policy)."""
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+
+class Policy(_Table):
+    kind: str
+    name: str | None = None  # None: derived from the kind and parameters (see label())
+
+    needs: ClassVar[frozenset[str]] = frozenset()
+
+    def label(self) -> str:
+        return self.name or self.default_name()
+
+    def default_name(self) -> str:
+        return self.kind
+
+    def describe(self) -> str:
+        """One line for the report: what the policy does."""
+        return self.kind
+
+    def required(self) -> frozenset[str]:
+        """What this instance needs before apply (may depend on its parameters)."""
+        return self.needs
+
+    def expand(self, jobs: list[str]) -> list["Policy"]:
+        """The concrete policies this entry stands for (several for "every assignment")."""
+        return [self]
+
+    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+        """Raises PolicyError if the policy cannot run on the study's jobs and fabric."""
+
+    def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class Arbitrated(Policy):
+    """A policy that owns the fabric's QoS tables: its priority levels are SLs 0..n-1, SL v on
+    VL v, with ``weights`` (64-byte units, any size), ``high`` VLs and ``high_limit``."""
+
+    weights: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)]
+    high: list[Annotated[int, Field(ge=0, le=14)]] = Field(default_factory=list)
+    high_limit: Annotated[int, Field(ge=0, le=255)] = 0
+
+    @model_validator(mode="after")
+    def _arbitration_expressible(self) -> "Arbitrated":
+        self.arbitration()  # raises with the key named
+        return self
+
+    def arbitration(self) -> Arbitration:
+        return Arbitration(weights=list(self.weights), high=list(self.high), high_limit=self.high_limit)
+
+    def check_levels(self, data_vls: int, levels: int | None = None) -> None:
+        levels = self.arbitration().levels if levels is None else levels
+        if levels > data_vls:
+            raise PolicyError(
+                "weights",
+                f"the policy uses {levels} SLs, each on its own VL, but the fabric has only {data_vls} "
+                f"data VLs (fabric.data_vls = {data_vls}); use fewer levels or more VLs",
+            )
+
+
+def with_jobs(scenario: dict[str, Any], qos: dict[str, Any] | None, per_job: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of a placed scenario with new QoS tables (None: keep them) and job keys set per job
+    name; every job not named goes back to SL 0 with the plain per-job rule."""
+    out = copy.deepcopy(scenario)
+    if qos is not None:
+        out["qos"] = qos
+    for job in out.get("jobs", []):
+        job["sl"] = 0
+        job.pop("sl_policy", None)  # absent: every message at the job's SL
+        job.update(per_job.get(job["name"], {}))
+    return out
+
+
+def check_jobs_known(key: str, named: list[str], jobs: list[str]) -> None:
+    for name in named:
+        if name not in jobs:
+            raise PolicyError(key, f"no job named {name!r} in the study's scenario (jobs: {', '.join(jobs)})")
+
+
+def weights_field(default: list[int]) -> Any:
+    return Field(default_factory=lambda: list(default), min_length=1, max_length=15)

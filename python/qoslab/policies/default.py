@@ -1,0 +1,17 @@
+"""The baseline: every job on SL 0, the scenario's own QoS tables untouched."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from qoslab.policies.base import Policy, PolicyContext, with_jobs
+
+
+class Default(Policy):
+    kind: Literal["default"]
+
+    def describe(self) -> str:
+        return "every job on SL 0 (the baseline)"
+
+    def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
+        return with_jobs(scenario, None, {})

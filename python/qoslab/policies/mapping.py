@@ -1,0 +1,89 @@
+"""Application-to-VL mapping by per-level bandwidth utilisation (Jokanovic et al., reconstructed
+in science.md 3.4): measure how hard each job alone loads each level of the tree, then keep the
+jobs that load the upper levels apart, each on its own VL.
+
+Utilisation of job a at level l: the bytes a sends up through level-l links (from level l-1 to
+level l), divided by T_alone(a) x the link rate x the number of level-l up-links a used: how busy
+the links it touches are, on average, while it runs alone.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from qoslab.policies.arbitration import Arbitration
+from qoslab.policies.base import NEEDS_ALONE, AloneRun, Policy, PolicyContext, PolicyError, with_jobs
+
+
+def level_utilisation(alone: AloneRun) -> dict[int, float]:
+    """{level: utilisation in [0, 1]} of the up-links of each level for one job run alone."""
+    if alone.runtime_us is None or alone.runtime_us <= 0:
+        return {}
+    up = alone.levels[alone.levels["direction"] == "up"]
+    bytes_per_ns = alone.link_gbps / 8.0
+    out = {}
+    for row in up.itertuples():
+        capacity = alone.runtime_us * 1000.0 * bytes_per_ns * max(int(row.links_used), 1)
+        out[int(row.level)] = float(row.bytes) / capacity
+    return out
+
+
+class VlMapping(Policy):
+    kind: Literal["vl-mapping"]
+    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL
+    # "spread-by-load": jobs ordered by top-level utilisation, VLs dealt round robin (heavy jobs
+    # never share while there are enough VLs); "separate-heavy": jobs at or above `threshold` at
+    # the top level each get a VL of their own, the light ones share the last VL.
+    rule: Literal["spread-by-load", "separate-heavy"] = "spread-by-load"
+    threshold: Annotated[float, Field(gt=0, le=1)] = 0.25
+    # "equal", or a weight per VL (VL0 first: with "spread-by-load" VL0 carries the heaviest job).
+    weights: Literal["equal"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)] = "equal"
+
+    needs = frozenset({NEEDS_ALONE})
+
+    def default_name(self) -> str:
+        weights = self.weights if self.weights == "equal" else ":".join(map(str, self.weights))
+        return f"vl-mapping[{self.rule},{weights}]"
+
+    def describe(self) -> str:
+        return f"jobs mapped to VLs by per-level utilisation alone ({self.rule}), weights {self.weights}"
+
+    def count(self, data_vls: int) -> int:
+        if isinstance(self.weights, list):
+            return len(self.weights)
+        return self.vls or data_vls
+
+    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+        if isinstance(self.weights, list) and self.vls is not None and len(self.weights) != self.vls:
+            raise PolicyError("weights", f"expected {self.vls} weights (one per VL), got {len(self.weights)}")
+        if self.count(data_vls) > data_vls:
+            raise PolicyError("vls", f"{self.count(data_vls)} VLs, but the fabric has {data_vls} data VLs (fabric.data_vls)")
+
+    def mapping(self, ctx: PolicyContext) -> dict[str, int]:
+        """{job: VL} from the jobs' alone runs."""
+        n = self.count(ctx.data_vls)
+        top: dict[str, float] = {}
+        for job in ctx.jobs:
+            alone = ctx.alone.get(job)
+            if alone is None:
+                raise PolicyError("", f"the alone run of job {job!r} is missing")
+            levels = level_utilisation(alone)
+            top[job] = levels[max(levels)] if levels else 0.0
+        order = sorted(ctx.jobs, key=lambda j: (-top[j], ctx.jobs.index(j)))
+        if self.rule == "spread-by-load" or n == 1:
+            return {job: i % n for i, job in enumerate(order)}
+        heavy = [j for j in order if top[j] >= self.threshold]
+        light = [j for j in order if top[j] < self.threshold]
+        if not light:
+            return {job: i % n for i, job in enumerate(order)}
+        mapping = {job: i % (n - 1) for i, job in enumerate(heavy)}
+        mapping.update({job: n - 1 for job in light})
+        return mapping
+
+    def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
+        n = self.count(ctx.data_vls)
+        weights = [64] * n if self.weights == "equal" else list(self.weights)
+        arbitration = Arbitration(weights=weights)
+        return with_jobs(scenario, arbitration.qos(), {job: {"sl": vl} for job, vl in self.mapping(ctx).items()})

@@ -1,0 +1,173 @@
+"""The study file as pydantic models: a base scenario with jobs, the policies to compare, the
+repetitions, and where the runs execute. Everything is checked before any simulation starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+
+from qoslab.errors import ScenarioError, from_validation_error, problem
+from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyError
+from qoslab.policies.base import Policy as PolicyBase
+from qoslab.scenario import Scenario, read_toml
+
+
+class _Table(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ExecutorConfig(_Table):
+    """Where runs execute: "local" worker processes (default: one per core), an existing "dask"
+    scheduler, or a "slurm" allocation made by dask-jobqueue with the [executor.slurm] keys."""
+
+    kind: Literal["local", "dask", "slurm"] = "local"
+    workers: Annotated[int, Field(ge=0)] = 0  # local: processes (0: every core); slurm: Slurm jobs (0: 1)
+    scheduler: str | None = None  # dask: the scheduler's address, e.g. "tcp://10.0.0.1:8786"
+    slurm: dict[str, Any] = Field(default_factory=dict)  # dask_jobqueue.SLURMCluster keywords
+
+    @model_validator(mode="after")
+    def _keys_of_kind(self) -> "ExecutorConfig":
+        if self.kind == "dask" and not self.scheduler:
+            raise problem('kind = "dask" needs the scheduler address (scheduler = "tcp://host:8786")', "scheduler")
+        if self.kind != "dask" and self.scheduler:
+            raise problem(f'scheduler is only used with kind = "dask" (kind is {self.kind!r})', "scheduler")
+        if self.kind != "slurm" and self.slurm:
+            raise problem(f'slurm is only used with kind = "slurm" (kind is {self.kind!r})', "slurm")
+        return self
+
+
+class Study(_Table):
+    name: str | None = None
+    description: str | None = None
+    # The base scenario: a file (relative to the study file) or an inline table. Its jobs are the
+    # ones compared; their placement is drawn once per repetition and shared by every run of it.
+    scenario: str | dict[str, Any]
+    repetitions: Annotated[int, Field(ge=1, le=10000)] = 1  # repetition r uses seed = scenario seed + r
+    seeds: list[Annotated[int, Field(ge=0, lt=2**64)]] | None = None  # explicit seeds instead
+    policies: Annotated[list[AnyPolicy], Field(min_length=1)]
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    _source: str | None = PrivateAttr(default=None)
+    _base: Scenario | None = PrivateAttr(default=None)
+    _expanded: list[Policy] = PrivateAttr(default_factory=list)
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _study_error(error, None) from None
+
+    # -- construction --------------------------------------------------------------------------
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "Study":
+        if not isinstance(data, dict):
+            raise ScenarioError([("", "expected a table of study keys")], source)
+        try:
+            study = cls(**data)
+        except ScenarioError as error:
+            raise error.with_source(source) from None
+        study._source = source
+        study._prepare()
+        return study
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> "Study":
+        return cls.from_dict(read_toml(path), str(path))
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    # -- derived -------------------------------------------------------------------------------
+
+    def base(self) -> Scenario:
+        assert self._base is not None
+        return self._base
+
+    def scenario_source(self) -> str | None:
+        """The file the base scenario comes from (relative paths inside it are relative to it)."""
+        if isinstance(self.scenario, str):
+            return str(self._resolve(self.scenario))
+        return self._source
+
+    def seed_list(self) -> list[int]:
+        if self.seeds is not None:
+            return list(self.seeds)
+        base = self.base().seed
+        return [base + r for r in range(self.repetitions)]
+
+    def concrete_policies(self) -> list[Policy]:
+        """The policies after expansion ("every assignment"), the default baseline first."""
+        return list(self._expanded)
+
+    def title(self) -> str:
+        return self.name or (Path(self._source).stem if self._source else "qoslab study")
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _resolve(self, path: str) -> Path:
+        base = Path(self._source).parent if self._source else Path.cwd()
+        return (base / path) if not Path(path).is_absolute() else Path(path)
+
+    def _prepare(self) -> None:
+        """Loads the base scenario and checks every policy against it: all before any run."""
+        if isinstance(self.scenario, str):
+            base = Scenario.from_toml(self._resolve(self.scenario))
+        else:
+            try:
+                base = Scenario.from_dict(self.scenario, self._source)
+            except ScenarioError as error:
+                raise ScenarioError([(f"scenario.{k}" if k else "scenario", m) for k, m in error.problems], self._source) from None
+        if not base.jobs:
+            raise self._error("scenario", "nothing to compare: the scenario has no [[jobs]] (a study compares MPI jobs)")
+        if self.seeds is not None and "repetitions" in self.model_fields_set:
+            raise self._error("seeds", "give either repetitions or seeds, not both")
+        self._base = base
+        jobs = base.job_names()
+        ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
+        expanded: list[Policy] = []
+        for i, policy in enumerate(self.policies):
+            try:
+                concrete = policy.expand(jobs)
+                for each in concrete:
+                    each.check(jobs, ranks, base.fabric.data_vls)
+            except PolicyError as error:
+                raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
+            expanded.extend(concrete)
+        labels = [p.label() for p in expanded]
+        for i, label in enumerate(labels):
+            if labels.index(label) != i:
+                raise self._error("policies", f"two policies are both named {label!r}; give one a name")
+        if "default" not in labels:
+            # The baseline every comparison needs (and the per-rank policies' profiling run).
+            expanded.insert(0, Default(kind="default"))
+        else:
+            expanded.insert(0, expanded.pop(labels.index("default")))
+        self._expanded = expanded
+
+    def _error(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError([(key, message)], self._source)
+
+
+_STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {(): Study, ("executor",): ExecutorConfig}
+
+
+def _allowed(parent: tuple[Any, ...]) -> list[str] | None:
+    names = tuple(p for p in parent if isinstance(p, str))
+    if names[:1] == ("policies",) and len(names) == 2:
+        from qoslab import policies as module
+
+        for model in (getattr(module, n) for n in module.__all__):
+            if isinstance(model, type) and issubclass(model, PolicyBase) and "kind" in model.model_fields:
+                args = getattr(model.model_fields["kind"].annotation, "__args__", ())
+                if args and args[0] == names[1]:
+                    return list(model.model_fields)
+    model = _STUDY_TABLES.get(names)
+    return list(model.model_fields) if model else None
+
+
+def _study_error(error: ValidationError, source: str | None) -> ScenarioError:
+    return from_validation_error(error, source, skip_loc=[("[]", kind) for kind in POLICY_KINDS], allowed=_allowed)

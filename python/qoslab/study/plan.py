@@ -1,0 +1,93 @@
+"""The runs a study needs: per repetition, the jobs placed once (so every run of the repetition
+uses the same hosts), each job alone, and all jobs together under each policy."""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from qoslab.policies import AloneRun, Policy, PolicyContext
+from qoslab.scenario import Scenario
+from qoslab.study.model import Study
+from qoslab.sweep.execute import RunSpec, run_id
+
+ALONE = "alone"
+
+
+@dataclass
+class Repetition:
+    index: int
+    seed: int
+    scenario: dict[str, Any]  # resolved: every job on explicit hosts
+    jobs: list[str]
+    ranks: dict[str, int]
+
+
+class StudyPlan:
+    def __init__(self, study: Study):
+        self.study = study
+        self.source = study.scenario_source()
+        base = study.base()
+        data = base.model_dump(exclude_unset=True)
+        data.setdefault("topology", {"kind": base.topology.kind})
+        self.data_vls = base.fabric.data_vls
+        self.link_gbps = float(base.fabric.link_gbps)
+        self.repetitions = []
+        for index, seed in enumerate(study.seed_list()):
+            placed = Scenario.from_dict({**data, "seed": seed}, self.source)
+            resolved = placed.resolved()
+            names = placed.job_names()
+            ranks = {n: len(h) * j.ranks_per_node for n, h, j in zip(names, placed.placements(), placed.jobs)}
+            self.repetitions.append(Repetition(index, seed, resolved, names, ranks))
+
+    def context(self, rep: Repetition) -> PolicyContext:
+        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls)
+
+    def alone_spec(self, rep: Repetition, job: str) -> RunSpec:
+        scenario = copy.deepcopy(rep.scenario)
+        scenario["jobs"] = [j for j in scenario["jobs"] if j["name"] == job]
+        scenario["traffic"] = []  # alone means alone: no open-loop background either
+        only = scenario["jobs"][0]
+        only["sl"] = 0
+        only.pop("sl_policy", None)
+        return self._spec(rep, ALONE, "alone", job, scenario)
+
+    def alone_specs(self) -> list[RunSpec]:
+        return [self.alone_spec(rep, job) for rep in self.repetitions for job in rep.jobs]
+
+    def shared_spec(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> RunSpec:
+        """The shared run of `policy`; raises PolicyError if the policy cannot be applied."""
+        return self._spec(rep, policy.label(), "shared", None, policy.apply(rep.scenario, ctx))
+
+    def failed_spec(self, rep: Repetition, policy: Policy) -> RunSpec:
+        """A placeholder spec for a policy that could not be applied (its record is the error)."""
+        return self._spec(rep, policy.label(), "shared", None, {"unapplied": policy.label()})
+
+    def _spec(self, rep: Repetition, policy: str, mode: str, alone_job: str | None, scenario: dict[str, Any]) -> RunSpec:
+        label = f"{mode}-{alone_job}" if alone_job else policy
+        return RunSpec(
+            run_id=run_id(rep.index, label, {**scenario, "_mode": mode}),
+            repetition=rep.index,
+            seed=rep.seed,
+            policy=policy,
+            mode=mode,
+            alone_job=alone_job,
+            scenario=scenario,
+            source=self.source,
+        )
+
+    def alone_run(self, record: dict[str, Any], job: str) -> AloneRun:
+        rows = [r for r in record["jobs"] if r["job"] == job]
+        runtime = rows[0]["runtime_us"] if rows else None
+        iterations = record["iterations"].to_pandas()
+        levels = pd.DataFrame(record["levels"], columns=["level", "direction", "bytes", "links_used", "busy_ns"])
+        return AloneRun(
+            runtime_us=None if runtime is None or (isinstance(runtime, float) and math.isnan(runtime)) else float(runtime),
+            iterations=iterations[iterations["job"] == job].reset_index(drop=True),
+            levels=levels,
+            link_gbps=self.link_gbps,
+        )

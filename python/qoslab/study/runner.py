@@ -1,0 +1,215 @@
+"""Runs a study: the jobs alone and every policy's shared run, stage by stage (policies that need
+earlier results come after them; a search runs batch by batch), each run stored the moment it
+finishes. Then the tidy tables, the analysis, the figures and the report."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import pandas as pd
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from qoslab._version import __version__
+from qoslab.policies import Policy, PolicyError, Search
+from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, PolicyContext
+from qoslab.study.model import Study
+from qoslab.study.plan import Repetition, StudyPlan
+from qoslab.sweep.execute import RunSpec, empty_iterations
+from qoslab.sweep.executors import Executor
+from qoslab.sweep.store import RunStore, write_tables
+
+CANDIDATE_MARK = "/candidate["
+
+
+@dataclass
+class StudyOutcome:
+    out: Path
+    tables: dict[str, pd.DataFrame]
+    runs_total: int
+    runs_reused: int
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    search: pd.DataFrame | None = None
+    written: list[Path] = field(default_factory=list)
+
+
+class StudyRunner:
+    def __init__(self, study: Study, out: str | Path, executor: Executor, console: Console | None = None, progress: bool = True):
+        self.study = study
+        self.out = Path(out)
+        self.executor = executor
+        self.console = console or Console(stderr=True)
+        self.show_progress = progress
+        self.store = RunStore(self.out / "runs")
+        self.plan = StudyPlan(study)
+        self.run_ids: list[str] = []
+        self.reused = 0
+        self.search_results: list[dict[str, Any]] = []
+
+    # -- running -------------------------------------------------------------------------------
+
+    def run(self) -> StudyOutcome:
+        policies = self.study.concrete_policies()
+        plain = [p for p in policies if not p.required() and not isinstance(p, Search)]
+        later = [p for p in policies if p.required() and not isinstance(p, Search)]
+        searches = [p for p in policies if isinstance(p, Search)]
+
+        first = self.plan.alone_specs()
+        for rep in self.plan.repetitions:
+            first += [self._shared(rep, policy, self.plan.context(rep)) for policy in plain]
+        self._run_stage(first, "jobs alone and policies")
+        if later:
+            specs = []
+            for rep in self.plan.repetitions:
+                ctx = self._context(rep, set().union(*(p.required() for p in later)))
+                specs += [self._shared(rep, policy, ctx) for policy in later]
+            self._run_stage(specs, "policies that use earlier runs")
+        for search in searches:
+            self._search(search)
+        return self._finish()
+
+    def _shared(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> RunSpec:
+        try:
+            return self.plan.shared_spec(rep, policy, ctx)
+        except PolicyError as error:
+            spec = self.plan.failed_spec(rep, policy)
+            self._store_failure(spec, f"policy could not be applied: {error}")
+            return spec
+
+    def _store_failure(self, spec: RunSpec, message: str) -> None:
+        row = {**spec.row(), "status": "error", "error": message, "wall_seconds": 0.0, "sim_time_ns": 0.0, "packet_hops": 0}
+        self.store.put({"run": row, "jobs": [], "levels": [], "iterations": empty_iterations()})
+
+    def _run_stage(self, specs: Sequence[RunSpec], what: str) -> None:
+        todo = []
+        for spec in specs:
+            self.run_ids.append(spec.run_id)
+            if self._finished(spec.run_id):
+                self.reused += 1
+            else:
+                todo.append(spec)
+        if not todo:
+            return
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.console, disable=not self.show_progress, transient=False,
+        ) as progress:
+            task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=len(specs), completed=len(specs) - len(todo))
+            for record in self.executor.run(todo):
+                self.store.put(record)
+                progress.advance(task)
+
+    def _finished(self, run_id: str) -> bool:
+        """Stored and not an error: errors (a bug, a lost worker) are tried again on resume;
+        deadlocks and time limits are results and are kept."""
+        if not self.store.has(run_id):
+            return False
+        return self.store.get(run_id)["run"]["status"] != "error"
+
+    def _context(self, rep: Repetition, needs: set[str]) -> PolicyContext:
+        ctx = self.plan.context(rep)
+        if NEEDS_PROFILE in needs:
+            default = next(p for p in self.study.concrete_policies() if p.label() == "default")
+            spec = self.plan.shared_spec(rep, default, ctx)
+            record = self.store.get(spec.run_id) if self.store.has(spec.run_id) else None
+            if record is not None and record["run"]["status"] in ("completed", "time_limit"):
+                frame = record["iterations"].to_pandas()
+                ctx.profile = frame
+        if NEEDS_ALONE in needs:
+            for job in rep.jobs:
+                spec = self.plan.alone_spec(rep, job)
+                if self.store.has(spec.run_id):
+                    record = self.store.get(spec.run_id)
+                    if record["run"]["status"] == "completed":
+                        ctx.alone[job] = self.plan.alone_run(record, job)
+        return ctx
+
+    # -- search --------------------------------------------------------------------------------
+
+    def _search(self, search: Search) -> None:
+        contexts = {rep.index: self._context(rep, {NEEDS_ALONE}) for rep in self.plan.repetitions}
+        jobs = self.plan.repetitions[0].jobs
+
+        def evaluate(candidates: Sequence[Policy]) -> list[float]:
+            specs = {c.label(): [self._shared(rep, c, contexts[rep.index]) for rep in self.plan.repetitions] for c in candidates}
+            self._run_stage([s for group in specs.values() for s in group], f"search {search.label()}")
+            return [self._objective(search, group, contexts) for group in specs.values()]
+
+        results = search.optimise(jobs, self.plan.data_vls, max(1, self.executor.workers), evaluate)
+        for rank, (candidate, score) in enumerate(results):
+            self.search_results.append(
+                {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
+                 "assignment": json.dumps(candidate.assignment), "weights": ":".join(map(str, candidate.weights)),
+                 "objective": search.objective, "value": score}
+            )
+
+    def _objective(self, search: Search, specs: Sequence[RunSpec], contexts: dict[int, PolicyContext]) -> float:
+        values = []
+        for spec in specs:
+            record = self.store.get(spec.run_id)
+            if record["run"]["status"] != "completed":
+                return math.inf
+            alone = contexts[spec.repetition].alone
+            shared = {r["job"]: r["runtime_us"] for r in record["jobs"]}
+            pairs = [(shared.get(job), alone[job].runtime_us if job in alone else None) for job in shared]
+            if not pairs or any(s is None or a is None or math.isnan(s) for s, a in pairs):
+                return math.inf
+            if search.objective == "total-contention":
+                values.append(sum(s - a for s, a in pairs))
+            elif search.objective == "worst-slowdown":
+                values.append(max(s / a for s, a in pairs))
+            else:
+                values.append(sum(s / a for s, a in pairs) / len(pairs))
+        return sum(values) / len(values)
+
+    # -- results -------------------------------------------------------------------------------
+
+    def _finish(self) -> StudyOutcome:
+        ids = list(dict.fromkeys(self.run_ids))
+        tables = self.store.tables(ids)
+        search = pd.DataFrame(self.search_results) if self.search_results else None
+        if search is not None:
+            tables = _with_search_winners(tables, search)
+        written = write_tables(tables, self.out)
+        if search is not None:
+            written += write_tables({"search": search}, self.out)
+        (self.out / "study.json").write_text(json.dumps(self._describe(), indent=2) + "\n")
+        written.append(self.out / "study.json")
+        runs = tables["runs"]
+        failed = runs[runs["status"] != "completed"].to_dict("records")
+        return StudyOutcome(self.out, tables, len(ids), self.reused, failed, search, written)
+
+    def _describe(self) -> dict[str, Any]:
+        return {
+            "qoslab_version": __version__,
+            "name": self.study.title(),
+            "description": self.study.description,
+            "source": self.study.source,
+            "seeds": self.study.seed_list(),
+            "policies": [{"name": p.label(), "kind": p.kind, "description": p.describe(), "parameters": p.model_dump(mode="json")}
+                         for p in self.study.concrete_policies()],
+            "base_scenario": self.plan.repetitions[0].scenario,
+        }
+
+
+def _with_search_winners(tables: dict[str, pd.DataFrame], search: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Adds each search's best candidate under the search's own name, so it compares with the
+    other policies like any of them (the candidates' own rows stay, named as candidates)."""
+    out = dict(tables)
+    for name, group in search.groupby("search", sort=False):
+        best = group.sort_values("rank").iloc[0]["candidate"]
+        for key in ("runs", "jobs", "iterations", "levels"):
+            frame = out[key]
+            winners = frame[frame["policy"] == best].copy()
+            winners["policy"] = name
+            out[key] = pd.concat([frame, winners], ignore_index=True)
+    return out
+
+
+def is_candidate(policy: str) -> bool:
+    return CANDIDATE_MARK in policy
+

@@ -1,0 +1,184 @@
+"""One run of a study, as a worker executes it: scenario in, tidy rows out. Never raises for a
+failed simulation: the failure is the record (status and error), so a study goes on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+RunRecord = dict[str, Any]  # {"run": row, "jobs": [rows], "levels": [rows], "iterations": Arrow table}
+
+_NODE = re.compile(r"^(?:H\d+|S(\d+)-\d+)$")
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One simulation of a study. `scenario` is a complete, placed scenario (jobs on explicit
+    hosts), so the same spec gives the same result wherever it runs."""
+
+    run_id: str
+    repetition: int
+    seed: int
+    policy: str  # the policy's name; "alone" for a job alone
+    mode: str  # "alone" | "shared"
+    alone_job: str | None
+    scenario: dict[str, Any]
+    source: str | None = None  # the scenario's file, for relative trace paths and messages
+
+    def row(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "repetition": self.repetition,
+            "seed": self.seed,
+            "policy": self.policy,
+            "mode": self.mode,
+            "alone_job": self.alone_job,
+        }
+
+
+def run_id(repetition: int, label: str, scenario: dict[str, Any]) -> str:
+    """Readable and content-addressed: a changed scenario or policy never reuses a stored run."""
+    digest = hashlib.sha256(json.dumps(scenario, sort_keys=True).encode()).hexdigest()[:10]
+    slug = re.sub(r"[^A-Za-z0-9.=,_-]+", "_", label).strip("_")[:60]
+    return f"r{repetition}-{slug}-{digest}"
+
+
+def execute(spec: RunSpec) -> RunRecord:
+    """Runs one spec in this process and returns its record, failed or not."""
+    from qoslab.errors import Deadlock, ScenarioError
+    from qoslab.scenario import Scenario
+    from qoslab.simulate import simulate
+
+    row = {**spec.row(), "status": "error", "error": None, "wall_seconds": 0.0, "sim_time_ns": 0.0, "packet_hops": 0}
+    result = None
+    scenario = None
+    try:
+        scenario = Scenario.from_dict(spec.scenario, spec.source)
+        result = simulate(scenario)
+        row["status"] = result.summary.get("status", "completed")
+    except Deadlock as stuck:
+        result = stuck.result
+        row.update(status="deadlock", error=str(stuck))
+    except ScenarioError as error:
+        row["error"] = str(error)
+    except KeyboardInterrupt:
+        raise
+    except Exception as error:  # a bug or engine error: recorded, the study goes on
+        last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+        where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+        row["error"] = f"{type(error).__name__}: {error}{where}"
+    if result is None:
+        return {"run": row, "jobs": [], "levels": [], "iterations": empty_iterations()}
+    summary = result.summary
+    row.update(
+        wall_seconds=float(summary.get("wall_seconds", 0.0)),
+        sim_time_ns=float(summary.get("sim_time_ns", 0.0)),
+        packet_hops=int(summary.get("packet_hops", 0)),
+    )
+    if row["status"] == "time_limit":
+        row["error"] = "time limit reached before every job completed once (run.duration_us)"
+    return {
+        "run": row,
+        "jobs": job_rows(spec, summary, scenario),
+        "levels": level_rows(spec, result.links),
+        "iterations": iteration_table(spec, result.ranks),
+    }
+
+
+def job_rows(spec: RunSpec, summary: dict[str, Any], scenario: Any) -> list[dict[str, Any]]:
+    rows = []
+    jobs = {job["name"]: job for job in spec.scenario.get("jobs", [])}
+    for name, figures in (summary.get("jobs") or {}).items():
+        job = jobs.get(name, {})
+        runtime = figures.get("runtime_us")
+        rows.append(
+            {
+                **spec.row(),
+                "job": name,
+                "workload": (job.get("workload") or {}).get("kind"),
+                "nodes": int(figures.get("nodes", 0)),
+                "ranks": int(figures.get("ranks", 0)),
+                "runtime_us": float("nan") if runtime is None else float(runtime),
+                "completed": bool(figures.get("completed", False)),
+                "runs_completed": int(figures.get("runs_completed", 0)),
+                "bytes_sent": int(figures.get("bytes_sent", 0)),
+                "mpi_wait_fraction": float(figures.get("mpi_wait_fraction", 0.0)),
+                "sl": int(job.get("sl", 0)),
+                "sl_policy": (job.get("sl_policy") or {}).get("kind", "job"),
+                "bytes_by_sl": json.dumps(figures.get("bytes_by_sl") or {}, sort_keys=True),
+                "prioritized_ranks": json.dumps(figures.get("prioritized_ranks")),
+            }
+        )
+    return rows
+
+
+def node_level(name: str) -> int | None:
+    """H<n> -> 0, S<l>-<i> -> l (fat-tree node names); None for names of other topologies."""
+    match = _NODE.match(name)
+    if not match:
+        return None
+    return int(match[1]) if match[1] else 0
+
+
+def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
+    """Bytes per tree level and direction: level l holds the links between levels l-1 and l."""
+    if links is None or links.num_rows == 0 or "src" not in links.column_names:
+        return []
+    table = links.select(["link", "src", "dst", "bytes", "busy_ns"]).to_pylist()
+    totals: dict[tuple[int, str], dict[str, Any]] = {}
+    for row in table:
+        a, b = node_level(row["src"]), node_level(row["dst"])
+        if a is None or b is None or a == b:
+            continue
+        key = (max(a, b), "up" if b > a else "down")
+        entry = totals.setdefault(key, {"bytes": 0, "busy_ns": 0.0, "links": set()})
+        entry["bytes"] += int(row["bytes"])
+        entry["busy_ns"] += float(row["busy_ns"])
+        if row["bytes"]:
+            entry["links"].add(row["link"])
+    return [
+        {**spec.row(), "level": level, "direction": direction, "bytes": e["bytes"],
+         "links_used": len(e["links"]), "busy_ns": e["busy_ns"]}
+        for (level, direction), e in sorted(totals.items())
+    ]
+
+
+ITERATION_COLUMNS = ("job", "rank", "host", "iteration", "time_ns", "mpi_wait_ns")
+
+
+def empty_iterations() -> pa.Table:
+    return pa.table(
+        {
+            "job": pa.array([], pa.string()),
+            "rank": pa.array([], pa.uint32()),
+            "host": pa.array([], pa.uint32()),
+            "iteration": pa.array([], pa.uint32()),
+            "time_ns": pa.array([], pa.float64()),
+            "mpi_wait_ns": pa.array([], pa.float64()),
+        }
+    )
+
+
+def iteration_table(spec: RunSpec, ranks: pa.Table | None) -> pa.Table:
+    """The jobs' per-rank iteration records of their first run (the one whose runtime counts)."""
+    if ranks is None or ranks.num_rows == 0:
+        return empty_iterations()
+    import pyarrow.compute as pc
+
+    first = ranks.filter(pc.equal(ranks.column("run"), 0))
+    return pa.table(
+        {
+            "job": first.column("job_name"),
+            "rank": first.column("rank"),
+            "host": first.column("host"),
+            "iteration": first.column("iteration"),
+            "time_ns": first.column("time_ns"),
+            "mpi_wait_ns": first.column("mpi_wait_ns"),
+        }
+    )

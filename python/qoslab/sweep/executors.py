@@ -1,0 +1,113 @@
+"""Where a study's runs execute: local worker processes (every core by default), or a Dask
+cluster, either an existing scheduler or a Slurm allocation through dask-jobqueue. Every
+executor yields records as runs finish, in any order; the caller stores each at once."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from typing import Any, Iterator, Protocol, Sequence
+
+from qoslab.sweep.execute import RunRecord, RunSpec, execute
+
+
+class Executor(Protocol):
+    workers: int
+
+    def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]: ...
+
+    def close(self) -> None: ...
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
+class LocalExecutor:
+    """A pool of worker processes, one engine run each at a time (the engine is single-threaded,
+    so one worker per core uses the machine). Spawned, not forked: the parent may hold threads."""
+
+    def __init__(self, workers: int = 0):
+        self.workers = workers if workers > 0 else cores()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]:
+        if not specs:
+            return
+        if self.workers == 1 or len(specs) == 1:
+            # Nothing to overlap: run here (also keeps a one-run study cheap to start).
+            for spec in specs:
+                yield execute(spec)
+            return
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+        pending: set[Future[RunRecord]] = {self._pool.submit(execute, spec) for spec in specs}
+        try:
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=id):
+                    yield future.result()
+        finally:
+            for future in pending:
+                future.cancel()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+class DaskExecutor:
+    """Runs on a Dask distributed cluster: a scheduler address, a Cluster object (a LocalCluster
+    in tests, a dask-jobqueue SLURMCluster on a machine with Slurm) or a Client."""
+
+    def __init__(self, target: Any):
+        try:
+            from distributed import Client
+        except ImportError as error:  # pragma: no cover - a dependency of qoslab
+            raise RuntimeError(f"the Dask executor needs the 'distributed' package ({error})") from error
+        self._owns_client = not isinstance(target, Client)
+        self.client = Client(target) if self._owns_client else target
+        info = self.client.scheduler_info()
+        self.workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+
+    def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]:
+        if not specs:
+            return
+        from distributed import as_completed
+
+        futures = [self.client.submit(execute, spec, pure=False, key=f"qoslab-{spec.run_id}-{os.getpid()}") for spec in specs]
+        try:
+            for future in as_completed(futures):
+                yield future.result()
+        finally:
+            for future in futures:
+                if not future.done():
+                    future.cancel()
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+
+def slurm_cluster(options: dict[str, Any], jobs: int) -> Any:
+    """A dask-jobqueue SLURMCluster from the study file's [executor.slurm] keys, scaled to `jobs`
+    Slurm jobs."""
+    from dask_jobqueue import SLURMCluster
+
+    cluster = SLURMCluster(**options)
+    cluster.scale(jobs=jobs)
+    return cluster
+
+
+def make_executor(kind: str, workers: int = 0, scheduler: str | None = None, slurm: dict[str, Any] | None = None) -> Executor:
+    """The executor a study file's [executor] table (or the command line) asks for."""
+    if kind == "dask":
+        return DaskExecutor(scheduler)
+    if kind == "slurm":
+        return DaskExecutor(slurm_cluster(slurm or {}, max(workers, 1)))
+    return LocalExecutor(workers)

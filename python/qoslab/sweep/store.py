@@ -1,0 +1,102 @@
+"""The resumable store of a study's finished runs: one folder per run, written whole or not at
+all (written aside, then renamed), so an interrupted study loses nothing it finished and a
+resumed one repeats nothing it has."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Iterable
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from qoslab.sweep.execute import RunRecord, empty_iterations
+
+RECORD = "record.json"
+ITERATIONS = "iterations.parquet"
+
+
+class RunStore:
+    def __init__(self, root: str | Path):
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def has(self, run_id: str) -> bool:
+        return (self.root / run_id / RECORD).is_file()
+
+    def put(self, record: RunRecord) -> None:
+        run_id = record["run"]["run_id"]
+        final = self.root / run_id
+        staging = self.root / f".staging-{run_id}-{os.getpid()}"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        pq.write_table(record["iterations"], staging / ITERATIONS)
+        meta = {key: record[key] for key in ("run", "jobs", "levels")}
+        (staging / RECORD).write_text(json.dumps(meta, indent=1, allow_nan=True) + "\n")
+        if final.exists():  # a failed run stored earlier and now re-run
+            shutil.rmtree(final)
+        os.replace(staging, final)
+
+    def get(self, run_id: str) -> RunRecord:
+        folder = self.root / run_id
+        meta = json.loads((folder / RECORD).read_text())
+        path = folder / ITERATIONS
+        meta["iterations"] = pq.read_table(path) if path.exists() else empty_iterations()
+        return meta
+
+    def run_ids(self) -> list[str]:
+        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and (p / RECORD).is_file())
+
+    def tables(self, run_ids: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
+        """runs, jobs, levels and iterations of the given runs (default: all stored), tidy."""
+        ids = self.run_ids() if run_ids is None else list(run_ids)
+        runs, jobs, levels, iterations = [], [], [], []
+        for run_id in ids:
+            record = self.get(run_id)
+            run = record["run"]
+            runs.append(run)
+            jobs.extend(record["jobs"])
+            levels.extend(record["levels"])
+            table = record["iterations"]
+            if table.num_rows:
+                meta = {k: run[k] for k in ("run_id", "repetition", "policy", "mode")}
+                frame = table.to_pandas()
+                for position, (key, value) in enumerate(meta.items()):
+                    frame.insert(position, key, value)
+                iterations.append(frame)
+        return {
+            "runs": pd.DataFrame(runs, columns=RUN_COLUMNS),
+            "jobs": pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else pd.DataFrame(columns=JOB_COLUMNS),
+            "levels": pd.DataFrame(levels, columns=LEVEL_COLUMNS) if levels else pd.DataFrame(columns=LEVEL_COLUMNS),
+            "iterations": pd.concat(iterations, ignore_index=True) if iterations else _empty_iterations_frame(),
+        }
+
+
+RUN_KEYS = ["run_id", "repetition", "seed", "policy", "mode", "alone_job"]
+RUN_COLUMNS = RUN_KEYS + ["status", "error", "wall_seconds", "sim_time_ns", "packet_hops"]
+JOB_COLUMNS = RUN_KEYS + [
+    "job", "workload", "nodes", "ranks", "runtime_us", "completed", "runs_completed", "bytes_sent",
+    "mpi_wait_fraction", "sl", "sl_policy", "bytes_by_sl", "prioritized_ranks",
+]
+LEVEL_COLUMNS = RUN_KEYS + ["level", "direction", "bytes", "links_used", "busy_ns"]
+
+
+def _empty_iterations_frame() -> pd.DataFrame:
+    frame = empty_iterations().to_pandas()
+    for position, key in enumerate(("run_id", "repetition", "policy", "mode")):
+        frame.insert(position, key, pd.Series([], dtype=object if key != "repetition" else "int64"))
+    return frame
+
+
+def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
+    """Each table as <name>.parquet in out."""
+    written = []
+    for name, frame in tables.items():
+        path = out / f"{name}.parquet"
+        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+        written.append(path)
+    return written
