@@ -96,11 +96,12 @@ def test_malformed_set(tmp_path, item, expected):
     assert expected in result.stderr
 
 
-def test_study_file_not_available_yet(tmp_path):
+def test_empty_study_file_names_what_is_missing(tmp_path):
     path = write(tmp_path, "study.toml", "")
     result = invoke("study", path)
     assert result.exit_code == 2
-    assert "study files arrive with the study runner; not available yet" in result.stderr
+    assert "study.toml: scenario: required key is missing" in result.stderr
+    assert "study.toml: policies: required key is missing" in result.stderr
 
 
 def test_version():

@@ -205,19 +205,6 @@ def test_engine_bug_exits_3(small, monkeypatch):
     assert "internal error" in result.stderr and "credit counter went negative" in result.stderr
 
 
-def test_study_without_file_runs_the_demo(tmp_path):
-    out = tmp_path / "study"
-    result = invoke("study", "--out", out)
-    assert result.exit_code == 0, result.output
-    rows = json.loads((out / "demo.json").read_text())
-    assert len(rows) == 4
-    for row in rows:
-        assert row["victim_p50_us"] > 0 and row["victim_accepted_load"] > 0
-        assert (out / row["dir"] / "summary.json").exists()
-    assert rows[0]["aggressor_accepted_load"] is None
-    assert all(row["aggressor_accepted_load"] > 0 for row in rows[1:])
-
-
 def test_check_reports_what_only_building_the_traffic_finds(tmp_path):
     """A shift equal to the host count sends every host to itself: check must say so, like run."""
     from typer.testing import CliRunner

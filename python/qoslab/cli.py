@@ -152,22 +152,47 @@ def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
 @app.command()
 def study(
     study_file: Annotated[
-        Optional[Path], typer.Argument(metavar="[STUDY.toml]", help="Study file; none: the built-in demo study.")
+        Optional[Path], typer.Argument(metavar="[STUDY.toml]", help="Study file; none: the built-in default study.")
     ] = None,
     out: OutDir = Path("qoslab-out"),
+    scheduler: Annotated[
+        Optional[str], typer.Option("--scheduler", metavar="ADDRESS", help="Run on this Dask scheduler (tcp://host:8786).")
+    ] = None,
+    workers: Annotated[
+        Optional[int], typer.Option("--workers", min=1, help="Local worker processes (default: every core).")
+    ] = None,
 ) -> None:
-    """Run a QoS study; with no file, the built-in demonstration."""
-    if study_file is not None:
-        raise fail(f"error: {study_file}: study files arrive with the study runner; not available yet")
-    from qoslab.demo import run_demo
+    """Compare QoS policies: every job alone and all together under each policy; tables, figures
+    and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
+    from qoslab.study.model import Study
+    from qoslab.study.runner import StudyRunner
+    from qoslab.sweep.executors import make_executor
 
-    with user_errors():
+    with user_errors(str(study_file) if study_file else None):
+        if study_file is None:
+            from qoslab.study.default import default_study
+
+            loaded = default_study()
+        else:
+            loaded = Study.from_toml(study_file)
+        cfg = loaded.executor
+        kind = "dask" if scheduler else cfg.kind
         try:
-            run_demo(out, console)
-        except Interrupted:
-            raise fail("interrupted", EXIT_INTERRUPTED) from None
+            executor = make_executor(kind, workers or cfg.workers, scheduler or cfg.scheduler, cfg.slurm)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+        console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
+                      f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
+        try:
+            outcome = StudyRunner(loaded, out, executor, console).run()
+        except KeyboardInterrupt:
+            raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
+                       EXIT_INTERRUPTED) from None
         except OSError as error:
             raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+        finally:
+            executor.close()
+    print_study(outcome)
 
 
 @app.command()
@@ -263,6 +288,27 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
         console.print(per_job)
     if summary.get("interrupted"):
         console.print(Text("the run was interrupted: figures cover the simulated time only", style="yellow"))
+
+
+def print_study(outcome: Any) -> None:
+    from qoslab.study.results import policy_table
+
+    table = Table(title="policies (mean over repetitions)", title_justify="left")
+    rows = policy_table(outcome.tables)
+    if rows.empty:
+        console.print(Text("no policy has a complete set of runs to compare", style="yellow"))
+    else:
+        for column in rows.columns:
+            table.add_column(column, justify="right" if column != "policy" else "left")
+        for record in rows.itertuples(index=False):
+            table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
+        console.print(table)
+    reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
+    console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
+    for row in outcome.failed:
+        label = f"{row['alone_job']} alone" if isinstance(row["alone_job"], str) else row["policy"]
+        err_console.print(Text(f"warning: run {row['run_id']} ({label}, repetition {row['repetition']}): "
+                               f"{row['status']}: {row['error']}", style="yellow"))
 
 
 def print_placements(scenario: Scenario) -> None:

@@ -49,6 +49,12 @@ def run_id(repetition: int, label: str, scenario: dict[str, Any]) -> str:
     return f"r{repetition}-{slug}-{digest}"
 
 
+def failed_record(spec: RunSpec, message: str) -> RunRecord:
+    """The record of a run that produced nothing (it could not start, or its worker died)."""
+    row = {**spec.row(), "status": "error", "error": message, "wall_seconds": 0.0, "sim_time_ns": 0.0, "packet_hops": 0}
+    return {"run": row, "jobs": [], "levels": [], "iterations": empty_iterations()}
+
+
 def execute(spec: RunSpec) -> RunRecord:
     """Runs one spec in this process and returns its record, failed or not."""
     from qoslab.errors import Deadlock, ScenarioError
@@ -74,7 +80,7 @@ def execute(spec: RunSpec) -> RunRecord:
         where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
         row["error"] = f"{type(error).__name__}: {error}{where}"
     if result is None:
-        return {"run": row, "jobs": [], "levels": [], "iterations": empty_iterations()}
+        return failed_record(spec, row["error"])
     summary = result.summary
     row.update(
         wall_seconds=float(summary.get("wall_seconds", 0.0)),

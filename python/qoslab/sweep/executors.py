@@ -7,9 +7,10 @@ from __future__ import annotations
 import multiprocessing
 import os
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Iterator, Protocol, Sequence
 
-from qoslab.sweep.execute import RunRecord, RunSpec, execute
+from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
 
 
 class Executor(Protocol):
@@ -41,19 +42,26 @@ class LocalExecutor:
         if self.workers == 1 or len(specs) == 1:
             # Nothing to overlap: run here (also keeps a one-run study cheap to start).
             for spec in specs:
-                yield execute(spec)
+                try:
+                    record = execute(spec)
+                except Exception as error:  # execute records failures itself; this is a bug in it
+                    record = failed_record(spec, f"{type(error).__name__}: {error}")
+                yield record
             return
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
-        pending: set[Future[RunRecord]] = {self._pool.submit(execute, spec) for spec in specs}
+        submitted = {self._pool.submit(execute, spec): spec for spec in specs}
+        pending: set[Future[RunRecord]] = set(submitted)
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=id):
-                    yield future.result()
+                for future in sorted(done, key=lambda f: submitted[f].run_id):
+                    yield _record(future, submitted[future])
         finally:
             for future in pending:
                 future.cancel()
+            if any(isinstance(f.exception(), BrokenProcessPool) for f in submitted if f.done() and not f.cancelled()):
+                self.close()  # a dead pool cannot take more work; the next stage makes a new one
 
     def close(self) -> None:
         if self._pool is not None:
@@ -82,8 +90,9 @@ class DaskExecutor:
 
         futures = [self.client.submit(execute, spec, pure=False, key=f"qoslab-{spec.run_id}-{os.getpid()}") for spec in specs]
         try:
+            specs = {future.key: spec for future, spec in zip(futures, specs)}
             for future in as_completed(futures):
-                yield future.result()
+                yield _record(future, specs[future.key])
         finally:
             for future in futures:
                 if not future.done():
@@ -92,6 +101,16 @@ class DaskExecutor:
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
+
+
+def _record(future: Any, spec: RunSpec) -> RunRecord:
+    """The future's record; a worker that died or raised gives an error record for its run."""
+    try:
+        return future.result()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as error:  # noqa: BLE001 - any failure of a worker is this run's error
+        return failed_record(spec, f"the worker running it failed: {type(error).__name__}: {error}")
 
 
 def slurm_cluster(options: dict[str, Any], jobs: int) -> Any:

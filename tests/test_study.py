@@ -1,0 +1,280 @@
+"""The study runner: study files and their errors, alone vs shared runs on the same hosts,
+storing and resuming, failures recorded, executors (local processes, Dask) and the search."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from qoslab.cli import app
+from qoslab.errors import ScenarioError
+from qoslab.policies.arbitration import weight_entries
+from qoslab.study.model import Study
+from qoslab.study.runner import StudyRunner
+from qoslab.sweep import execute as execute_module
+from qoslab.sweep.executors import DaskExecutor, LocalExecutor
+
+# Two 4-node jobs, randomly placed on a 4:1... 2:1 slimmed 16-host tree: the flood and the
+# all-to-all share up-links, so sharing costs the all-to-all time.
+SCENARIO = {
+    "seed": 3,
+    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+    "jobs": [
+        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 32768, "iterations": 2}},
+        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 10}},
+    ],
+}
+
+
+def study(policies=None, **keys) -> Study:
+    data = {"scenario": copy.deepcopy(SCENARIO), "policies": policies or [{"kind": "default"}], **keys}
+    return Study.from_dict(data, "study.toml")
+
+
+def run(s: Study, out, executor=None):
+    return StudyRunner(s, out, executor or LocalExecutor(1), progress=False).run()
+
+
+# -- weights as table entries ---------------------------------------------------------------
+
+
+def test_weights_above_255_span_entries_of_near_equal_size():
+    entries = weight_entries({0: 2286, 1: 254, 2: 9, 3: 1})
+    assert [w for vl, w in entries if vl == 0] == [254] * 9  # 2286 = 9 x 254
+    assert sum(w for vl, w in entries if vl == 1) == 254 and len(entries) == 12
+    assert entries[:4] == [(0, 254), (1, 254), (2, 9), (3, 1)]  # interleaved: every VL in the first round
+
+
+def test_weights_beyond_64_entries_are_refused():
+    with pytest.raises(ValueError, match="65 VLArb entries"):
+        weight_entries({0: 255 * 65})
+    assert len(weight_entries({0: 255 * 64})) == 64
+
+
+# -- the study file and its errors ----------------------------------------------------------
+
+
+def test_default_baseline_is_added_first_and_all_assignments_expand():
+    s = study([{"kind": "per-job", "assignment": "all", "weights": [2286, 254, 9, 1]}])
+    labels = [p.label() for p in s.concrete_policies()]
+    assert labels[0] == "default"
+    assert len(labels) == 1 + 4 * 3  # two jobs on distinct levels of four
+    four = copy.deepcopy(SCENARIO)
+    four["topology"] = {"kind": "single-switch", "hosts": 16}
+    four["jobs"] += [{**copy.deepcopy(four["jobs"][0]), "name": n} for n in ("c", "d")]
+    s = Study.from_dict({"scenario": four, "policies": [{"kind": "per-job", "assignment": "all"}]})
+    assert len(s.concrete_policies()) == 1 + 24  # Savoie: the 24 permutations of 4 jobs on 4 SLs
+
+
+@pytest.mark.parametrize(
+    "policies, scenario_change, key, words",
+    [
+        ([{"kind": "bogus"}], {}, "policies[0].kind", "expected one of"),
+        ([{"kind": "per-rank", "job": "a2a", "fractoin": 0.1}], {}, "policies[0].fractoin", "unknown key"),
+        ([{"kind": "per-rank", "job": "nope"}], {}, "policies[0].job", "no job named 'nope'"),
+        ([{"kind": "per-rank", "job": "a2a", "fraction": 0}], {}, "policies[0].fraction", "greater than 0"),
+        ([{"kind": "per-job", "assignment": {"a2a": 0, "flood": 1}, "weights": [2286, 254, 9, 1]}],
+         {"fabric": {"data_vls": 2}}, "policies[0].weights", "only 2 data VLs"),
+        ([{"kind": "per-job", "assignment": {"a2a": 0, "flood": 5}, "weights": [1, 2]}], {}, "policies[0].assignment.flood", "levels 0..1"),
+        ([{"kind": "per-job", "assignment": {"a2a": 0}, "weights": [255 * 60, 255 * 10]}], {}, "policies[0].weights", "a table holds 64"),
+        ([{"kind": "multi-vl", "vls": 8}], {}, "policies[0].vls", "4 data VLs"),
+        ([{"kind": "per-message", "weights": [1, 2, 3], "thresholds": [2.0]}], {}, "policies[0].thresholds", "expected 2 thresholds"),
+        ([{"kind": "per-rank", "job": "a2a", "selection": "online", "metric": "random"}], {}, "policies[0].metric", "online"),
+        ([{"kind": "default"}, {"kind": "default"}], {}, "policies", "both named 'default'"),
+        ([], {}, "policies", "at least 1"),
+        ([{"kind": "default"}], {"jobs": []}, "scenario", "nothing to compare"),
+        ([{"kind": "default"}], {"fabric": {"data_vls": 3}}, "scenario.fabric.data_vls", "expected"),
+    ],
+)
+def test_bad_study_is_refused_before_any_run(policies, scenario_change, key, words):
+    scenario = {**copy.deepcopy(SCENARIO), **scenario_change}
+    with pytest.raises(ScenarioError) as caught:
+        Study.from_dict({"scenario": scenario, "policies": policies}, "study.toml")
+    text = str(caught.value)
+    assert f"study.toml: {key}" in text and words in text, text
+
+
+def test_executor_keys_are_checked():
+    with pytest.raises(ScenarioError, match="needs the scheduler address"):
+        study(executor={"kind": "dask"})
+    with pytest.raises(ScenarioError, match="only used with kind = \"dask\""):
+        study(executor={"kind": "local", "scheduler": "tcp://x:1"})
+
+
+def test_scenario_file_is_read_relative_to_the_study(tmp_path):
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "base.toml").write_text('[topology]\nkind = "single-switch"\nhosts = 8\n[[jobs]]\nnodes = 2\nworkload = { kind = "ping-pong" }\n')
+    (tmp_path / "s.toml").write_text('scenario = "sub/base.toml"\n[[policies]]\nkind = "default"\n')
+    assert Study.from_toml(tmp_path / "s.toml").base().host_count() == 8
+    (tmp_path / "t.toml").write_text('scenario = "sub/missing.toml"\n[[policies]]\nkind = "default"\n')
+    with pytest.raises(ScenarioError, match="missing.toml: file not found"):
+        Study.from_toml(tmp_path / "t.toml")
+
+
+# -- running --------------------------------------------------------------------------------
+
+
+def test_alone_and_shared_runs_use_the_same_hosts_and_slowdown_is_measured(tmp_path):
+    outcome = run(study(repetitions=2), tmp_path)
+    runs, jobs, it = outcome.tables["runs"], outcome.tables["jobs"], outcome.tables["iterations"]
+    assert len(runs) == 2 * (2 + 1) and set(runs["status"]) == {"completed"}
+    alone = jobs[jobs["mode"] == "alone"]
+    assert (alone.groupby("run_id").size() == 1).all()  # alone means alone
+    for rep in (0, 1):
+        hosts = it[it["repetition"] == rep].groupby(["mode", "job", "rank"])["host"].first().unstack("mode")
+        assert (hosts["alone"] == hosts["shared"]).all()
+    # Repetitions draw different placements (random placement follows the seed).
+    by_rep = it[it["mode"] == "alone"].groupby(["repetition"])["host"].apply(lambda h: tuple(sorted(set(h))))
+    assert by_rep[0] != by_rep[1]
+    shared = jobs[jobs["mode"] == "shared"].set_index(["repetition", "job"])["runtime_us"]
+    alone_t = alone.set_index(["repetition", "job"])["runtime_us"]
+    assert ((shared / alone_t) >= 1.0 - 1e-9).all()  # sharing never makes a job faster here
+    assert (shared / alone_t).max() > 1.05  # and the flood costs the all-to-all
+
+
+def test_a_stored_study_resumes_without_running_again(tmp_path, monkeypatch):
+    first = run(study(repetitions=2), tmp_path)
+    assert first.runs_reused == 0
+
+    def never(spec):
+        raise AssertionError(f"{spec.run_id} ran again")
+
+    monkeypatch.setattr(execute_module, "execute", never)
+    monkeypatch.setattr("qoslab.sweep.executors.execute", never)
+    again = run(study(repetitions=2), tmp_path)
+    assert again.runs_reused == again.runs_total == first.runs_total
+    pd.testing.assert_frame_equal(first.tables["jobs"], again.tables["jobs"])
+
+
+def test_an_interrupted_study_keeps_what_finished(tmp_path):
+    class StopAfterTwo(LocalExecutor):
+        def run(self, specs):
+            for n, record in enumerate(super().run(specs)):
+                yield record
+                if n == 1:
+                    raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(study(repetitions=2), tmp_path, StopAfterTwo(1))
+    again = run(study(repetitions=2), tmp_path)
+    assert again.runs_reused == 2 and again.runs_total == 6
+
+
+def test_a_failed_run_is_recorded_and_the_study_goes_on(tmp_path, monkeypatch):
+    real = execute_module.execute
+
+    def flaky(spec):
+        if spec.policy.startswith("per-job[a2a=1"):
+            raise RuntimeError("engine exploded")
+        return real(spec)
+
+    monkeypatch.setattr("qoslab.sweep.executors.execute", flaky)
+    outcome = run(study([{"kind": "per-job", "assignment": "all", "weights": [254, 9]}]), tmp_path)
+    runs = outcome.tables["runs"]
+    failed = runs[runs["status"] != "completed"]
+    assert list(failed["policy"]) == ["per-job[a2a=1 flood=0]"]
+    assert "engine exploded" in failed.iloc[0]["error"]
+    assert [row["run_id"] for row in outcome.failed] == list(failed["run_id"])
+    assert len(runs) == 5  # 2 alone + default + 2 assignments: nothing else lost
+    # Resuming tries the failed run again (a bug fixed, a worker lost) and keeps the rest.
+    monkeypatch.setattr("qoslab.sweep.executors.execute", real)
+    again = run(study([{"kind": "per-job", "assignment": "all", "weights": [254, 9]}]), tmp_path)
+    assert again.runs_reused == 4 and set(again.tables["runs"]["status"]) == {"completed"}
+
+
+def test_bad_scenarios_and_dead_workers_are_error_records_not_crashes():
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from qoslab.sweep.execute import RunSpec
+    from qoslab.sweep.executors import _record
+
+    bad = RunSpec("r0-y", 0, 1, "q", "shared", None, {"topology": 5})
+    records = list(LocalExecutor(2).run([RunSpec("r0-x", 0, 1, "p", "shared", None, {"seed": 1}), bad]))
+    status = {r["run"]["run_id"]: r["run"]["status"] for r in records}
+    assert status == {"r0-x": "completed", "r0-y": "error"}
+    died: Future = Future()
+    died.set_exception(BrokenProcessPool("a child process terminated abruptly"))
+    record = _record(died, bad)
+    assert record["run"]["status"] == "error" and "terminated abruptly" in record["run"]["error"]
+
+
+def test_local_processes_and_dask_give_identical_results(tmp_path):
+    from distributed import LocalCluster
+
+    s = study([{"kind": "per-job", "assignment": {"a2a": 0, "flood": 1}, "weights": [254, 9]}], repetitions=2)
+    local = run(s, tmp_path / "local", LocalExecutor(2))
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        executor = DaskExecutor(cluster)
+        assert executor.workers == 2
+        try:
+            dask = run(s, tmp_path / "dask", executor)
+        finally:
+            executor.close()
+    columns = ["run_id", "policy", "job", "runtime_us", "bytes_sent"]
+    key = ["run_id", "job"]
+    pd.testing.assert_frame_equal(
+        local.tables["jobs"][columns].sort_values(key).reset_index(drop=True),
+        dask.tables["jobs"][columns].sort_values(key).reset_index(drop=True),
+    )
+
+
+def test_exhaustive_search_finds_the_least_total_contention(tmp_path):
+    s = study([{"kind": "search", "weight_sets": ["equal", [2286, 1]], "vls": 2}])
+    outcome = run(s, tmp_path)
+    search = outcome.search
+    # Equal weights: {same VL, different VLs} (VLs interchangeable); 2286:1: all 4 mappings.
+    assert len(search) == 2 + 4
+    jobs = outcome.tables["jobs"]
+    alone = jobs[jobs["mode"] == "alone"].set_index("job")["runtime_us"]
+    totals = {}
+    for candidate in search["candidate"]:
+        shared = jobs[jobs["policy"] == candidate].set_index("job")["runtime_us"]
+        totals[candidate] = float((shared - alone).sum())
+    best = min(totals, key=totals.get)
+    assert search.iloc[0]["candidate"] == best
+    assert math.isclose(search.iloc[0]["value"], totals[best])
+    q_opt = jobs[jobs["policy"] == "q-opt"].set_index("job")["runtime_us"]
+    assert math.isclose(float((q_opt - alone).sum()), totals[best])
+
+
+def test_tpe_search_keeps_to_its_budget_and_repeats(tmp_path):
+    policies = [{"kind": "search", "weight_sets": [[254, 9], [9, 254], [64, 64]], "vls": 2, "budget": 3, "method": "tpe"}]
+    first = run(study(policies), tmp_path / "a").search
+    second = run(study(policies), tmp_path / "b").search
+    assert len(first) <= 3
+    assert list(first["candidate"]) == list(second["candidate"])
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+def test_cli_runs_a_study_file(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(
+        'repetitions = 1\nscenario = "base.toml"\n[[policies]]\nkind = "per-job"\nassignment = { a2a = 0, flood = 1 }\n'
+        "weights = [254, 9]\n"
+    )
+    (tmp_path / "base.toml").write_text(
+        '[topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+        '[[jobs]]\nname = "a2a"\nnodes = 4\nplacement = "random"\nworkload = { kind = "all-to-all", bytes = 32768, iterations = 2 }\n'
+        '[[jobs]]\nname = "flood"\nnodes = 4\nplacement = "random"\nworkload = { kind = "flood-pairs", iterations = 10 }\n'
+    )
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["study", str(path), "--out", str(out), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert "per-job[a2a=0 flood=1]" in result.output
+    for name in ("runs.parquet", "jobs.parquet", "iterations.parquet", "study.json"):
+        assert (out / name).exists()
+
+
+def test_cli_bad_study_exits_2_without_traceback(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text('[scenario]\n[[scenario.jobs]]\nnodes = 2\nworkload = { kind = "ping-pong" }\n[[policies]]\nkind = "per-rank"\njob = "x"\n')
+    result = CliRunner().invoke(app, ["study", str(path)])
+    assert result.exit_code == 2
+    assert "policies[0].job" in result.output and "Traceback" not in result.output
