@@ -19,3 +19,15 @@ def test_example_checks(scenario):
     result = CliRunner().invoke(app, ["check", str(scenario)])
     assert result.exit_code == 0, result.output
     assert (scenario.parent / "README.md").exists()
+
+
+STUDIES = sorted((Path(__file__).parent.parent / "examples").glob("*/study.toml"))
+
+
+@pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.parent.name)
+def test_example_study_is_valid(study):
+    from qoslab.study.model import Study
+
+    loaded = Study.from_toml(study)  # every policy checked against the scenario, nothing run
+    assert len(loaded.concrete_policies()) >= 2
+    assert (study.parent / "README.md").exists()
