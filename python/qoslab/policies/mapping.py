@@ -34,10 +34,12 @@ class VlMapping(Policy):
     kind: Literal["vl-mapping"]
     vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL
     # "spread-by-load": jobs ordered by top-level utilisation, VLs dealt round robin (heavy jobs
-    # never share while there are enough VLs); "separate-heavy": jobs at or above `threshold` at
-    # the top level each get a VL of their own, the light ones share the last VL.
+    # never share while there are enough VLs); "separate-heavy": jobs whose top-level utilisation
+    # is at least `threshold` x the heaviest job's each get a VL of their own, the light ones
+    # share the last VL. (Relative, because absolute utilisation alone depends on the compute
+    # share of each code and on the scale.)
     rule: Literal["spread-by-load", "separate-heavy"] = "spread-by-load"
-    threshold: Annotated[float, Field(gt=0, le=1)] = 0.25
+    threshold: Annotated[float, Field(gt=0, le=1)] = 0.5
     # "equal", or a weight per VL (VL0 first: with "spread-by-load" VL0 carries the heaviest job).
     weights: Literal["equal"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)] = "equal"
 
@@ -64,18 +66,22 @@ class VlMapping(Policy):
     def mapping(self, ctx: PolicyContext) -> dict[str, int]:
         """{job: VL} from the jobs' alone runs."""
         n = self.count(ctx.data_vls)
-        top: dict[str, float] = {}
+        utilisation: dict[str, dict[int, float]] = {}
         for job in ctx.jobs:
             alone = ctx.alone.get(job)
             if alone is None:
                 raise PolicyError("", f"the alone run of job {job!r} is missing")
-            levels = level_utilisation(alone)
-            top[job] = levels[max(levels)] if levels else 0.0
+            utilisation[job] = level_utilisation(alone)
+        # The top level any job reaches: traffic there crosses the most slimmed links.
+        used = [level for u in utilisation.values() for level, value in u.items() if value > 0]
+        top_level = max(used, default=None)
+        top = {job: utilisation[job].get(top_level, 0.0) if top_level is not None else 0.0 for job in ctx.jobs}
         order = sorted(ctx.jobs, key=lambda j: (-top[j], ctx.jobs.index(j)))
         if self.rule == "spread-by-load" or n == 1:
             return {job: i % n for i, job in enumerate(order)}
-        heavy = [j for j in order if top[j] >= self.threshold]
-        light = [j for j in order if top[j] < self.threshold]
+        heaviest = max(top.values())
+        heavy = [j for j in order if heaviest > 0 and top[j] >= self.threshold * heaviest]
+        light = [j for j in order if j not in heavy]
         if not light:
             return {job: i % n for i, job in enumerate(order)}
         mapping = {job: i % (n - 1) for i, job in enumerate(heavy)}
