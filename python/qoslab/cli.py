@@ -299,7 +299,10 @@ def print_study(outcome: Any) -> None:
         console.print(Text("no policy has a complete set of runs to compare", style="yellow"))
     else:
         for column in rows.columns:
-            table.add_column(column, justify="right" if column != "policy" else "left")
+            if column == "policy":
+                table.add_column(column, overflow="fold")  # names are the point: wrap, never cut
+            else:
+                table.add_column(column, justify="right")
         for record in rows.itertuples(index=False):
             table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
         console.print(table)
