@@ -5,7 +5,7 @@ place their defaults live.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -25,6 +25,105 @@ class Collectives(_Table):
     alltoall: Literal["pairwise", "bruck"] = "pairwise"
 
 
+SlNumber = Annotated[int, Field(ge=0, le=15)]
+Fraction = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+
+class JobSl(_Table):
+    """Every message at the job's `sl`."""
+
+    kind: Literal["job"]
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind}
+
+    def service_levels(self) -> list[int]:
+        return []
+
+
+class RankSl(_Table):
+    """Messages sent by (source), to (destination) or either end of `ranks` go at `sl`."""
+
+    kind: Literal["ranks"]
+    ranks: list[Annotated[int, Field(ge=0)]]
+    sl: SlNumber = 1
+    match: Literal["source", "destination", "either"] = "source"
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "ranks": sorted(set(self.ranks)), "sl": self.sl, "match": self.match}
+
+    def service_levels(self) -> list[int]:
+        return [self.sl]
+
+
+class SlowestRanksSl(_Table):
+    """The engine picks the ranks after `after_iterations` iterations of the first run: the top
+    ceil(fraction x ranks) by `metric` ("least-wait": the critical path; "most-wait")."""
+
+    kind: Literal["slowest-ranks"]
+    fraction: Fraction = 0.1
+    after_iterations: Annotated[int, Field(ge=1, lt=2**32)] = 1
+    metric: Literal["least-wait", "most-wait"] = "least-wait"
+    sl: SlNumber = 1
+    match: Literal["source", "destination", "either"] = "source"
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "fraction": float(self.fraction), "after_iterations": self.after_iterations,
+                "metric": self.metric, "sl": self.sl, "match": self.match}
+
+    def service_levels(self) -> list[int]:
+        return [self.sl]
+
+
+class SpreadSl(_Table):
+    """Every message on one of `sls`: per rank pair ("connection"), per destination rank, or
+    round robin per sending rank ("message")."""
+
+    kind: Literal["spread"]
+    sls: Annotated[list[SlNumber], Field(min_length=1)]
+    by: Literal["connection", "destination", "message"] = "connection"
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "sls": list(self.sls), "by": self.by}
+
+    def service_levels(self) -> list[int]:
+        return list(self.sls)
+
+
+class LatencyHistorySl(_Table):
+    """A tier per message from the latency its sender saw to that destination before
+    (docs/jobs.md): SLs lowest priority first, one threshold fewer than SLs."""
+
+    kind: Literal["latency-history"]
+    sls: Annotated[list[SlNumber], Field(min_length=1)]
+    thresholds: list[Annotated[float, Field(gt=0, allow_inf_nan=False)]]
+    direction: Literal["promote", "demote"] = "promote"
+    history_messages: Annotated[int, Field(ge=1, lt=2**32)] = 16
+    high_bytes_cap: Fraction = 1.0
+
+    @model_validator(mode="after")
+    def _tiers(self) -> "LatencyHistorySl":
+        if len(self.thresholds) != len(self.sls) - 1:
+            raise problem(f"expected {len(self.sls) - 1} thresholds for {len(self.sls)} SLs, got {len(self.thresholds)}",
+                          "thresholds")
+        if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])):
+            raise problem(f"expected strictly increasing ratios, got {self.thresholds}", "thresholds")
+        return self
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "sls": list(self.sls), "thresholds": [float(t) for t in self.thresholds],
+                "direction": self.direction, "history_messages": self.history_messages,
+                "high_bytes_cap": float(self.high_bytes_cap)}
+
+    def service_levels(self) -> list[int]:
+        return list(self.sls)
+
+
+SlPolicy = Annotated[Union[JobSl, RankSl, SlowestRanksSl, SpreadSl, LatencyHistorySl], Field(discriminator="kind")]
+SL_POLICY_KINDS = ("job", "ranks", "slowest-ranks", "spread", "latency-history")
+SL_POLICY_MODELS = (JobSl, RankSl, SlowestRanksSl, SpreadSl, LatencyHistorySl)
+
+
 class Job(_Table):
     name: str | None = None  # None: "job<index>"
     nodes: Annotated[int, Field(ge=1)] | None = None  # None: the length of `hosts`
@@ -37,6 +136,11 @@ class Job(_Table):
     restart: bool = True  # keep running until every job has completed once
     workload: AnyWorkload
     collectives: Collectives = Field(default_factory=Collectives)
+    sl_policy: SlPolicy = Field(default_factory=lambda: JobSl(kind="job"))  # how each message's SL is chosen
+
+    def service_levels(self) -> list[int]:
+        """Every SL the job's messages can use."""
+        return sorted({self.sl, *self.sl_policy.service_levels()})
 
     @model_validator(mode="after")
     def _placement_keys(self) -> "Job":

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Iterable, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
-from qoslab.jobs import Collectives, Job, Mpi
+from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts
@@ -377,7 +377,7 @@ class Scenario(_Table):
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
         warnings = []
-        used_sls = sorted({t.sl for t in self.traffic} | {j.sl for j in self.jobs})
+        used_sls = sorted({t.sl for t in self.traffic} | {sl for j in self.jobs for sl in j.service_levels()})
         for port, key in (("ca", "qos.ca"), ("swe", "qos.swe")):
             tables = self.port_qos(port)
             weighted = {vl for vl, w in list(tables["vlarb_high"]) + list(tables["vlarb_low"]) if w > 0}
@@ -482,6 +482,7 @@ class Scenario(_Table):
                     "restart": job.restart,
                     "workload": job.workload.engine(),
                     "collectives": {"allreduce": job.collectives.allreduce, "alltoall": job.collectives.alltoall},
+                    "sl_policy": job.sl_policy.engine(),
                 }
                 for job, name, hosts in zip(self.jobs, self.job_names(), self.placements())
             ],
@@ -517,6 +518,13 @@ class Scenario(_Table):
             for sl, vl in enumerate(pair.sl2vl):
                 if vl >= data_vls:
                     raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"qos.sl2vl_pairs[{i}].sl2vl")
+        for i, (job, hosts) in enumerate(zip(self.jobs, self._placements)):
+            size = len(hosts) * job.ranks_per_node
+            ranks = getattr(job.sl_policy, "ranks", [])
+            beyond = [r for r in ranks if r >= size]
+            if beyond:
+                raise problem(f"rank {beyond[0]} is not in the job: it has {size} ranks (0..{size - 1})",
+                              f"jobs[{i}].sl_policy.ranks")
         count = self.host_count()
         for i, source in enumerate(self.traffic):
             for field in ("hosts", "destinations", "hotspot_hosts"):
@@ -582,6 +590,7 @@ _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     ("run",): Run,
     ("jobs",): Job,
     ("jobs", "collectives"): Collectives,
+    **{("jobs", "sl_policy", model.model_fields["kind"].annotation.__args__[0]): model for model in SL_POLICY_MODELS},
     ("mpi",): Mpi,
     **{("jobs", "workload", model.model_fields["kind"].annotation.__args__[0]): model for model in ALL_MODELS},
 }
@@ -596,7 +605,8 @@ def _scenario_error(error: ValidationError, source: str | None) -> ScenarioError
     return from_validation_error(
         error,
         source,
-        skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS] + [("workload", kind) for kind in WORKLOAD_KINDS],
+        skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS] + [("workload", kind) for kind in WORKLOAD_KINDS]
+        + [("sl_policy", kind) for kind in SL_POLICY_KINDS],
         allowed=_allowed_keys,
     )
 

@@ -144,6 +144,91 @@ pub struct JobConfig {
     /// `{"kind": ..., parameters...}`; each workload checks its own parameters.
     pub workload: serde_json::Value,
     pub collectives: CollectivesConfig,
+    /// How each message's SL is chosen (mpi/sl_policy.rs); absent: every message at `sl`.
+    #[serde(default)]
+    pub sl_policy: SlPolicyConfig,
+}
+
+/// Which messages of the chosen ranks a rank-based policy prioritises.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RankMatch {
+    /// Sent by a chosen rank.
+    Source,
+    /// Sent to a chosen rank.
+    Destination,
+    /// Either end is a chosen rank.
+    Either,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum SlowRankMetric {
+    /// Least MPI wait: the ranks the others wait for.
+    LeastWait,
+    /// Most MPI wait.
+    MostWait,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SpreadBy {
+    /// Per rank pair (both directions alike).
+    Connection,
+    /// Per destination rank.
+    Destination,
+    /// Round robin per sending rank, message by message.
+    Message,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LatencyDirection {
+    /// More delay seen in the past: a higher tier.
+    Promote,
+    /// More delay seen in the past: a lower tier.
+    Demote,
+}
+
+/// The per-job rule that picks each message's SL when a rank issues it.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum SlPolicyConfig {
+    /// Every message at the job's SL.
+    #[default]
+    #[serde(rename = "job")]
+    Job,
+    /// Messages of the listed ranks (local to the job) at `sl`, the rest at the job's SL.
+    #[serde(rename = "ranks")]
+    Ranks {
+        ranks: Vec<u32>,
+        sl: u8,
+        #[serde(rename = "match")]
+        matching: RankMatch,
+    },
+    /// As `Ranks`, the ranks picked by the engine after `after_iterations` iterations of the
+    /// job's first run: the top ceil(fraction x ranks) by `metric`.
+    #[serde(rename = "slowest-ranks")]
+    SlowestRanks {
+        fraction: f64,
+        after_iterations: u32,
+        metric: SlowRankMetric,
+        sl: u8,
+        #[serde(rename = "match")]
+        matching: RankMatch,
+    },
+    /// Every message on one of `sls`.
+    #[serde(rename = "spread")]
+    Spread { sls: Vec<u8>, by: SpreadBy },
+    /// A tier per message from the latency its sender saw to that destination before.
+    #[serde(rename = "latency-history")]
+    LatencyHistory {
+        sls: Vec<u8>,
+        thresholds: Vec<f64>,
+        direction: LatencyDirection,
+        history_messages: u32,
+        high_bytes_cap: f64,
+    },
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -16,12 +16,14 @@
 pub mod collectives;
 pub mod program;
 pub mod skeletons;
+pub mod sl_policy;
 pub mod workloads;
 
 use crate::config::{JobConfig, MpiConfig};
 use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
 use collectives::{collective_tag, push_step_ops, AllreduceAlgorithm, Algorithms, AlltoallAlgorithm};
 use program::{CollectiveKind, Group, Op, PackedTrace, ANY};
+use sl_policy::SlPolicy;
 use std::collections::HashMap;
 use serde_json::{json, Value};
 use workloads::{JobShape, Program};
@@ -50,15 +52,19 @@ enum Kind {
 }
 
 /// A message of the MPI layer in flight (data or protocol control). Ranks are global indices.
+/// Every protocol part of one send (RTS, CTS, data; get request and data) carries the SL chosen
+/// when the send was issued, and that time.
 #[derive(Debug, Clone, Copy)]
 struct Message {
     kind: Kind,
+    sl: u8,
     src: u32,
     dst: u32,
     tag: u32,
     bytes: u64,
     send_request: u32,
     recv_request: u32,
+    issued: Time,
 }
 
 /// A receive posted and not yet matched.
@@ -101,7 +107,6 @@ struct Rank {
     /// Rank within its job.
     local: u32,
     host: u32,
-    sl: u8,
     state: State,
     ops: Vec<Op>,
     pc: usize,
@@ -129,6 +134,9 @@ struct Job {
     nodes: u32,
     program: Box<dyn Program>,
     algorithms: Algorithms,
+    sl_policy: SlPolicy,
+    /// Payload bytes issued per SL in the first run.
+    bytes_by_sl: [u64; 16],
     restart: bool,
     run: u32,
     run_start: Time,
@@ -225,6 +233,7 @@ impl Mpi {
                 }
             };
             let program = program.map_err(|m| ConfigError::new(key("workload"), m))?;
+            let sl_policy = SlPolicy::new(&jc.sl_policy, jc.sl, size, program.iterations(), &key("sl_policy"))?;
             let algorithms = Algorithms {
                 allreduce: match jc.collectives.allreduce.as_str() {
                     "recursive-doubling" => AllreduceAlgorithm::RecursiveDoubling,
@@ -253,7 +262,6 @@ impl Mpi {
                     job: j as u32,
                     local,
                     host: jc.hosts[(local / jc.ranks_per_node) as usize],
-                    sl: jc.sl,
                     state: State::Running,
                     ops: Vec::new(),
                     pc: 0,
@@ -279,6 +287,8 @@ impl Mpi {
                 nodes: jc.hosts.len() as u32,
                 program,
                 algorithms,
+                sl_policy,
+                bytes_by_sl: [0; 16],
                 restart: jc.restart,
                 run: 0,
                 run_start: 0,
@@ -357,6 +367,11 @@ impl Mpi {
         self.in_flight -= 1;
         let m = self.messages.items[message as usize];
         match m.kind {
+            Kind::Eager | Kind::RendezvousData | Kind::Put => self.observe(m.src, m.dst, m.bytes, now - m.issued),
+            Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued),
+            Kind::Rts | Kind::Cts | Kind::GetRequest => {}
+        }
+        match m.kind {
             Kind::Eager | Kind::Rts => {
                 // Data or RTS arrive at the receiving rank: match or queue as unexpected.
                 let dst = m.dst as usize;
@@ -390,9 +405,9 @@ impl Mpi {
             }
             Kind::GetRequest => {
                 self.release(message);
-                // The target's HCA answers on its own; the data travels back at the origin's SL.
+                // The target's HCA answers on its own; the data travels back at the get's SL.
                 let data = self.new_message(Message { kind: Kind::GetData, src: m.dst, dst: m.src, ..m });
-                self.transmit_as(data, m.dst, m.src, m.bytes, self.ranks[m.src as usize].sl, false, now, t);
+                self.transmit(data, m.dst, m.src, m.bytes, false, now, t);
             }
             Kind::GetData => {
                 self.release(message);
@@ -429,14 +444,19 @@ impl Mpi {
         self.messages.remove(message);
     }
 
-    fn transmit(&mut self, message: u32, from: u32, to: u32, bytes: u64, notify: bool, now: Time, t: &mut dyn Transport) {
-        let sl = self.ranks[from as usize].sl;
-        self.transmit_as(message, from, to, bytes, sl, notify, now, t);
+    /// A delivered send's latency reaches its job's SL policy (fabric messages only: the
+    /// shared-memory path has no SL).
+    fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time) {
+        let (o, p) = (&self.ranks[origin as usize], &self.ranks[peer as usize]);
+        if o.host != p.host {
+            let (local, peer_local) = (o.local, p.local);
+            self.jobs[o.job as usize].sl_policy.observe(local, peer_local, bytes, latency);
+        }
     }
 
-    /// Hands a message to shared memory (same host) or the fabric.
-    #[allow(clippy::too_many_arguments)]
-    fn transmit_as(&mut self, message: u32, from: u32, to: u32, bytes: u64, sl: u8, notify: bool, now: Time, t: &mut dyn Transport) {
+    /// Hands a message to shared memory (same host) or the fabric, at the message's SL.
+    fn transmit(&mut self, message: u32, from: u32, to: u32, bytes: u64, notify: bool, now: Time, t: &mut dyn Transport) {
+        let sl = self.messages.items[message as usize].sl;
         let (src_host, dst_host) = (self.ranks[from as usize].host, self.ranks[to as usize].host);
         let job = self.ranks[from as usize].job;
         self.in_flight += 1;
@@ -485,10 +505,10 @@ impl Mpi {
                     }
                 }
                 Op::Isend { peer, bytes, tag } => {
-                    let (request, to) = self.issue(rank, peer, bytes);
+                    let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
-                    let m = self.new_message(Message { kind, src: rank, dst: to, tag, bytes, send_request: request, recv_request: 0 });
+                    let m = self.new_message(Message { kind, sl, src: rank, dst: to, tag, bytes, send_request: request, recv_request: 0, issued: now });
                     let wire = if eager { bytes } else { self.control_bytes };
                     self.transmit(m, rank, to, wire, eager, now, t);
                 }
@@ -506,12 +526,12 @@ impl Mpi {
                     }
                 }
                 Op::Put { peer, bytes } | Op::Get { peer, bytes } => {
-                    let (request, to) = self.issue(rank, peer, bytes);
+                    let (request, to, sl) = self.issue(rank, peer, bytes);
                     let (kind, wire) = match op {
                         Op::Put { .. } => (Kind::Put, bytes),
                         _ => (Kind::GetRequest, self.control_bytes),
                     };
-                    let m = self.new_message(Message { kind, src: rank, dst: to, tag: 0, bytes, send_request: request, recv_request: 0 });
+                    let m = self.new_message(Message { kind, sl, src: rank, dst: to, tag: 0, bytes, send_request: request, recv_request: 0, issued: now });
                     self.transmit(m, rank, to, wire, false, now, t);
                 }
                 Op::WaitAll | Op::Wait { .. } => {
@@ -541,19 +561,22 @@ impl Mpi {
         }
     }
 
-    /// A send-side request: numbers it, counts the job's traffic, returns (request, peer's global rank).
-    fn issue(&mut self, rank: u32, peer: u32, bytes: u64) -> (u32, u32) {
+    /// A send-side request: numbers it, picks its SL, counts the job's traffic; returns
+    /// (request, peer's global rank, SL).
+    fn issue(&mut self, rank: u32, peer: u32, bytes: u64) -> (u32, u32, u8) {
         let r = &mut self.ranks[rank as usize];
         let request = r.next_request;
         r.next_request += 1;
         r.outstanding.push(request);
         let job = &mut self.jobs[r.job as usize];
+        let sl = job.sl_policy.choose(r.local, peer, bytes);
         // Figures of the first run, the one whose runtime is reported.
         if job.run == 0 {
             job.payload_bytes_sent += bytes;
             job.messages_sent += 1;
+            job.bytes_by_sl[sl as usize] += bytes;
         }
-        (request, job.first_rank + peer)
+        (request, job.first_rank + peer, sl)
     }
 
     /// The rank's next op: from the collective it is in, else its iteration's ops, else (after
@@ -601,10 +624,12 @@ impl Mpi {
                     end: now,
                     wait: r.iteration_wait,
                 });
+                let job = &mut self.jobs[job_index];
+                job.sl_policy.iteration_done(r.local, job.run, r.iteration, r.iteration_wait);
                 r.iteration += 1;
                 r.iteration_start = now;
                 r.iteration_wait = 0;
-                self.jobs[job_index].iterations_completed += 1;
+                job.iterations_completed += 1;
             }
             let job = &mut self.jobs[job_index];
             r.ops.clear();
@@ -712,6 +737,10 @@ impl Mpi {
                 time_total += rec.end - rec.start;
             }
             let iterations = job.program.iterations();
+            let bytes_by_sl: serde_json::Map<String, Value> = (0..16)
+                .filter(|&sl| job.bytes_by_sl[sl] > 0)
+                .map(|sl| (sl.to_string(), json!(job.bytes_by_sl[sl])))
+                .collect();
             jobs.insert(
                 job.name.clone(),
                 json!({
@@ -727,8 +756,12 @@ impl Mpi {
                     "rank_iteration_ns": crate::stats::latency_summary(&mut per_iteration),
                     "mpi_wait_fraction": if time_total > 0 { wait_total as f64 / time_total as f64 } else { 0.0 },
                     "elapsed_us": ps_to_ns(now - job.run_start) / 1000.0,
+                    "bytes_by_sl": bytes_by_sl,
                 }),
             );
+            if let Some(chosen) = job.sl_policy.prioritized() {
+                jobs[&job.name]["prioritized_ranks"] = json!(chosen);
+            }
         }
         Value::Object(jobs)
     }
