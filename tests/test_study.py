@@ -267,9 +267,11 @@ def test_cli_runs_a_study_file(tmp_path):
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["study", str(path), "--out", str(out), "--workers", "1"])
     assert result.exit_code == 0, result.output
-    assert "per-job[a2a=0 flood=1]" in result.output
-    for name in ("runs.parquet", "jobs.parquet", "iterations.parquet", "study.json"):
+    assert "policies (mean over repetitions)" in result.output and "report.html" in result.output
+    for name in ("runs.parquet", "jobs.parquet", "iterations.parquet", "levels.parquet", "slowdown.parquet",
+                 "policies.parquet", "study.json", "report.html"):
         assert (out / name).exists()
+    assert list(pd.read_parquet(out / "policies.parquet")["policy"]) == ["default", "per-job[a2a=0 flood=1]"]
 
 
 def test_cli_bad_study_exits_2_without_traceback(tmp_path):

@@ -20,6 +20,7 @@ from qoslab.policies.per_job import PerJob
 
 Candidate = tuple[tuple[int, ...], int]  # (VL of each job, in job order; index of the weight set)
 EQUAL_WEIGHT = 64
+CANDIDATE_MARK = "/candidate["  # in a candidate's policy name: "q-opt/candidate[a=0 b=1; w=64:64]"
 MAX_EXHAUSTIVE = 5000
 
 
@@ -98,7 +99,7 @@ class Search(Policy):
             kind="per-job",
             assignment=assignment,
             weights=weights,
-            name=f"{self.label()}/candidate[{listed}; w={':'.join(map(str, weights))}]",
+            name=f"{self.label()}{CANDIDATE_MARK}{listed}; w={':'.join(map(str, weights))}]",
         )
 
     def optimise(

@@ -1,26 +1,51 @@
-"""The study's headline table for the terminal: per policy, each job's slowdown against running
-alone and the total contention (mean over repetitions)."""
+"""After the runs: the analysis tables beside the run tables, the report, and the terminal's
+headline table. Search candidates stay in the run tables but not in the comparison (the best one
+is there under the search's name)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pandas as pd
 
-from qoslab.study.runner import is_candidate
+from qoslab.analysis import policy_summary, slowdowns
+from qoslab.policies.search import CANDIDATE_MARK
+from qoslab.report import write_report
+from qoslab.sweep.store import write_tables
+
+
+def is_candidate(policy: str) -> bool:
+    return CANDIDATE_MARK in policy
+
+
+def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The tables without search candidates' rows."""
+    out = dict(tables)
+    for key in ("runs", "jobs", "iterations", "levels"):
+        frame = tables[key]
+        out[key] = frame[~frame["policy"].map(is_candidate)].reset_index(drop=True)
+    return out
+
+
+def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> list[Path]:
+    """slowdown.parquet, policies.parquet and report.html (with figures/) in `out`."""
+    kept = compared(tables)
+    slow = slowdowns(kept["jobs"])
+    written = write_tables({"slowdown": slow, "policies": policy_summary(slow)}, out)
+    written.append(write_report(out, kept, meta))
+    return written
 
 
 def policy_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    jobs = tables["jobs"]
-    if jobs.empty:
+    """Per policy: each job's mean slowdown, the total contention and its change against default."""
+    kept = compared(tables)
+    slow = slowdowns(kept["jobs"])
+    if slow.empty:
         return pd.DataFrame()
-    alone = jobs[jobs["mode"] == "alone"][["repetition", "job", "runtime_us"]].rename(columns={"runtime_us": "alone_us"})
-    shared = jobs[(jobs["mode"] == "shared") & ~jobs["policy"].map(is_candidate)]
-    joined = shared.merge(alone, on=["repetition", "job"], how="left")
-    joined["slowdown"] = joined["runtime_us"] / joined["alone_us"]
-    joined["contention_us"] = joined["runtime_us"] - joined["alone_us"]
-    order = list(dict.fromkeys(joined["policy"]))
-    slowdown = joined.pivot_table(index="policy", columns="job", values="slowdown", aggfunc="mean", sort=False)
-    total = joined.groupby(["policy", "repetition"], sort=False)["contention_us"].sum(min_count=len(alone["job"].unique()))
-    slowdown["total contention us"] = total.groupby("policy", sort=False).mean()
-    slowdown = slowdown.reindex(order)
-    slowdown.columns = [c if c == "total contention us" else f"{c} slowdown" for c in slowdown.columns]
-    return slowdown.reset_index()
+    per_job = slow.pivot_table(index="policy", columns="job", values="slowdown", aggfunc="mean", sort=False)
+    per_job.columns = [f"{job} slowdown" for job in per_job.columns]
+    summary = policy_summary(slow).set_index("policy")
+    per_job["total contention us"] = summary["total_contention_us"]
+    per_job["vs default %"] = summary["vs_default_pct"]
+    return per_job.reindex(summary.index).reset_index()

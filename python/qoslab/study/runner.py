@@ -21,9 +21,8 @@ from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.sweep.execute import RunSpec, empty_iterations
 from qoslab.sweep.executors import Executor
+from qoslab.study.results import write_results
 from qoslab.sweep.store import RunStore, write_tables
-
-CANDIDATE_MARK = "/candidate["
 
 
 @dataclass
@@ -177,8 +176,10 @@ class StudyRunner:
         written = write_tables(tables, self.out)
         if search is not None:
             written += write_tables({"search": search}, self.out)
-        (self.out / "study.json").write_text(json.dumps(self._describe(), indent=2) + "\n")
+        meta = self._describe()
+        (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
         written.append(self.out / "study.json")
+        written += write_results(self.out, {**tables, "search": search}, meta)
         runs = tables["runs"]
         failed = runs[runs["status"] != "completed"].to_dict("records")
         return StudyOutcome(self.out, tables, len(ids), self.reused, failed, search, written)
@@ -208,8 +209,4 @@ def _with_search_winners(tables: dict[str, pd.DataFrame], search: pd.DataFrame) 
             winners["policy"] = name
             out[key] = pd.concat([frame, winners], ignore_index=True)
     return out
-
-
-def is_candidate(policy: str) -> bool:
-    return CANDIDATE_MARK in policy
 

@@ -1,0 +1,79 @@
+"""Slowdown against running alone, contention, compute-power waste and throughput (Savoie et al.;
+Jokanovic et al.'s T_contention, Total_contention and Pw)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+BASELINE = "default"
+
+
+def slowdowns(jobs: pd.DataFrame) -> pd.DataFrame:
+    """One row per (repetition, policy, job) of the shared runs: alone_us, shared_us, slowdown =
+    shared / alone, contention_us = shared - alone, ranks, and `complete` (both runs finished;
+    otherwise slowdown and contention are NaN, never dropped)."""
+    alone = jobs[jobs["mode"] == "alone"][["repetition", "job", "runtime_us"]].rename(columns={"runtime_us": "alone_us"})
+    shared = jobs[jobs["mode"] == "shared"][["repetition", "policy", "job", "ranks", "runtime_us"]]
+    out = shared.rename(columns={"runtime_us": "shared_us"}).merge(alone, on=["repetition", "job"], how="left")
+    out["complete"] = out["alone_us"].notna() & out["shared_us"].notna()
+    out["slowdown"] = np.where(out["complete"], out["shared_us"] / out["alone_us"], np.nan)
+    out["contention_us"] = np.where(out["complete"], out["shared_us"] - out["alone_us"], np.nan)
+    return out[["repetition", "policy", "job", "ranks", "alone_us", "shared_us", "slowdown", "contention_us", "complete"]]
+
+
+def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.DataFrame:
+    """Per policy, in the order policies first appear, averaged over repetitions:
+
+    - total_contention_us: sum over jobs of T_shared - T_alone (mean; min and max over repetitions);
+    - pw_core_seconds: compute-power waste, C x sum over jobs of ranks x T_contention (seconds);
+    - mean_slowdown, geomean_slowdown, worst_slowdown (and worst_job) over jobs;
+    - throughput_jobs_per_hour: 3600 s x sum over jobs of 1 / T_shared, each job rerun back to
+      back; throughput_vs_alone divides it by the same sum over alone runtimes;
+    - vs_default_pct: change of total contention against the "default" policy (negative = less).
+
+    A repetition in which some job of the policy did not complete gives NaN for that repetition;
+    `complete_repetitions` counts the others."""
+    rows = []
+    for policy, group in slow.groupby("policy", sort=False):
+        per_rep = []
+        for rep, g in group.groupby("repetition"):
+            complete = bool(g["complete"].all())
+            per_rep.append({
+                "total": g["contention_us"].sum() if complete else np.nan,
+                "pw": core_second_cost * (g["ranks"] * g["contention_us"]).sum() / 1e6 if complete else np.nan,
+                "throughput": 3600e6 * (1.0 / g["shared_us"]).sum() if complete else np.nan,
+                "alone_throughput": 3600e6 * (1.0 / g["alone_us"]).sum() if complete else np.nan,
+            })
+        reps = pd.DataFrame(per_rep)
+        by_job = group.groupby("job", sort=False)["slowdown"].mean()
+        worst_job = by_job.idxmax() if by_job.notna().any() else None
+        rows.append({
+            "policy": policy,
+            "total_contention_us": reps["total"].mean(),
+            "total_contention_min_us": reps["total"].min(),
+            "total_contention_max_us": reps["total"].max(),
+            "pw_core_seconds": reps["pw"].mean(),
+            "mean_slowdown": by_job.mean(),
+            "geomean_slowdown": float(np.exp(np.log(by_job).mean())) if by_job.notna().all() else np.nan,
+            "worst_slowdown": by_job.max(),
+            "worst_job": worst_job,
+            "throughput_jobs_per_hour": reps["throughput"].mean(),
+            "throughput_vs_alone": (reps["throughput"] / reps["alone_throughput"]).mean(),
+            "complete_repetitions": int(reps["total"].notna().sum()),
+        })
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    base = out.loc[out["policy"] == BASELINE, "total_contention_us"]
+    if len(base) and base.iloc[0] > 0:
+        out["vs_default_pct"] = 100.0 * (out["total_contention_us"] / base.iloc[0] - 1.0)
+    else:
+        out["vs_default_pct"] = np.nan
+    return out
+
+
+def ranking(summary: pd.DataFrame, metric: str = "total_contention_us") -> pd.DataFrame:
+    """Policies best first by `metric` (lower is better; throughput: higher is better)."""
+    ascending = not metric.startswith("throughput")
+    return summary.sort_values(metric, ascending=ascending, na_position="last", kind="stable").reset_index(drop=True)
