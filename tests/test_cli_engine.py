@@ -232,3 +232,25 @@ def test_traffic_on_an_unweighted_vl_is_warned_about(tmp_path):
     quiet = tmp_path / "fine.toml"
     quiet.write_text(path.read_text().replace('"0:255"', '"0:255,1:10"'))
     assert "warning" not in CliRunner().invoke(app, ["check", str(quiet)]).output
+
+
+def test_study_without_file_runs_the_default_study(tmp_path):
+    import pandas as pd
+
+    out = tmp_path / "study"
+    result = invoke("study", "--out", out)
+    assert result.exit_code == 0, result.output
+    for name in ("report.html", "policies.parquet", "slowdown.parquet", "runs.parquet", "study.json"):
+        assert (out / name).exists()
+    runs = pd.read_parquet(out / "runs.parquet")
+    assert set(runs["status"]) == {"completed"}
+    policies = json.loads((out / "study.json").read_text())["policies"]
+    kinds = {p["kind"] for p in policies}
+    assert kinds == {"default", "per-job", "per-rank", "per-message", "multi-vl"}
+    slow = pd.read_parquet(out / "slowdown.parquet").groupby(["policy", "job"])["slowdown"].mean()
+    # Contention costs the jobs under the default policy, and the job given the top SL comes
+    # back near its alone time.
+    assert slow["default"].max() > 1.3
+    assert slow[("per-job[milc first]", "milc")] < 1.1 < slow[("default", "milc")]
+    page = (out / "report.html").read_text()
+    assert "The best policy by total contention is" in page

@@ -294,7 +294,7 @@ def print_study(outcome: Any) -> None:
     from qoslab.study.results import policy_table
 
     table = Table(title="policies (mean over repetitions)", title_justify="left")
-    rows = policy_table(outcome.tables)
+    rows = policy_table(outcome.tables, outcome.policies)
     if rows.empty:
         console.print(Text("no policy has a complete set of runs to compare", style="yellow"))
     else:
@@ -308,6 +308,9 @@ def print_study(outcome: Any) -> None:
         console.print(table)
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
     console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
+    if outcome.report_error:
+        err_console.print(Text(f"warning: the analysis or report could not be written (a bug, please report it): "
+                               f"{outcome.report_error}; the run tables are in {outcome.out}/", style="yellow"))
     for row in outcome.failed:
         label = f"{row['alone_job']} alone" if isinstance(row["alone_job"], str) else row["policy"]
         err_console.print(Text(f"warning: run {row['run_id']} ({label}, repetition {row['repetition']}): "

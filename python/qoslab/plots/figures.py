@@ -24,8 +24,9 @@ def slowdown_bars(slow: pd.DataFrame, policies: list[str] | None = None) -> Figu
     x = np.arange(len(jobs))
     for i, policy in enumerate(policies):
         means = [stats["mean"].get((policy, j), np.nan) for j in jobs]
-        low = [m - stats["min"].get((policy, j), np.nan) for m, j in zip(means, jobs)]
-        high = [stats["max"].get((policy, j), np.nan) - m for m, j in zip(means, jobs)]
+        # Clipped at 0: mean - min can come out a rounding error below zero.
+        low = [max(m - stats["min"].get((policy, j), np.nan), 0.0) for m, j in zip(means, jobs)]
+        high = [max(stats["max"].get((policy, j), np.nan) - m, 0.0) for m, j in zip(means, jobs)]
         ax.bar(x + (i - (len(policies) - 1) / 2) * width, means, width, label=policy, yerr=[low, high], capsize=2)
     ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
     ax.set_xticks(x, jobs)

@@ -54,7 +54,8 @@ class PerRank(Arbitrated):
 
     def default_name(self) -> str:
         online = ",online" if self.selection == "online" else ""
-        return f"per-rank[{self.job},{self.fraction:g},{self.metric}{online}]"
+        match = "" if self.match == "source" else f",to {self.match}" if self.match == "destination" else ",either end"
+        return f"per-rank[{self.job},{self.fraction:g},{self.metric}{online}{match}]"
 
     def describe(self) -> str:
         how = "online after %d iteration(s)" % self.after_iterations if self.selection == "online" else "from the default run"

@@ -1,5 +1,13 @@
 """The built-in default study `qoslab study` runs with no file: four jobs on a small slimmed fat
-tree, compared under the seeds' main policies. Small enough for a few minutes on two cores."""
+tree, compared under each family of policy the seeds propose. It finishes in well under a minute
+on two cores (benchmarks/study.json has the figures).
+
+The fabric is a 4:1 slimmed two-level tree, so jobs spread over its leaves meet on the up-links,
+as on the slimmed trees of the seeds. Three jobs are fragmented four nodes per leaf over every
+leaf: a MILC skeleton (the job the per-job and per-rank policies favour), an all-to-all and an
+allreduce loop (latency-bound). A Flood-Pairs congestor sits on one leaf and talks to four
+others, so its pressure is local: the MILC ranks near it are the job's slow ranks.
+"""
 
 from __future__ import annotations
 
@@ -8,33 +16,40 @@ from typing import Any
 from qoslab.study.model import Study
 
 DEFAULT_STUDY: dict[str, Any] = {
-    "name": "default study: four jobs, five QoS policies",
+    "name": "qoslab default study: four jobs, one congestor, every kind of QoS policy",
     "description": (
-        "Four MPI jobs share a 4:1 slimmed two-level fat tree, each fragmented four nodes per leaf so "
-        "their traffic crosses the spines: a bandwidth-heavy all-to-all, a halo exchange, an allreduce "
-        "loop and a flood. Each job runs alone on its hosts, then all four together under each policy."
+        "Four MPI jobs share a 128-host, 4:1 slimmed fat tree: a MILC skeleton, an all-to-all and an "
+        "allreduce loop spread four nodes per leaf, and a Flood-Pairs congestor on one leaf. Each job runs "
+        "alone on its hosts, then all four together under each policy: everyone on one service level, "
+        "job-level priorities (Savoie et al.), prioritising 10% of MILC's ranks (Savoie et al.), priority "
+        "per message from past latency (Khalilov et al.) and traffic spread over all VLs (Subramoni et al.)."
     ),
-    "repetitions": 2,
+    "repetitions": 3,
     "scenario": {
         "seed": 1,
         "topology": {"kind": "xgft", "m": [16, 8], "w": [1, 4]},
         "jobs": [
-            {"name": "a2a", "nodes": 32, "placement": "fragmented",
+            {"name": "milc", "nodes": 32, "placement": "random",
+             "workload": {"kind": "milc", "iterations": 3, "cg_iterations": 5, "compute_us": 5.0}},
+            {"name": "alltoall", "nodes": 32, "placement": "random",
              "workload": {"kind": "all-to-all", "bytes": 16384, "iterations": 3}},
-            {"name": "halo", "nodes": 32, "placement": "fragmented",
-             "workload": {"kind": "nearest-neighbor", "dims": 2, "bytes": 65536, "compute_us": 5.0, "iterations": 10}},
-            {"name": "allreduce", "nodes": 32, "placement": "fragmented",
-             "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 65536, "iterations": 10}},
-            {"name": "flood", "nodes": 32, "placement": "fragmented",
+            {"name": "allreduce", "nodes": 32, "placement": "random",
+             "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 200}},
+            {"name": "flood", "placement": "hosts", "hosts": [0, 1, 2, 3, 64, 80, 96, 112],
              "workload": {"kind": "flood-pairs", "iterations": 20}},
         ],
     },
     "policies": [
         {"kind": "default"},
-        {"kind": "per-job", "name": "per-job[halo first]",
-         "assignment": {"halo": 0, "allreduce": 1, "a2a": 2, "flood": 3}},
-        {"kind": "per-rank", "job": "halo", "fraction": 0.1},
-        {"kind": "per-message", "jobs": "all"},
+        {"kind": "per-job", "name": "per-job[milc first]",
+         "assignment": {"milc": 0, "allreduce": 1, "alltoall": 2, "flood": 3}},
+        {"kind": "per-job", "name": "per-job[flood first]",
+         "assignment": {"flood": 0, "milc": 1, "allreduce": 2, "alltoall": 3}},
+        {"kind": "per-rank", "job": "milc", "fraction": 0.1},
+        {"kind": "per-rank", "job": "milc", "fraction": 0.1, "metric": "random"},
+        {"kind": "per-rank", "job": "milc", "fraction": 0.1, "selection": "online"},
+        {"kind": "per-message", "name": "per-message[victims]", "jobs": ["milc", "alltoall", "allreduce"]},
+        {"kind": "per-message", "name": "per-message[all]"},
         {"kind": "multi-vl", "by": "connection"},
     ],
 }

@@ -37,8 +37,9 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, An
     return written
 
 
-def policy_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Per policy: each job's mean slowdown, the total contention and its change against default."""
+def policy_table(tables: dict[str, pd.DataFrame], order: list[str] | None = None) -> pd.DataFrame:
+    """Per policy (in `order`, the study's, when given): each job's mean slowdown, the total
+    contention and its change against default."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
     if slow.empty:
@@ -48,4 +49,5 @@ def policy_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     summary = policy_summary(slow).set_index("policy")
     per_job["total contention us"] = summary["total_contention_us"]
     per_job["vs default %"] = summary["vs_default_pct"]
-    return per_job.reindex(summary.index).reset_index()
+    index = [p for p in order if p in summary.index] if order else list(summary.index)
+    return per_job.reindex(index).rename_axis("policy").reset_index()

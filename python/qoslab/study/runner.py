@@ -34,6 +34,8 @@ class StudyOutcome:
     failed: list[dict[str, Any]] = field(default_factory=list)
     search: pd.DataFrame | None = None
     written: list[Path] = field(default_factory=list)
+    report_error: str | None = None  # the analysis or report failed (a bug): the tables are still there
+    policies: list[str] = field(default_factory=list)  # names, in the study's order
 
 
 class StudyRunner:
@@ -48,6 +50,7 @@ class StudyRunner:
         self.run_ids: list[str] = []
         self.reused = 0
         self.search_results: list[dict[str, Any]] = []
+        self.report_error: str | None = None
 
     # -- running -------------------------------------------------------------------------------
 
@@ -179,10 +182,14 @@ class StudyRunner:
         meta = self._describe()
         (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
         written.append(self.out / "study.json")
-        written += write_results(self.out, {**tables, "search": search}, meta)
+        try:
+            written += write_results(self.out, {**tables, "search": search}, meta)
+        except Exception as error:  # the runs and their tables are written; say what is missing
+            self.report_error = f"{type(error).__name__}: {error}"
         runs = tables["runs"]
         failed = runs[runs["status"] != "completed"].to_dict("records")
-        return StudyOutcome(self.out, tables, len(ids), self.reused, failed, search, written)
+        names = [p.label() for p in self.study.concrete_policies()]
+        return StudyOutcome(self.out, tables, len(ids), self.reused, failed, search, written, self.report_error, names)
 
     def _describe(self) -> dict[str, Any]:
         return {
