@@ -121,3 +121,11 @@ def test_mapping_keeps_the_jobs_that_load_the_top_level_apart():
     # separate-heavy: a (0.75) and c (0.5) are >= 0.5 x 0.75; b and d share the last VL.
     heavy = VlMapping(kind="vl-mapping", rule="separate-heavy", vls=3).mapping(ctx)
     assert heavy == {"a": 0, "c": 1, "b": 2, "d": 2}
+
+
+def test_slowest_sends_is_the_highest_mean_send_latency():
+    rows = [{"job": "a", "rank": r, "iteration": 0, "time_ns": 1.0, "mpi_wait_ns": 0.0, "sends": n, "send_latency_ns": lat}
+            for r, (n, lat) in enumerate([(4, 400.0), (2, 500.0), (5, 400.0), (0, 0.0)])]
+    policy = PerRank(kind="per-rank", job="a", fraction=0.25, metric="slowest-sends")
+    # means: 100, 250, 80, 0 -> rank 1
+    assert policy.choose(context(pd.DataFrame(rows), size=4)) == [1]

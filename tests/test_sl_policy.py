@@ -179,3 +179,29 @@ def test_policy_sls_without_weight_are_warned_about():
     scenario = Scenario(topology=SWITCH, qos={"vlarb_low": "0:255"},
                         jobs=[a2a(sl_policy={"kind": "spread", "sls": [0, 1], "by": "message"})])
     assert any("SL1 maps to VL1" in w for w in scenario.qos_warnings())
+
+
+def test_sends_and_their_latency_are_recorded_per_rank_and_iteration():
+    result = run(a2a(iterations=2))
+    ranks = result.ranks.to_pandas()
+    # 7 messages per rank and iteration; an eager send completes on injection, so a message may
+    # be delivered in its sender's next iteration, or after its last (then it is not counted).
+    per_rank = ranks.groupby("rank")["sends"].sum()
+    assert (per_rank <= 14).all() and per_rank.sum() >= 8 * 14 - 8
+    # A 4 KiB eager message on an idle single switch: one serialization of 4096 + 26 bytes at
+    # 100 Gb/s (cut-through), two link latencies and one switch latency, exactly.
+    closed_form = (4096 + 26) * 8 / 100 + 2 * 20 + 100
+    assert ranks["send_latency_ns"].div(ranks["sends"]).sub(closed_form).abs().max() < 1e-6
+
+
+def test_slowest_sends_online_picks_the_rank_whose_sends_cross_the_congested_link():
+    # The job has one rank (host 13) on the leaf of hosts 12-15, whose single up-link hosts 14 and
+    # 15 flood: that rank's sends are the late ones.
+    jobs = a2a(iterations=3, sl_policy={"kind": "slowest-ranks", "fraction": 0.125, "metric": "slowest-sends", "sl": 1})
+    tree = {"kind": "xgft", "m": [4, 4], "w": [1, 1]}
+    result = run({**jobs, "placement": "hosts", "hosts": [0, 4, 8, 9, 1, 5, 10, 13], "nodes": None},
+                 topology=tree, traffic=[{"pattern": "uniform", "hosts": "14-15", "destinations": "0-3", "load": "saturate"}])
+    ranks = result.ranks.to_pandas().query("run == 0 and iteration == 0")
+    slowest = int((ranks["send_latency_ns"] / ranks["sends"]).idxmax())
+    assert result.summary["jobs"]["a2a"]["prioritized_ranks"] == [int(ranks.loc[slowest, "rank"])]
+    assert int(ranks.loc[slowest, "host"]) == 13  # the rank sharing its leaf's up-link with the flood

@@ -58,12 +58,13 @@ class RankSl(_Table):
 
 class SlowestRanksSl(_Table):
     """The engine picks the ranks after `after_iterations` iterations of the first run: the top
-    ceil(fraction x ranks) by `metric` ("least-wait": the critical path; "most-wait")."""
+    ceil(fraction x ranks) by `metric` ("least-wait": the critical path; "most-wait";
+    "slowest-sends": the highest mean latency of the rank's delivered messages)."""
 
     kind: Literal["slowest-ranks"]
     fraction: Fraction = 0.1
     after_iterations: Annotated[int, Field(ge=1, lt=2**32)] = 1
-    metric: Literal["least-wait", "most-wait"] = "least-wait"
+    metric: Literal["least-wait", "most-wait", "slowest-sends"] = "least-wait"
     sl: SlNumber = 1
     match: Literal["source", "destination", "either"] = "source"
 

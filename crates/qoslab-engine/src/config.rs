@@ -168,6 +168,8 @@ pub enum SlowRankMetric {
     LeastWait,
     /// Most MPI wait.
     MostWait,
+    /// Highest mean latency of the rank's delivered sends: the ranks whose messages arrive late.
+    SlowestSends,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]

@@ -7,6 +7,9 @@ Metrics (science.md 2.3, reconstruction):
 - "least-wait": least MPI wait time; the ranks the others wait for, i.e. the critical path;
 - "most-wait": most MPI wait time; the ranks contention hurts most;
 - "wait-inflation": MPI wait under contention minus MPI wait alone (needs the job's alone run);
+- "slowest-sends": the highest mean latency of the rank's delivered messages (science.md's
+  metric C: how late the others receive from it). Where a collective synchronises every
+  iteration, every rank waits about as long, and only this metric tells the slow ones apart;
 - "random": a seeded random choice (the control).
 """
 
@@ -40,7 +43,7 @@ class PerRank(Arbitrated):
     kind: Literal["per-rank"]
     job: str
     fraction: Annotated[float, Field(gt=0, le=1)] = 0.1
-    metric: Literal["least-wait", "most-wait", "wait-inflation", "random"] = "least-wait"
+    metric: Literal["least-wait", "most-wait", "wait-inflation", "slowest-sends", "random"] = "slowest-sends"
     selection: Literal["profile", "online"] = "profile"
     after_iterations: Annotated[int, Field(ge=1)] = 1  # online: iterations measured before choosing
     match: Literal["source", "destination", "either"] = "source"
@@ -48,14 +51,16 @@ class PerRank(Arbitrated):
 
     @model_validator(mode="after")
     def _online_metrics(self) -> "PerRank":
-        if self.selection == "online" and self.metric not in ("least-wait", "most-wait"):
-            raise problem(f'online selection measures "least-wait" or "most-wait", not {self.metric!r}', "metric")
+        if self.selection == "online" and self.metric not in ("least-wait", "most-wait", "slowest-sends"):
+            raise problem(f'online selection measures "least-wait", "most-wait" or "slowest-sends", not {self.metric!r}',
+                          "metric")
         return self
 
     def default_name(self) -> str:
         online = ",online" if self.selection == "online" else ""
         match = "" if self.match == "source" else f",to {self.match}" if self.match == "destination" else ",either end"
-        return f"per-rank[{self.job},{self.fraction:g},{self.metric}{online}{match}]"
+        weights = "" if self.weights == PER_RANK_WEIGHTS else f",w={':'.join(map(str, self.weights))}"
+        return f"per-rank[{self.job},{self.fraction:g},{self.metric}{online}{match}{weights}]"
 
     def describe(self) -> str:
         how = "online after %d iteration(s)" % self.after_iterations if self.selection == "online" else "from the default run"
@@ -87,8 +92,11 @@ class PerRank(Arbitrated):
             return sorted(int(r) for r in rng.choice(size, size=count, replace=False))
         if ctx.profile is None:
             raise PolicyError("metric", f"{self.metric!r} needs the profiling run, which is missing")
-        wait = _wait_per_rank(ctx.profile, self.job, size)
-        if self.metric == "least-wait":
+        wait = _per_rank(ctx.profile, self.job, size, "mpi_wait_ns")
+        if self.metric == "slowest-sends":
+            sends = _per_rank(ctx.profile, self.job, size, "sends")
+            score = _per_rank(ctx.profile, self.job, size, "send_latency_ns") / np.maximum(sends, 1)
+        elif self.metric == "least-wait":
             score = -wait  # least wait first
         elif self.metric == "most-wait":
             score = wait
@@ -96,7 +104,7 @@ class PerRank(Arbitrated):
             alone = ctx.alone.get(self.job)
             if alone is None:
                 raise PolicyError("metric", "'wait-inflation' needs the job's alone run, which is missing")
-            score = wait - _wait_per_rank(alone.iterations.assign(job=self.job), self.job, size)
+            score = wait - _per_rank(alone.iterations.assign(job=self.job), self.job, size, "mpi_wait_ns")
         # Highest score first; ties to the lower rank (stable sort on -score).
         order = np.argsort(-score, kind="stable")
         return sorted(int(r) for r in order[:count])
@@ -116,10 +124,10 @@ class PerRank(Arbitrated):
         return with_jobs(scenario, self.arbitration().qos(), {self.job: {"sl": 0, "sl_policy": rule}})
 
 
-def _wait_per_rank(iterations: pd.DataFrame, job: str, size: int) -> np.ndarray:
-    """Total MPI wait per rank of `job` over its recorded iterations (ns), indexed by rank."""
+def _per_rank(iterations: pd.DataFrame, job: str, size: int, column: str) -> np.ndarray:
+    """`column` summed per rank of `job` over its recorded iterations, indexed by rank."""
     rows = iterations[iterations["job"] == job]
-    totals = rows.groupby("rank")["mpi_wait_ns"].sum()
-    wait = np.zeros(size)
-    wait[totals.index.to_numpy(dtype=int)] = totals.to_numpy(dtype=float)
-    return wait
+    totals = rows.groupby("rank")[column].sum()
+    out = np.zeros(size)
+    out[totals.index.to_numpy(dtype=int)] = totals.to_numpy(dtype=float)
+    return out

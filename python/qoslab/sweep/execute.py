@@ -155,7 +155,7 @@ def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
     ]
 
 
-ITERATION_COLUMNS = ("job", "rank", "host", "iteration", "time_ns", "mpi_wait_ns")
+ITERATION_COLUMNS = ("job", "rank", "host", "iteration", "time_ns", "mpi_wait_ns", "sends", "send_latency_ns")
 
 
 def empty_iterations() -> pa.Table:
@@ -167,6 +167,8 @@ def empty_iterations() -> pa.Table:
             "iteration": pa.array([], pa.uint32()),
             "time_ns": pa.array([], pa.float64()),
             "mpi_wait_ns": pa.array([], pa.float64()),
+            "sends": pa.array([], pa.uint32()),
+            "send_latency_ns": pa.array([], pa.float64()),
         }
     )
 
@@ -186,5 +188,7 @@ def iteration_table(spec: RunSpec, ranks: pa.Table | None) -> pa.Table:
             "iteration": first.column("iteration"),
             "time_ns": first.column("time_ns"),
             "mpi_wait_ns": first.column("mpi_wait_ns"),
+            "sends": first.column("sends"),
+            "send_latency_ns": first.column("send_latency_ns"),
         }
     )

@@ -119,6 +119,10 @@ struct Rank {
     in_iteration: bool,
     iteration_start: Time,
     iteration_wait: Time,
+    /// Fabric sends of this rank delivered during the current iteration, and their summed
+    /// latency (issue to last byte delivered): how late its messages reach the others.
+    iteration_sends: u32,
+    iteration_send_latency: Time,
     wait_since: Time,
     next_request: u32,
     /// Requests issued and not yet complete (few at a time, so a list beats a set).
@@ -158,6 +162,9 @@ pub struct IterationRecord {
     pub start: Time,
     pub end: Time,
     pub wait: Time,
+    /// Sends of the rank delivered during the iteration, and the sum of their latencies.
+    pub sends: u32,
+    pub send_latency: Time,
 }
 
 pub struct Mpi {
@@ -273,6 +280,8 @@ impl Mpi {
                     in_iteration: false,
                     iteration_start: 0,
                     iteration_wait: 0,
+                    iteration_sends: 0,
+                    iteration_send_latency: 0,
                     wait_since: 0,
                     next_request: 0,
                     outstanding: Vec::new(),
@@ -444,13 +453,17 @@ impl Mpi {
         self.messages.remove(message);
     }
 
-    /// A delivered send's latency reaches its job's SL policy (fabric messages only: the
-    /// shared-memory path has no SL).
+    /// A delivered send's latency: counted for its sender's iteration record and told to its
+    /// job's SL policy (fabric messages only: the shared-memory path has no SL and no network).
     fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time) {
-        let (o, p) = (&self.ranks[origin as usize], &self.ranks[peer as usize]);
-        if o.host != p.host {
-            let (local, peer_local) = (o.local, p.local);
-            self.jobs[o.job as usize].sl_policy.observe(local, peer_local, bytes, latency);
+        let peer_host = self.ranks[peer as usize].host;
+        let o = &mut self.ranks[origin as usize];
+        if o.host != peer_host {
+            o.iteration_sends += 1;
+            o.iteration_send_latency += latency;
+            let (job, local, peer_local) = (o.job, o.local, self.ranks[peer as usize].local);
+            let p = &mut self.jobs[job as usize].sl_policy;
+            p.observe(local, peer_local, bytes, latency);
         }
     }
 
@@ -623,12 +636,17 @@ impl Mpi {
                     start: r.iteration_start,
                     end: now,
                     wait: r.iteration_wait,
+                    sends: r.iteration_sends,
+                    send_latency: r.iteration_send_latency,
                 });
                 let job = &mut self.jobs[job_index];
-                job.sl_policy.iteration_done(r.local, job.run, r.iteration, r.iteration_wait);
+                job.sl_policy.iteration_done(r.local, job.run, r.iteration, r.iteration_wait, r.iteration_sends,
+                                             r.iteration_send_latency);
                 r.iteration += 1;
                 r.iteration_start = now;
                 r.iteration_wait = 0;
+                r.iteration_sends = 0;
+                r.iteration_send_latency = 0;
                 job.iterations_completed += 1;
             }
             let job = &mut self.jobs[job_index];
@@ -671,6 +689,8 @@ impl Mpi {
                 r.in_iteration = false;
                 r.iteration_start = now;
                 r.iteration_wait = 0;
+                r.iteration_sends = 0;
+                r.iteration_send_latency = 0;
                 r.next_request = 0;
                 r.collectives_called = 0;
                 r.pc = 0;

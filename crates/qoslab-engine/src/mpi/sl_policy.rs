@@ -32,8 +32,11 @@ struct SlowestRanks {
     count: usize,
     after_iterations: u32,
     metric: SlowRankMetric,
-    /// MPI wait of each rank over its first `after_iterations` iterations (first run).
+    /// MPI wait, delivered sends and their summed latency of each rank over its first
+    /// `after_iterations` iterations (first run).
     wait: Vec<Time>,
+    sends: Vec<u32>,
+    send_latency: Vec<Time>,
     measured: u32,
     /// Empty until chosen.
     chosen: Vec<bool>,
@@ -106,6 +109,8 @@ impl SlPolicy {
                     after_iterations: *after_iterations,
                     metric: *metric,
                     wait: vec![0; size as usize],
+                    sends: vec![0; size as usize],
+                    send_latency: vec![0; size as usize],
                     measured: 0,
                     chosen: Vec::new(),
                 }))
@@ -197,13 +202,16 @@ impl SlPolicy {
         }
     }
 
-    /// Rank `rank` finished `iteration` of run `run` after waiting `wait` in MPI.
-    pub fn iteration_done(&mut self, rank: u32, run: u32, iteration: u32, wait: Time) {
+    /// Rank `rank` finished `iteration` of run `run` after waiting `wait` in MPI, with `sends`
+    /// of its messages delivered in it after `send_latency` in total.
+    pub fn iteration_done(&mut self, rank: u32, run: u32, iteration: u32, wait: Time, sends: u32, send_latency: Time) {
         let Rule::SlowestRanks(s) = &mut self.rule else { return };
         if run != 0 || !s.chosen.is_empty() || iteration >= s.after_iterations {
             return;
         }
         s.wait[rank as usize] += wait;
+        s.sends[rank as usize] += sends;
+        s.send_latency[rank as usize] += send_latency;
         if iteration + 1 == s.after_iterations {
             s.measured += 1;
             if s.measured as usize == s.wait.len() {
@@ -239,6 +247,16 @@ impl SlowestRanks {
         match self.metric {
             SlowRankMetric::LeastWait => order.sort_by_key(|&r| self.wait[r as usize]),
             SlowRankMetric::MostWait => order.sort_by_key(|&r| std::cmp::Reverse(self.wait[r as usize])),
+            SlowRankMetric::SlowestSends => {
+                // Mean latency per delivered send, compared exactly: a/b > c/d as a*d > c*b.
+                let (lat, n) = (&self.send_latency, &self.sends);
+                order.sort_by(|&a, &b| {
+                    let (a, b) = (a as usize, b as usize);
+                    let left = lat[b] as u128 * n[a].max(1) as u128;
+                    let right = lat[a] as u128 * n[b].max(1) as u128;
+                    left.cmp(&right)
+                });
+            }
         }
         self.chosen = vec![false; self.wait.len()];
         for &r in &order[..self.count] {
@@ -323,16 +341,33 @@ mod tests {
         let mut p = SlPolicy::new(&cfg, 1, 4, 5, "k").unwrap();
         let waits = [40, 10, 30, 20];
         for (rank, w) in waits.iter().enumerate() {
-            p.iteration_done(rank as u32, 0, 0, *w);
+            p.iteration_done(rank as u32, 0, 0, *w, 1, 0);
         }
         assert_eq!(p.prioritized(), Some(None));
         for (rank, w) in waits.iter().enumerate().take(3) {
-            p.iteration_done(rank as u32, 0, 1, *w);
+            p.iteration_done(rank as u32, 0, 1, *w, 1, 0);
         }
         assert_eq!(p.choose(0, 1, 8), 1, "not chosen before the last rank is measured");
-        p.iteration_done(3, 0, 1, 20);
+        p.iteration_done(3, 0, 1, 20, 1, 0);
         assert_eq!(p.prioritized(), Some(Some(vec![1, 3])));
         assert_eq!((p.choose(0, 1, 8), p.choose(1, 0, 8)), (3, 1), "matching the destination");
+    }
+
+    #[test]
+    fn slowest_sends_is_the_highest_mean_latency_per_delivered_send() {
+        let cfg = SlPolicyConfig::SlowestRanks {
+            fraction: 0.25,
+            after_iterations: 1,
+            metric: SlowRankMetric::SlowestSends,
+            sl: 2,
+            matching: RankMatch::Source,
+        };
+        let mut p = SlPolicy::new(&cfg, 0, 4, 3, "k").unwrap();
+        // Means: 100, 150, 120 and 0 (nothing delivered): rank 1 is the slowest.
+        for (rank, (sends, latency)) in [(2, 200), (4, 600), (1, 120), (0, 0)].iter().enumerate() {
+            p.iteration_done(rank as u32, 0, 0, 0, *sends, *latency);
+        }
+        assert_eq!(p.prioritized(), Some(Some(vec![1])));
     }
 
     #[test]

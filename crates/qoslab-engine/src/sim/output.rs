@@ -148,5 +148,7 @@ fn rank_columns(mpi: &Mpi) -> Vec<Column> {
         column("start_ns", "<f8", r.iter().map(|x| ps_to_ns(x.start)), f64::to_le_bytes),
         column("time_ns", "<f8", r.iter().map(|x| ps_to_ns(x.end - x.start)), f64::to_le_bytes),
         column("mpi_wait_ns", "<f8", r.iter().map(|x| ps_to_ns(x.wait)), f64::to_le_bytes),
+        column("sends", "<u4", r.iter().map(|x| x.sends), u32::to_le_bytes),
+        column("send_latency_ns", "<f8", r.iter().map(|x| ps_to_ns(x.send_latency)), f64::to_le_bytes),
     ]
 }
