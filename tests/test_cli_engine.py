@@ -252,5 +252,11 @@ def test_study_without_file_runs_the_default_study(tmp_path):
     # back near its alone time.
     assert slow["default"].max() > 1.3
     assert slow[("per-job[milc first]", "milc")] < 1.1 < slow[("default", "milc")]
+    # 10% of MILC's ranks chosen by the latency of their sends recover part of what the whole
+    # job on the high SL gains, more than a random 10%, at a fraction of the others' cost.
+    per_rank, random_ranks = slow[("per-rank[milc,0.1,slowest-sends]", "milc")], slow[("per-rank[milc,0.1,random]", "milc")]
+    assert per_rank < random_ranks < slow[("default", "milc")]
+    totals = pd.read_parquet(out / "policies.parquet").set_index("policy")["total_contention_us"]
+    assert totals["per-rank[milc,0.1,slowest-sends]"] < totals["default"] < totals["per-job[milc high]"]
     page = (out / "report.html").read_text()
     assert "The best policy by total contention is" in page
