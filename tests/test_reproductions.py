@@ -1,0 +1,96 @@
+"""The seeds' findings, checked for direction at small scale on the example studies (shortened
+where they are long). docs/reproductions.md lists the findings, our numbers, and where the model
+disagrees; the per-rank finding is checked on the default study (test_cli_engine.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from qoslab.analysis import congestion_impact, iteration_stats
+from qoslab.study.model import Study
+from qoslab.study.runner import StudyRunner
+from qoslab.sweep.executors import LocalExecutor
+from qoslab.scenario import read_toml
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+
+
+def run_example(name, tmp_path, **changes):
+    path = EXAMPLES / name / "study.toml"
+    data = {**read_toml(path), **changes}
+    study = Study.from_dict(data, str(path))
+    executor = LocalExecutor()
+    try:
+        return StudyRunner(study, tmp_path / name, executor, progress=False).run()
+    finally:
+        executor.close()
+
+
+def slowdown_by(outcome):
+    slow = pd.read_parquet(outcome.out / "slowdown.parquet")
+    jobs = outcome.tables["jobs"]
+    sl = jobs[jobs["mode"] == "shared"][["repetition", "policy", "job", "sl"]]
+    return slow.merge(sl, on=["repetition", "policy", "job"])
+
+
+def test_savoie_job_level_qos_moves_contention_between_jobs(tmp_path):
+    outcome = run_example("savoie-per-job", tmp_path, repetitions=1)
+    slow = slowdown_by(outcome)
+    per_job = slow[slow["policy"].str.startswith("per-job")]
+    by_level = per_job.groupby(["job", "sl"])["slowdown"].mean().unstack()
+    default = slow[slow["policy"] == "default"].groupby("job")["slowdown"].mean()
+    # The job on the top SL comes near its alone time; on the bottom SL it loses against default.
+    assert (by_level[0] < 1.15).all(), by_level
+    assert (by_level[0] < default).all() and (by_level[3] > default).all(), (by_level, default)
+    # And over all assignments, total contention is no better than everyone on SL 0.
+    totals = pd.read_parquet(outcome.out / "policies.parquet").set_index("policy")["total_contention_us"]
+    assert totals.drop("default").mean() > 0.95 * totals["default"]
+
+
+def test_jokanovic_mapping_cuts_total_contention_and_the_heuristic_finds_q_opt(tmp_path):
+    search = {"kind": "search", "weight_sets": ["equal"]}  # 15 mappings up to relabelling: exhaustive
+    policies = [{"kind": "default"}, {"kind": "vl-mapping"}, search]
+    outcome = run_example("jokanovic-mapping", tmp_path, policies=policies)
+    totals = pd.read_parquet(outcome.out / "policies.parquet").set_index("policy")["total_contention_us"]
+    assert totals["q-opt"] < 0.7 * totals["default"]  # tens of percent (the brief's example: 59%)
+    assert totals["vl-mapping[spread-by-load,equal]"] < 1.05 * totals["q-opt"]
+    candidates = outcome.search["value"]
+    assert len(candidates) == 15 and candidates.median() > totals["q-opt"]  # a random mapping does worse
+
+
+def test_khalilov_priority_assignment_lowers_the_canaries_average_congestion_impact(tmp_path):
+    policies = [{"kind": "default"},
+                {"kind": "per-message", "name": "victims", "jobs": ["rr-latency", "rr-bandwidth", "allreduce"]}]
+    outcome = run_example("khalilov-gpcnet", tmp_path, policies=policies)
+    it = outcome.tables["iterations"]
+    allreduce = congestion_impact(it, "allreduce").set_index("policy")["cif_average"]
+    bandwidth = congestion_impact(it, "rr-bandwidth", kind="bandwidth").set_index("policy")["cif_average"]
+    assert allreduce["default"] > 1.5  # congestion hurts the canaries
+    assert allreduce["victims"] < 0.9 * allreduce["default"]
+    assert bandwidth["victims"] < 0.9 * bandwidth["default"]
+
+
+def test_subramoni_separate_vls_free_a_victim_from_head_of_line_blocking(tmp_path):
+    outcome = run_example("subramoni-multi-vl", tmp_path)
+    stats = iteration_stats(outcome.tables["iterations"]).query("job == 'victim'").set_index("policy")
+    assert stats.loc["default", "p50"] > 2 * stats.loc["alone", "p50"]
+    four = stats.loc["multi-vl[4,destination]"]
+    assert four["p50"] < 0.5 * stats.loc["default", "p50"]
+    assert four["std"] < stats.loc["default", "std"]
+    # Spreading by connection spreads the incast over every VL too: no relief.
+    assert stats.loc["multi-vl[4,connection]", "p50"] > 2 * four["p50"]
+
+
+def test_equal_vls_change_nothing_without_a_congestor(tmp_path):
+    scenario = read_toml(EXAMPLES / "subramoni-multi-vl" / "scenario.toml")
+    scenario["jobs"] = scenario["jobs"][:1]  # the victim only
+    study = Study.from_dict({"scenario": scenario, "policies": [{"kind": "multi-vl", "vls": 4, "by": "destination"}]},
+                            str(EXAMPLES / "subramoni-multi-vl" / "study.toml"))
+    outcome = StudyRunner(study, tmp_path, LocalExecutor(1), progress=False).run()
+    runtime = outcome.tables["jobs"].set_index("policy")["runtime_us"]
+    # Within 10%, not the 2% science.md guesses: packets of different VLs interleave on a link,
+    # so a 16 KiB message finishes later than it would in one FIFO (docs/reproductions.md).
+    assert runtime["multi-vl[4,destination]"] == pytest.approx(runtime["default"], rel=0.10)
