@@ -280,3 +280,17 @@ def test_cli_bad_study_exits_2_without_traceback(tmp_path):
     result = CliRunner().invoke(app, ["study", str(path)])
     assert result.exit_code == 2
     assert "policies[0].job" in result.output and "Traceback" not in result.output
+
+
+def test_slurm_executor_keys_become_the_job_script(monkeypatch):
+    from qoslab.sweep.executors import slurm_cluster
+
+    cluster = slurm_cluster({"cores": 2, "memory": "4GB", "queue": "batch", "walltime": "01:00:00", "account": "qos"})
+    try:
+        script = cluster.job_script()
+    finally:
+        cluster.close()
+    for line in ("#SBATCH -p batch", "#SBATCH -t 01:00:00", "#SBATCH -A qos", "--nthreads 2"):
+        assert line in script, script
+    with pytest.raises(ScenarioError, match="executor.slurm"):
+        slurm_cluster({"cores": 1, "memory": "1GB", "no_such_key": 3})

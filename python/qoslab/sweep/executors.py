@@ -113,14 +113,18 @@ def _record(future: Any, spec: RunSpec) -> RunRecord:
         return failed_record(spec, f"the worker running it failed: {type(error).__name__}: {error}")
 
 
-def slurm_cluster(options: dict[str, Any], jobs: int) -> Any:
-    """A dask-jobqueue SLURMCluster from the study file's [executor.slurm] keys, scaled to `jobs`
-    Slurm jobs."""
+def slurm_cluster(options: dict[str, Any]) -> Any:
+    """A dask-jobqueue SLURMCluster from the study file's [executor.slurm] keys (not yet scaled:
+    nothing is submitted until make_executor asks for Slurm jobs)."""
     from dask_jobqueue import SLURMCluster
 
-    cluster = SLURMCluster(**options)
-    cluster.scale(jobs=jobs)
-    return cluster
+    from qoslab.errors import ScenarioError
+
+    options = {"processes": 1, **options}  # one run per worker process by default: runs are single-threaded
+    try:
+        return SLURMCluster(**options)
+    except (TypeError, ValueError) as error:
+        raise ScenarioError([("executor.slurm", f"dask_jobqueue.SLURMCluster refused these keys: {error}")]) from None
 
 
 def make_executor(kind: str, workers: int = 0, scheduler: str | None = None, slurm: dict[str, Any] | None = None) -> Executor:
@@ -128,5 +132,7 @@ def make_executor(kind: str, workers: int = 0, scheduler: str | None = None, slu
     if kind == "dask":
         return DaskExecutor(scheduler)
     if kind == "slurm":
-        return DaskExecutor(slurm_cluster(slurm or {}, max(workers, 1)))
+        cluster = slurm_cluster(slurm or {})
+        cluster.scale(jobs=max(workers, 1))
+        return DaskExecutor(cluster)
     return LocalExecutor(workers)
