@@ -154,7 +154,8 @@ def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, summary: pd.DataFram
     job = _most_affected(slow)
     best = ranking(summary).iloc[0]["policy"]
     shown = list(dict.fromkeys(["alone", "default", best]))
-    shown = [p for p in shown if p in set(iterations[iterations["job"] == job]["policy"])]
+    present = set(iterations.loc[iterations["job"] == job, "policy"].unique())
+    shown = [p for p in shown if p in present]
     spread = slowest_ranks(iterations[iterations["job"] == job])
     spread = spread[["policy", "ranks", "median_ns", "max_ns", "max_over_median"]].assign(
         slowest_ranks=[", ".join(map(str, s[:8])) for s in slowest_ranks(iterations[iterations["job"] == job])["slowest"]])
@@ -168,13 +169,14 @@ def _distributions(iterations: pd.DataFrame, slow: pd.DataFrame, summary: pd.Dat
         return ""
     parts = ["<h2>Iteration-time distributions</h2>"]
     policies = ["alone"] + list(summary["policy"])
-    for job in dict.fromkeys(iterations["job"]):
-        shown = [p for p in policies if p in set(iterations[iterations["job"] == job]["policy"])]
+    present = iterations.groupby("job", sort=False)["policy"].unique()
+    for job, job_policies in present.items():
+        shown = [p for p in policies if p in set(job_policies)]
         parts.append(_figure(latency_cdf(iterations, job, shown[:8]), out, f"cdf-{job}"))
     stats = iteration_stats(iterations)
     stats = stats[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
     parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(stats, {"p50": ",.0f", "p99": ",.0f"}))
-    impacts = pd.concat([congestion_impact(iterations, job) for job in dict.fromkeys(iterations["job"])], ignore_index=True)
+    impacts = pd.concat([congestion_impact(iterations, job) for job in present.index], ignore_index=True)
     if len(impacts):
         parts.append("<h3>Congestion impact (GPCNeT's CIF: shared over alone iteration time)</h3>" +
                      _table(impacts[["job", "policy", "cif_average", "cif_p99"]]))
