@@ -61,16 +61,21 @@ def test_jokanovic_mapping_cuts_total_contention_and_the_heuristic_finds_q_opt(t
     assert len(candidates) == 15 and candidates.median() > totals["q-opt"]  # a random mapping does worse
 
 
-def test_khalilov_priority_assignment_lowers_the_canaries_average_congestion_impact(tmp_path):
+def test_khalilov_priority_assignment_cuts_the_canaries_congestion_impact(tmp_path):
+    victims = ["rr-latency", "rr-bandwidth", "allreduce"]
     policies = [{"kind": "default"},
-                {"kind": "per-message", "name": "victims", "jobs": ["rr-latency", "rr-bandwidth", "allreduce"]}]
+                {"kind": "per-message", "name": "promote", "jobs": victims},
+                {"kind": "per-message", "name": "demote", "jobs": victims, "direction": "demote"}]
     outcome = run_example("khalilov-gpcnet", tmp_path, policies=policies)
     it = outcome.tables["iterations"]
-    allreduce = congestion_impact(it, "allreduce").set_index("policy")["cif_average"]
+    allreduce = congestion_impact(it, "allreduce").set_index("policy")
     bandwidth = congestion_impact(it, "rr-bandwidth", kind="bandwidth").set_index("policy")["cif_average"]
-    assert allreduce["default"] > 1.5  # congestion hurts the canaries
-    assert allreduce["victims"] < 0.9 * allreduce["default"]
-    assert bandwidth["victims"] < 0.9 * bandwidth["default"]
+    assert allreduce.loc["default", "cif_p99"] > 5  # congestion hurts the canaries' tail
+    # Demote (the victims' clean traffic on the top tier): the p99 impact falls by several times.
+    assert allreduce.loc["demote", "cif_p99"] < allreduce.loc["default", "cif_p99"] / 3
+    # Promote: the averages improve, the tail does not (docs/reproductions.md says why).
+    assert allreduce.loc["promote", "cif_average"] < 0.9 * allreduce.loc["default", "cif_average"]
+    assert bandwidth["promote"] < 0.9 * bandwidth["default"]
 
 
 def test_subramoni_separate_vls_free_a_victim_from_head_of_line_blocking(tmp_path):
