@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 

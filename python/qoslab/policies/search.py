@@ -131,7 +131,7 @@ class Search(Policy):
         seen: dict[Candidate, tuple[PerJob, float]] = {}
         asked = 0
         while len(seen) < self.budget and asked < self.budget * 4:
-            trials, wanted = [], []
+            trials = []
             for _ in range(max(1, min(batch, self.budget - len(seen)))):
                 trial = study.ask()
                 vls = tuple(trial.suggest_int(f"vl[{job}]", 0, n - 1) for job in jobs)
