@@ -6,9 +6,12 @@ This module is the only place defaults live. The engine receives a fully resolve
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import re
 import tomllib
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Iterable, Literal, Union
 
@@ -27,7 +30,26 @@ CREDIT_BYTES = 64  # one flow-control credit
 MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
 MAX_VLARB_ENTRIES = 64
 SL_COUNT = 16
-AVAILABLE_TOPOLOGIES = ("single-switch", "xgft")
+AVAILABLE_TOPOLOGIES = ("single-switch", "xgft", "ibnetdiscover")
+
+# Relative paths in a scenario (fabric files, routing dumps) are read from the scenario file's
+# folder; this holds that folder while a file is validated.
+_BASE_DIR: ContextVar[Path | None] = ContextVar("qoslab_scenario_dir", default=None)
+
+
+@contextlib.contextmanager
+def _relative_to(source: str | None):
+    token = _BASE_DIR.set(Path(source).parent if source else None)
+    try:
+        yield
+    finally:
+        _BASE_DIR.reset(token)
+
+
+def _resolve_path(value: str) -> Path:
+    path = Path(value).expanduser()
+    base = _BASE_DIR.get()
+    return path if path.is_absolute() or base is None else base / path
 
 
 class _Table(BaseModel):
@@ -112,11 +134,53 @@ class Xgft(_Table):
         return {"kind": self.kind, "m": list(self.m), "w": list(self.w)}
 
 
+class Ibnetdiscover(_Table):
+    """A real fabric: `ibnetdiscover` output or an ibsim net file (io/ibnetdiscover.py). Each
+    cabled HCA port is a host; link rates come from the file's width x speed."""
+
+    kind: Literal["ibnetdiscover"]
+    path: str
+
+    _fabric: Any = PrivateAttr(default=None)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+
+    @model_validator(mode="after")
+    def _read(self) -> "Ibnetdiscover":
+        from qoslab.io.ibnetdiscover import FabricFileError, read_fabric
+
+        path = _resolve_path(self.path)
+        try:
+            self._fabric, self._warnings = read_fabric(path)
+        except FabricFileError as error:
+            raise problem(str(error), "path") from None
+        if len(self._fabric.endpoints()) < 2:
+            raise problem(f"{path}: expected at least 2 cabled HCA ports, found {len(self._fabric.endpoints())}", "path")
+        # Absolute from here on: runs in other processes or folders read the same file.
+        self.__dict__["path"] = str(path.resolve())
+        return self
+
+    def host_count(self) -> int:
+        return len(self._fabric.endpoints())
+
+    def hosts_per_leaf(self) -> int:
+        counts: dict[int, int] = {}
+        peer = {}
+        for c in self._fabric.cables:
+            peer[c.a], peer[c.b] = c.b, c.a
+        for e in self._fabric.endpoints():
+            switch = peer[(e.node, e.port)][0]
+            counts[switch] = counts.get(switch, 0) + 1
+        return max(counts.values())
+
+    def engine(self, link_gbps: float = 100.0) -> dict[str, Any]:
+        return self._fabric.engine_topology(link_gbps)
+
+
 class _NotAvailableYet(BaseModel):
     """Topology kinds that are part of the file format but not implemented: a clear refusal."""
 
     model_config = ConfigDict(extra="allow")
-    kind: Literal["dragonfly-plus", "ibnetdiscover"]
+    kind: Literal["dragonfly-plus"]
 
     @model_validator(mode="before")
     @classmethod
@@ -128,7 +192,7 @@ class _NotAvailableYet(BaseModel):
         )
 
 
-Topology = Annotated[Union[SingleSwitch, Xgft, _NotAvailableYet], Field(discriminator="kind")]
+Topology = Annotated[Union[SingleSwitch, Xgft, Ibnetdiscover, _NotAvailableYet], Field(discriminator="kind")]
 TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
 
 
@@ -136,8 +200,15 @@ TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
 # [routing]
 
 
+FAT_TREE_ROUTING = ("dmodk", "smodk", "random", "adaptive")
+
+
 class Routing(_Table):
-    algorithm: Literal["dmodk", "smodk", "random", "adaptive"] = "dmodk"
+    # None: "dmodk" on fat trees, "minhop" on an imported fabric (resolved by the Scenario).
+    algorithm: Literal["dmodk", "smodk", "random", "adaptive", "minhop", "lft"] | None = None
+    lft: str | None = None  # "lft": an ibroute dump, or a folder of them (one per switch)
+
+    _table: list[int] | None = PrivateAttr(default=None)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -332,7 +403,8 @@ class Scenario(_Table):
         try:
             # Through __init__, not model_validate: pydantic routes validation of a model with a
             # custom __init__ through it anyway, and would wrap our ScenarioError in its own.
-            scenario = cls(**data)
+            with _relative_to(source):
+                scenario = cls(**data)
         except ScenarioError as error:
             raise error.with_source(source) from None
         scenario._source = source
@@ -426,6 +498,35 @@ class Scenario(_Table):
         """The hosts of every job, in rank order (see placement.py); placed once, at validation."""
         return self._placements
 
+    def engine_topology(self) -> dict[str, Any]:
+        if isinstance(self.topology, Ibnetdiscover):
+            return self.topology.engine(float(self.fabric.link_gbps))
+        return self.topology.engine()
+
+    def engine_routing(self) -> dict[str, Any]:
+        if self.routing.algorithm == "lft":
+            return {"algorithm": "table", "table": self.routing._table}
+        return {"algorithm": self.routing.algorithm}
+
+    def tool_fabric(self):
+        """The fabric as the InfiniBand tools see it (GUIDs, port numbers from 1, link types):
+        what exports write and what routing dumps are matched against."""
+        if isinstance(self.topology, Ibnetdiscover):
+            return self.topology._fabric
+        from qoslab import _engine
+        from qoslab.io.fabric import from_engine
+
+        cabling = _engine.fabric(json.dumps(self.engine_topology()))
+        return from_engine(cabling, float(self.fabric.link_gbps))
+
+    def forwarding_tables(self) -> list[list[int] | None]:
+        """Per switch (engine order), the 0-based output port towards every host; None for a
+        switch whose routing is chosen per packet or per source (random, adaptive, smodk)."""
+        from qoslab import _engine
+
+        cabling = _engine.fabric(json.dumps(self.engine_topology()), json.dumps(self.engine_routing()))
+        return cabling["routes"]
+
     def to_engine_config(self) -> dict[str, Any]:
         """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""
         hosts = self.host_count()
@@ -442,8 +543,8 @@ class Scenario(_Table):
                 "vl_buffer_bytes": f.vl_buffer_bytes,
                 "hca_send_queues_per_sl": f.hca_send_queues_per_sl,
             },
-            "topology": self.topology.engine(),
-            "routing": {"algorithm": self.routing.algorithm},
+            "topology": self.engine_topology(),
+            "routing": self.engine_routing(),
             "qos": {
                 **{port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")},
                 "sl2vl_overrides": [
@@ -491,10 +592,33 @@ class Scenario(_Table):
 
     # -- checks across tables ------------------------------------------------------------------
 
+    def _resolve_routing(self) -> None:
+        routing, imported = self.routing, isinstance(self.topology, Ibnetdiscover)
+        if routing.algorithm is None:
+            routing.__dict__["algorithm"] = "minhop" if imported else "dmodk"
+        if imported and routing.algorithm in FAT_TREE_ROUTING:
+            raise problem(f"{show(routing.algorithm)} routing needs a fat tree (xgft or single-switch); route an "
+                          'imported fabric with "minhop" or "lft"', "routing.algorithm")
+        if routing.algorithm == "lft" and routing.lft is None:
+            raise problem('expected the path of an ibroute dump (or a folder of them) for algorithm "lft"',
+                          "routing.lft")
+        if routing.algorithm != "lft" and routing.lft is not None:
+            raise problem(f'routing.lft is only read by algorithm "lft", not {show(routing.algorithm)}', "routing.lft")
+        if routing.algorithm == "lft":
+            from qoslab.io.ibroute import RoutingFileError, read_dumps, routing_table
+
+            path = _resolve_path(routing.lft)
+            try:
+                routing._table = routing_table(self.tool_fabric(), read_dumps(path))
+            except RoutingFileError as error:
+                raise problem(str(error), "routing.lft") from None
+            routing.__dict__["lft"] = str(path.resolve())
+
     @model_validator(mode="after")
     def _check_against_fabric(self) -> "Scenario":
         self.run.resolve(with_jobs=bool(self.jobs))
         self.run.check()
+        self._resolve_routing()
         names = self.job_names()
         for i, name in enumerate(names):
             if names.index(name) != i:

@@ -41,6 +41,18 @@ pub enum TopologyConfig {
     SingleSwitch { hosts: u32 },
     #[serde(rename = "xgft")]
     Xgft { m: Vec<u32>, w: Vec<u32> },
+    /// An explicit cabling (an imported fabric): hosts have one port each (a multi-port HCA
+    /// arrives as one host per cabled port), switch ports are numbered from 0 (IB port - 1).
+    #[serde(rename = "graph")]
+    Graph {
+        host_names: Vec<String>,
+        switch_names: Vec<String>,
+        switch_ports: Vec<u32>,
+        /// `[node_a, port_a, node_b, port_b]`: node ids count hosts first, then switches.
+        cables: Vec<[u32; 4]>,
+        /// Data rate of each cable, both directions.
+        cable_gbps: Vec<f64>,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -50,12 +62,19 @@ pub enum RoutingAlgorithm {
     Smodk,
     Random,
     Adaptive,
+    /// Shortest paths balanced by route counts, as OpenSM's minhop engine does; any topology.
+    Minhop,
+    /// Linear forwarding tables given in `table` (read from `ibroute` dumps by Python).
+    Table,
 }
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingConfig {
     pub algorithm: RoutingAlgorithm,
+    /// For `table`: the output port (0-based) of switch s towards host d at `s * hosts + d`.
+    #[serde(default)]
+    pub table: Option<Vec<u16>>,
 }
 
 /// QoS tables for one port type, in OpenSM's units (weights: 64 B; high_limit: 4 KiB).

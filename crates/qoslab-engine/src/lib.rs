@@ -49,6 +49,38 @@ pub fn describe(config_json: &str, traces: &HashMap<usize, PackedTrace>) -> Resu
     Ok(sim.describe())
 }
 
+/// The cabling a topology config builds (node names, ports, peers, link rates) and, given a
+/// routing config, every switch's forwarding table where routing is per destination (null where
+/// it is not): what exporters and path checks need.
+pub fn fabric(topology_json: &str, routing_json: Option<&str>) -> Result<serde_json::Value, Error> {
+    let topology_cfg: config::TopologyConfig =
+        serde_json::from_str(topology_json).map_err(|e| ConfigError::new("topology", e.to_string()))?;
+    let topology = topology::Topology::build(&topology_cfg)?;
+    let g = topology.graph();
+    let mut v = serde_json::json!({
+        "hosts": g.hosts,
+        "switches": g.switches,
+        "node_names": g.node_names,
+        "port_base": g.port_base,
+        "port_peer": g.port_peer.iter().map(|&p| if p == topology::NONE { -1 } else { p as i64 }).collect::<Vec<_>>(),
+        "port_gbps": topology.port_gbps(),
+    });
+    if let Some(routing_json) = routing_json {
+        let routing_cfg: config::RoutingConfig =
+            serde_json::from_str(routing_json).map_err(|e| ConfigError::new("routing", e.to_string()))?;
+        let router = routing::Router::new(&topology, &routing_cfg)?;
+        let tables: Vec<Option<Vec<i64>>> = (0..g.switches)
+            .map(|s| {
+                (0..g.hosts)
+                    .map(|d| router.table_entry(s, d).map(|p| p as i64))
+                    .collect::<Option<Vec<i64>>>()
+            })
+            .collect();
+        v["routes"] = serde_json::json!(tables);
+    }
+    Ok(v)
+}
+
 /// Speed of the bare event list under the hold model (pop the earliest, push one later), at a
 /// fixed number of pending events: the ceiling the engine's event rate is compared against.
 pub fn bench_event_queue(pending: usize, operations: u64, seed: u64) -> serde_json::Value {

@@ -114,6 +114,14 @@ fn describe(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>
     json_to_py(py, &v)
 }
 
+/// The cabling of a topology config (JSON), and with a routing config its forwarding tables.
+#[pyfunction]
+#[pyo3(signature = (topology_json, routing_json=None))]
+fn fabric(py: Python<'_>, topology_json: &str, routing_json: Option<&str>) -> PyResult<PyObject> {
+    let v = qoslab_engine::fabric(topology_json, routing_json).map_err(to_py_err)?;
+    json_to_py(py, &v)
+}
+
 /// Hold-model speed of the bare event list at `pending` events.
 #[pyfunction]
 #[pyo3(signature = (pending, operations, seed=1))]
@@ -131,6 +139,7 @@ fn version() -> &'static str {
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
+    m.add_function(wrap_pyfunction!(fabric, m)?)?;
     m.add_function(wrap_pyfunction!(bench_event_queue, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;

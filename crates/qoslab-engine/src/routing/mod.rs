@@ -1,8 +1,10 @@
-//! Fat-tree routing: down ports are fixed by the destination; up ports by the algorithm.
+//! Routing. Fat trees: down ports fixed by the destination, up ports by the algorithm. Any
+//! topology: linear forwarding tables, given (from `ibroute` dumps) or computed like OpenSM's
+//! minhop engine.
 
-use crate::config::RoutingAlgorithm;
+use crate::config::{ConfigError, RoutingAlgorithm, RoutingConfig};
 use crate::topology::xgft::XgftSwitch;
-use crate::topology::Topology;
+use crate::topology::{Graph, Topology, NONE};
 
 /// Where a packet may leave a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -14,21 +16,54 @@ pub enum Route {
     AnyUp { first: u32, count: u32 },
 }
 
+/// A table entry for a destination the switch cannot reach.
+pub const NO_ROUTE: u16 = u16::MAX;
+
 pub struct Router {
     pub algorithm: RoutingAlgorithm,
     switches: Vec<XgftSwitch>,
+    /// Linear forwarding tables: output port of switch s towards host d at `s * hosts + d`;
+    /// empty for fat-tree routing.
+    table: Vec<u16>,
+    hosts: u32,
 }
 
 impl Router {
-    pub fn new(topology: &Topology, algorithm: RoutingAlgorithm) -> Router {
-        match topology {
-            Topology::Xgft(x) => Router { algorithm, switches: x.switches.clone() },
+    pub fn new(topology: &Topology, cfg: &RoutingConfig) -> Result<Router, ConfigError> {
+        let g = topology.graph();
+        let algorithm = cfg.algorithm;
+        let tables = |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts };
+        match (algorithm, topology) {
+            (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
+            (RoutingAlgorithm::Table, _) => {
+                let table = cfg.table.clone().ok_or_else(|| ConfigError::new("routing.table", "the table algorithm needs a table"))?;
+                check_table(g, &table)?;
+                Ok(tables(table))
+            }
+            (_, Topology::Xgft(x)) => Ok(Router { algorithm, switches: x.switches.clone(), table: Vec::new(), hosts: g.hosts }),
+            (_, Topology::Explicit(_)) => Err(ConfigError::new(
+                "routing.algorithm",
+                format!("{algorithm:?} routing needs a fat tree (xgft or single-switch); route an imported fabric with \"minhop\" or \"lft\"").to_lowercase(),
+            )),
+        }
+    }
+
+    /// The forwarding table entry of switch `switch` for host `dst`, for oblivious routing
+    /// (table, minhop, dmodk, smodk); None where the choice is made per packet.
+    pub fn table_entry(&self, switch: u32, dst: u32) -> Option<u32> {
+        let per_destination = !self.table.is_empty() || self.algorithm == RoutingAlgorithm::Dmodk;
+        match self.route(switch, 0, dst) {
+            Route::Port(p) if per_destination && p != NO_ROUTE as u32 => Some(p),
+            _ => None,
         }
     }
 
     /// Route at switch number `switch` (node id minus host count) for a packet from `src` to `dst`.
     #[inline]
     pub fn route(&self, switch: u32, src: u32, dst: u32) -> Route {
+        if !self.table.is_empty() {
+            return Route::Port(self.table[(switch * self.hosts + dst) as usize] as u32);
+        }
         let s = &self.switches[switch as usize];
         if dst.wrapping_sub(s.subtree_first) < s.subtree_hosts {
             return Route::Port((dst / s.hosts_per_down_port) % s.down_ports);
@@ -46,8 +81,163 @@ impl Router {
                     Route::AnyUp { first: s.down_ports, count: s.up_ports }
                 }
             }
+            RoutingAlgorithm::Minhop | RoutingAlgorithm::Table => unreachable!("table routing has a table"),
         }
     }
+}
+
+/// The switch a host is cabled to.
+fn attachment(g: &Graph, host: u32) -> u32 {
+    g.port_node[g.port_peer[g.host_port(host) as usize] as usize]
+}
+
+/// Shortest paths, balanced as OpenSM's minhop engine balances them: at each switch, for each
+/// destination in order, the least-used port among those on a shortest path (ties: lowest port).
+fn minhop(g: &Graph) -> Result<Vec<u16>, ConfigError> {
+    let (hosts, switches) = (g.hosts as usize, g.switches as usize);
+    // Switch-to-switch hops from every switch that has hosts (hosts share their switch's BFS).
+    let mut dist_from: Vec<Option<Vec<u32>>> = vec![None; switches];
+    for h in 0..g.hosts {
+        let a = (attachment(g, h) - g.hosts) as usize;
+        if dist_from[a].is_none() {
+            dist_from[a] = Some(bfs(g, a as u32));
+        }
+    }
+    let first = (attachment(g, 0) - g.hosts) as usize;
+    for h in 1..g.hosts {
+        let a = attachment(g, h) - g.hosts;
+        if dist_from[first].as_ref().unwrap()[a as usize] == NONE {
+            return Err(ConfigError::new(
+                "topology",
+                format!("the fabric is not connected: no path from {:?} to {:?}", g.node_names[0], g.node_names[h as usize]),
+            ));
+        }
+    }
+    let mut table = vec![NO_ROUTE; switches * hosts];
+    let mut used = vec![0u32; g.ports() as usize];
+    for s in 0..switches {
+        let node = g.hosts + s as u32;
+        let (base, end) = (g.port_base[node as usize], g.port_base[node as usize + 1]);
+        for d in 0..g.hosts {
+            let host_port = g.host_port(d);
+            let a = (attachment(g, d) - g.hosts) as usize;
+            let dist = dist_from[a].as_ref().unwrap();
+            if dist[s] == NONE {
+                continue;
+            }
+            let mut best = NONE;
+            for p in base..end {
+                let peer = g.port_peer[p as usize];
+                let on_path = if peer == NONE {
+                    false
+                } else if peer == host_port {
+                    true
+                } else {
+                    let t = g.port_node[peer as usize];
+                    !g.is_host(t) && dist[s] > 0 && dist[(t - g.hosts) as usize] == dist[s] - 1
+                };
+                if on_path && (best == NONE || used[p as usize] < used[best as usize]) {
+                    best = p;
+                }
+                if peer == host_port {
+                    best = p;
+                    break;
+                }
+            }
+            if best != NONE {
+                used[best as usize] += 1;
+                table[s * hosts + d as usize] = (best - base) as u16;
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// Hops between switches from switch number `from` (NONE where unreachable).
+fn bfs(g: &Graph, from: u32) -> Vec<u32> {
+    let mut dist = vec![NONE; g.switches as usize];
+    let mut queue = std::collections::VecDeque::from([from]);
+    dist[from as usize] = 0;
+    while let Some(s) = queue.pop_front() {
+        let node = g.hosts + s;
+        for p in g.port_base[node as usize]..g.port_base[node as usize + 1] {
+            let peer = g.port_peer[p as usize];
+            if peer == NONE {
+                continue;
+            }
+            let t = g.port_node[peer as usize];
+            if !g.is_host(t) && dist[(t - g.hosts) as usize] == NONE {
+                dist[(t - g.hosts) as usize] = dist[s as usize] + 1;
+                queue.push_back(t - g.hosts);
+            }
+        }
+    }
+    dist
+}
+
+/// A given table must take every host to every other host: ports that exist and are cabled, no
+/// loops, no wrong deliveries. (Python checks the dumps first and names their lines; this guards
+/// the engine's own invariant.)
+fn check_table(g: &Graph, table: &[u16]) -> Result<(), ConfigError> {
+    let key = "routing.table";
+    let (hosts, switches) = (g.hosts as usize, g.switches as usize);
+    if table.len() != hosts * switches {
+        return Err(ConfigError::new(key, format!("expected {} entries (switches x hosts), got {}", hosts * switches, table.len())));
+    }
+    // Marks, distinct for every destination: `good` = known to lead to d, `walk` = on the walk
+    // from the current source.
+    let mut mark = vec![u64::MAX; switches];
+    for d in 0..g.hosts {
+        let good = d as u64 * (hosts as u64 + 1);
+        for src in 0..g.hosts {
+            if src == d {
+                continue;
+            }
+            let walk = good + 1 + src as u64;
+            let mut s = attachment(g, src) - g.hosts;
+            loop {
+                let m = mark[s as usize];
+                if m == good {
+                    break;
+                }
+                if m == walk {
+                    return Err(ConfigError::new(key, format!("a routing loop: from {:?} to {:?} the path returns to {:?}", g.node_names[src as usize], g.node_names[d as usize], g.node_names[(g.hosts + s) as usize])));
+                }
+                mark[s as usize] = walk;
+                let node = g.hosts + s;
+                let entry = table[s as usize * hosts + d as usize];
+                let name = &g.node_names[node as usize];
+                if entry == NO_ROUTE || entry as u32 >= g.radix(node) {
+                    return Err(ConfigError::new(key, format!("switch {name:?} has no route to {:?}", g.node_names[d as usize])));
+                }
+                let peer = g.port_peer[(g.port_base[node as usize] + entry as u32) as usize];
+                if peer == NONE {
+                    return Err(ConfigError::new(key, format!("switch {name:?} routes {:?} to port {}, which is not cabled", g.node_names[d as usize], entry as u32 + 1)));
+                }
+                let next = g.port_node[peer as usize];
+                if g.is_host(next) {
+                    if next != d {
+                        return Err(ConfigError::new(key, format!("switch {name:?} delivers traffic for {:?} to {:?}", g.node_names[d as usize], g.node_names[next as usize])));
+                    }
+                    break;
+                }
+                s = next - g.hosts;
+            }
+            // Everything on this walk leads to d.
+            let mut s = attachment(g, src) - g.hosts;
+            while mark[s as usize] == walk {
+                mark[s as usize] = good;
+                let node = g.hosts + s;
+                let entry = table[s as usize * hosts + d as usize] as u32;
+                let next = g.port_node[g.port_peer[(g.port_base[node as usize] + entry) as usize] as usize];
+                if g.is_host(next) {
+                    break;
+                }
+                s = next - g.hosts;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -57,7 +247,7 @@ mod tests {
 
     fn tree(m: Vec<u32>, w: Vec<u32>, alg: RoutingAlgorithm) -> (Topology, Router) {
         let t = Topology::build(&TopologyConfig::Xgft { m, w }).unwrap();
-        let r = Router::new(&t, alg);
+        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None }).unwrap();
         (t, r)
     }
 

@@ -99,6 +99,9 @@ pub struct Simulation {
     arb_tables: [ArbTables; 2],
     vls: u32,
     rate: Rate,
+    /// Per output port, when link rates differ (an imported fabric); empty when every link runs
+    /// at `rate`, so the common case pays nothing.
+    port_rates: Vec<Rate>,
     link_latency: Time,
     switch_latency: Time,
     mtu: u32,
@@ -149,11 +152,17 @@ impl Simulation {
     pub fn with_traces(cfg: EngineConfig, traces: &HashMap<usize, PackedTrace>) -> Result<Simulation, ConfigError> {
         cfg.validate()?;
         let topology = Topology::build(&cfg.topology)?;
-        let router = Router::new(&topology, cfg.routing.algorithm);
+        let router = Router::new(&topology, &cfg.routing)?;
         let g = topology.graph();
         let f = &cfg.fabric;
         let vls = f.data_vls as u32;
         let rate = Rate::from_gbps(f.link_gbps);
+        let port_rates = match topology.port_gbps() {
+            Some(gbps) if gbps.iter().any(|&r| r > 0.0 && r != f.link_gbps) => {
+                gbps.iter().map(|&r| Rate::from_gbps(if r > 0.0 { r } else { f.link_gbps })).collect()
+            }
+            _ => Vec::new(),
+        };
         let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
         for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
             let key = format!("qos.sl2vl_pairs[{i}]");
@@ -220,6 +229,7 @@ impl Simulation {
             arb_tables,
             vls,
             rate,
+            port_rates,
             link_latency: ns_to_ps(f.link_latency_ns),
             switch_latency: ns_to_ps(f.switch_latency_ns),
             mtu: f.mtu_bytes,
@@ -698,8 +708,11 @@ impl Simulation {
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
-        let ser = self.rate.serialization(wire);
-        let done = now + ser;
+        let done = if self.port_rates.is_empty() {
+            now + self.rate.serialization(wire)
+        } else {
+            self.mixed_rate_tx_end(port, input, wire, pk.eligible_at)
+        };
         let idx = self.port_vl(port, vl);
         let pv = &mut self.port_vls[idx];
         pv.credits -= credits;
@@ -747,6 +760,21 @@ impl Simulation {
                 self.register_head(dq);
             }
         }
+    }
+
+    /// When a packet's transmission on `port` ends where links differ in rate: cut-through onto
+    /// a faster link cannot finish before the packet's tail has arrived from the slower one.
+    fn mixed_rate_tx_end(&self, port: u32, input: u32, wire: u32, eligible_at: Time) -> Time {
+        let rate = self.port_rates[port as usize];
+        let end = self.now + rate.serialization(wire);
+        if input == NONE {
+            return end;
+        }
+        // The header arrived a switch latency before the packet became eligible; its tail
+        // follows at the upstream link's rate, and leaves here one byte time after arriving.
+        let upstream = self.ports[input as usize].peer;
+        let tail_in = eligible_at - self.switch_latency + self.port_rates[upstream as usize].serialization(wire);
+        end.max(tail_in + rate.serialization(1))
     }
 
     /// An HCA put one more packet of `message` on its wire; a saturating source refills, an

@@ -1,5 +1,6 @@
 //! The fabric graph: nodes (hosts first, then switches), their ports, and which port each is cabled to.
 
+pub mod explicit;
 pub mod xgft;
 
 use crate::config::{ConfigError, TopologyConfig};
@@ -60,6 +61,7 @@ impl Graph {
 /// A built topology: the graph plus what its routing needs to know about its structure.
 pub enum Topology {
     Xgft(xgft::Xgft),
+    Explicit(explicit::Explicit),
 }
 
 impl Topology {
@@ -73,18 +75,32 @@ impl Topology {
                 Ok(Topology::Xgft(xgft::Xgft::build(&[*hosts], &[1], "topology.hosts")?))
             }
             TopologyConfig::Xgft { m, w } => Ok(Topology::Xgft(xgft::Xgft::build(m, w, "topology")?)),
+            TopologyConfig::Graph { host_names, switch_names, switch_ports, cables, cable_gbps } => Ok(
+                Topology::Explicit(explicit::Explicit::build(host_names, switch_names, switch_ports, cables, cable_gbps)?),
+            ),
         }
     }
 
     pub fn graph(&self) -> &Graph {
         match self {
             Topology::Xgft(x) => &x.graph,
+            Topology::Explicit(e) => &e.graph,
+        }
+    }
+
+    /// Per-port link rates when links differ (an imported fabric); None when every link runs at
+    /// `fabric.link_gbps`.
+    pub fn port_gbps(&self) -> Option<&[f64]> {
+        match self {
+            Topology::Xgft(_) => None,
+            Topology::Explicit(e) => Some(&e.port_gbps),
         }
     }
 
     pub fn describe(&self) -> serde_json::Value {
         match self {
             Topology::Xgft(x) => x.describe(),
+            Topology::Explicit(e) => e.describe(),
         }
     }
 }
