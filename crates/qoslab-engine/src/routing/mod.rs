@@ -274,7 +274,7 @@ mod tests {
     fn every_pair_reaches_its_destination_on_a_shortest_path() {
         for alg in [RoutingAlgorithm::Dmodk, RoutingAlgorithm::Smodk] {
             let (t, r) = tree(vec![4, 3, 2], vec![1, 2, 3], alg);
-            let Topology::Xgft(x) = &t;
+            let Topology::Xgft(x) = &t else { unreachable!() };
             for s in 0..24 {
                 for d in 0..24 {
                     if s != d {
@@ -294,5 +294,43 @@ mod tests {
             let path = walk(&t, &r, s, (s + 4) % 16);
             assert!(used.insert(path[1]), "up-link {} used twice", path[1]);
         }
+    }
+
+    #[test]
+    fn minhop_takes_shortest_paths_and_balances_up_ports_like_dmodk() {
+        let (t, r) = tree(vec![4, 4], vec![1, 4], RoutingAlgorithm::Minhop);
+        let Topology::Xgft(x) = &t else { unreachable!() };
+        for s in 0..16 {
+            for d in 0..16 {
+                if s != d {
+                    assert_eq!(walk(&t, &r, s, d).len() as u32, 2 * x.common_level(s, d));
+                }
+            }
+        }
+        // Each leaf sends the 12 remote destinations over its 4 up ports, 3 each.
+        let mut per_port = [0; 8];
+        for d in 4..16 {
+            let Route::Port(p) = r.route(0, 0, d) else { panic!() };
+            per_port[p as usize] += 1;
+        }
+        assert_eq!(&per_port[4..], &[3, 3, 3, 3]);
+    }
+
+    #[test]
+    fn a_given_table_with_a_loop_or_a_hole_is_refused() {
+        let (t, minhop) = tree(vec![2, 2], vec![1, 2], RoutingAlgorithm::Minhop);
+        let g = t.graph();
+        let mut table: Vec<u16> = (0..g.switches).flat_map(|s| (0..g.hosts).map(move |d| (s, d))).map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16).collect();
+        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()) };
+        assert!(Router::new(&t, &ok).is_ok());
+        // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
+        table[2 * 4 + 3] = 0;
+        table[0 * 4 + 3] = 2;
+        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()) };
+        let e = Router::new(&t, &looped).err().expect("a loop");
+        assert!(e.message.contains("loop"), "{}", e.message);
+        table[0 * 4 + 3] = NO_ROUTE;
+        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table) };
+        assert!(Router::new(&t, &hole).err().expect("a hole").message.contains("no route"));
     }
 }
