@@ -195,6 +195,92 @@ def study(
     print_study(outcome)
 
 
+export_app = typer.Typer(no_args_is_help=True, help="Write a fabric or a QoS policy in the real tools' formats.")
+import_app = typer.Typer(no_args_is_help=True, help="Read the real tools' configuration back into qoslab terms.")
+app.add_typer(export_app, name="export")
+app.add_typer(import_app, name="import")
+
+
+@export_app.command("opensm")
+def export_opensm_command(
+    source: Annotated[Path, typer.Argument(metavar="SCENARIO.toml|STUDY_OUT",
+                                           help="A scenario, or a study's output folder.", show_default=False)],
+    out: OutDir = Path("qoslab-opensm"),
+    policy: Annotated[Optional[str], typer.Option(help="Study policy to export (default: least total contention).")] = None,
+    repetition: Annotated[int, typer.Option(help="Study repetition whose placement names the port groups.")] = 0,
+    policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf.")] = "/etc/opensm/qos-policy.conf",
+    overrides: Overrides = None,
+) -> None:
+    """opensm.conf QoS fragment, qos-policy.conf, per-job MPI environment and a Slurm TaskProlog."""
+    from qoslab.deploy import ExportError, export_opensm, study_scenario
+
+    with user_errors(str(source)):
+        try:
+            if source.is_dir():
+                scenario, policy = study_scenario(source, policy, repetition)
+            else:
+                scenario = load(source, overrides)
+            written = export_opensm(scenario, out, policy or "", policy_file)
+        except ExportError as error:
+            raise fail(f"error: {error}") from None
+        except OSError as error:
+            raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
+    for path in written:
+        console.print(f"wrote {path}")
+
+
+@export_app.command("fabric")
+def export_fabric_command(
+    scenario: ScenarioPath,
+    format: Annotated[str, typer.Option("--format", help="ibsim (a net file for ibsim -s) or ibnetdiscover.")] = "ibsim",
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: standard output).")] = None,
+    overrides: Overrides = None,
+) -> None:
+    """The scenario's fabric as an ibsim net file or ibnetdiscover text, for the real tools."""
+    from qoslab.io.ibnetdiscover import write_ibnetdiscover, write_ibsim
+
+    writers = {"ibsim": write_ibsim, "ibnetdiscover": write_ibnetdiscover}
+    if format not in writers:
+        raise fail(f"error: --format: expected ibsim or ibnetdiscover, got {format!r}")
+    with user_errors(str(scenario)):
+        loaded = load(scenario, overrides)
+        try:
+            text = writers[format](loaded.tool_fabric())
+        except ValueError as error:
+            raise fail(f"error: {scenario}: fabric.link_gbps: {error}") from None
+    if out is None:
+        typer.echo(text, nl=False)
+    else:
+        try:
+            out.write_text(text)
+        except OSError as error:
+            raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
+        console.print(f"wrote {out}")
+
+
+@import_app.command("opensm")
+def import_opensm_command(
+    conf: Annotated[Path, typer.Argument(metavar="OPENSM.conf", help="An opensm.conf (or fragment).", show_default=False)],
+) -> None:
+    """Prints the [qos] tables (and fabric.data_vls) a scenario needs to simulate what OpenSM
+    would program from this file; OpenSM's wrapping and truncation are warned about by line."""
+    from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
+
+    try:
+        qos = read_opensm_conf(conf)
+    except OpenSmConfError as error:
+        raise fail(f"error: {error}") from None
+    for w in qos.warnings:
+        err_console.print(Text(f"warning: {w}", style="yellow"))
+    lines = ["[fabric]", f"data_vls = {qos.data_vls}", ""]
+    for port, tables in qos.scenario_qos().items():
+        lines.append(f"[qos.{port}]")
+        for key, value in tables.items():
+            lines.append(f"{key} = {json.dumps(value)}")
+        lines.append("")
+    typer.echo("\n".join(lines))
+
+
 @app.command()
 def validate(
     write: Annotated[

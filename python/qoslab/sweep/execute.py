@@ -94,6 +94,8 @@ def execute(spec: RunSpec) -> RunRecord:
         "jobs": job_rows(spec, summary, scenario),
         "levels": level_rows(spec, result.links),
         "iterations": iteration_table(spec, result.ranks),
+        # The scenario as run: `qoslab export opensm` turns a study's policy back into configuration.
+        "scenario": spec.scenario,
     }
 
 

@@ -35,7 +35,7 @@ class RunStore:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         pq.write_table(record["iterations"], staging / ITERATIONS)
-        meta = {key: record[key] for key in ("run", "jobs", "levels")}
+        meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario") if key in record}
         (staging / RECORD).write_text(json.dumps(meta, indent=1, allow_nan=True) + "\n")
         if final.exists():  # a failed run stored earlier and now re-run
             shutil.rmtree(final)

@@ -1,0 +1,202 @@
+"""OpenSM's QoS options (`opensm.conf`) written from qoslab's [qos] tables and read back, with
+OpenSM's own parsing rules (formats.md section 1): whitespace separates key and value, `#`
+starts a comment anywhere, numbers go through strtoul(…, 0) (a leading 0 is octal), a VLArb
+VL is stored modulo 15 and a weight truncated to 8 bits, at most 64 VLArb entries, SL2VL VLs
+are masked to the operational VLs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PORT_TYPES = {"ca": "qos_ca_", "swe": "qos_swe_"}
+FIELDS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
+# OpenSM's built-in defaults (osm_base.h), used where the file sets nothing.
+OPENSM_DEFAULTS: dict[str, Any] = {
+    "high_limit": 0,
+    "vlarb_high": [(vl, 4 if vl == 0 else 0) for vl in range(15)],
+    "vlarb_low": [(vl, 0 if vl == 0 else 4) for vl in range(15)],
+    "sl2vl": [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 7],
+}
+# fabric.data_vls -> max_op_vls (PortInfo VLCap encoding: 1=VL0, 2=VL0-1, 3=VL0-3, 4=VL0-7, 5=VL0-14)
+MAX_OP_VLS = {1: 1, 2: 2, 4: 3, 8: 4, 15: 5}
+DATA_VLS = {code: vls for vls, code in MAX_OP_VLS.items()}
+# Many switches program only this many VLArb entries per table (VLArbitrationLowCap/HighCap).
+COMMON_VLARB_CAP = 8
+
+
+def _vlarb_text(entries: list[tuple[int, int]]) -> str:
+    # An empty table must still be written: OpenSM's default high table gives VL0 weight 4.
+    return ",".join(f"{vl}:{w}" for vl, w in entries) if entries else "0:0"
+
+
+def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_file: str,
+                      header: list[str] | None = None) -> str:
+    """The QoS fragment of opensm.conf for `tables` = {"ca": {...}, "swe": {...}} with keys
+    sl2vl, vlarb_high, vlarb_low, high_limit (qoslab's resolved [qos] per port type)."""
+    lines = [f"# {h}" for h in (header or [])]
+    lines += ["qos TRUE", f"qos_policy_file {policy_file}",
+              f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
+              f"max_op_vls {MAX_OP_VLS[data_vls]}"]
+    for port, prefix in PORT_TYPES.items():
+        t = tables[port]
+        lines.append("# CA ports" if port == "ca" else "# switch external ports")
+        for name in ("vlarb_high", "vlarb_low"):
+            if len(t[name]) > COMMON_VLARB_CAP:
+                lines.append(f"# note: {len(t[name])} {name} entries; ports whose VLArb capability is below that "
+                             f"(often {COMMON_VLARB_CAP}) are programmed with the first entries only")
+        lines += [
+            f"{prefix}max_vls {data_vls}",
+            f"{prefix}high_limit {t['high_limit']}",
+            f"{prefix}vlarb_high {_vlarb_text(t['vlarb_high'])}",
+            f"{prefix}vlarb_low {_vlarb_text(t['vlarb_low'])}",
+            f"{prefix}sl2vl {','.join(str(v) for v in t['sl2vl'])}",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class OpenSmConfError(ValueError):
+    def __init__(self, source: str, line: int, message: str):
+        self.source, self.line, self.message = source, line, message
+        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+
+
+@dataclass
+class OpenSmQos:
+    """What OpenSM would program, per port type, after its own parsing."""
+
+    enabled: bool
+    data_vls: int
+    tables: dict[str, dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+    def scenario_qos(self) -> dict[str, Any]:
+        """The [qos] table of a scenario that simulates these settings."""
+        return {port: {"sl2vl": t["sl2vl"], "vlarb_high": [list(e) for e in t["vlarb_high"] if e[1] > 0],
+                       "vlarb_low": [list(e) for e in t["vlarb_low"] if e[1] > 0], "high_limit": t["high_limit"]}
+                for port, t in self.tables.items()}
+
+
+def _strtoul(text: str) -> int:
+    """C's strtoul(text, NULL, 0): 0x hex, a leading 0 octal, else decimal."""
+    text = text.strip()
+    if text.lower().startswith("0x"):
+        return int(text, 16)
+    if len(text) > 1 and text.startswith("0"):
+        return int(text, 8)
+    return int(text, 10)
+
+
+def read_opensm_conf(path: str | Path) -> OpenSmQos:
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise OpenSmConfError(source, 0, f"cannot read: {error.strerror or error}") from None
+    return parse_opensm_conf(text, source)
+
+
+def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
+    values: dict[str, tuple[str, int]] = {}
+    warnings: list[str] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        key, _, value = line.partition(" ") if " " in line else line.partition("\t")
+        key, value = key.strip(), value.strip()
+        if "=" in key and (key.startswith("qos") or key.startswith("max_op_vls")):
+            warnings.append(f"{source}:{number}: {key!r}: OpenSM separates key and value by whitespace, not '=': "
+                            "it ignores this line as an unknown key")
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        values[key] = (value, number)
+
+    def number_of(key: str, low: int, high: int) -> int | None:
+        if key not in values or values[key][0] in ("", "(null)"):
+            return None
+        value, line = values[key]
+        try:
+            n = _strtoul(value)
+        except ValueError:
+            raise OpenSmConfError(source, line, f"{key}: expected a number, got {value!r}") from None
+        if value.strip().startswith("0") and len(value.strip()) > 1 and not value.lower().startswith("0x"):
+            warnings.append(f"{source}:{line}: {key} {value}: a leading 0 makes OpenSM read it as octal ({n})")
+        if not low <= n <= high:
+            raise OpenSmConfError(source, line, f"{key}: expected {low}..{high}, got {n}")
+        return n
+
+    enabled = values.get("qos", ("FALSE", 0))[0].upper() == "TRUE"
+    if not enabled:
+        warnings.append(f"{source}: qos is not TRUE: OpenSM programs no SL2VL or VLArb tables at all")
+    op = number_of("max_op_vls", 1, 5)
+    data_vls = DATA_VLS[op if op is not None else 5]
+    mask = (1 << (MAX_OP_VLS[data_vls] - 1)) - 1 if data_vls > 1 else 0
+    tables: dict[str, dict[str, Any]] = {}
+    for port, prefix in PORT_TYPES.items():
+        t: dict[str, Any] = {}
+        for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl"):
+            key = prefix + name
+            if key not in values or values[key][0] in ("", "(null)"):
+                key = "qos_" + name
+            if key not in values or values[key][0] in ("", "(null)"):
+                t[name] = OPENSM_DEFAULTS[name]
+                continue
+            value, line = values[key]
+            if name == "high_limit":
+                t[name] = number_of(key, -1, 255)
+                if t[name] == -1:
+                    t[name] = OPENSM_DEFAULTS[name]
+            elif name == "sl2vl":
+                t[name] = _sl2vl(value, key, line, source, mask, warnings)
+            else:
+                t[name] = _vlarb(value, key, line, source, warnings)
+        tables[port] = t
+    return OpenSmQos(enabled, data_vls, tables, warnings)
+
+
+def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) -> list[tuple[int, int]]:
+    entries = []
+    for text in value.split(","):
+        vl_text, sep, weight_text = text.partition(":")
+        try:
+            vl, weight = _strtoul(vl_text), _strtoul(weight_text) if sep else 0
+        except ValueError:
+            raise OpenSmConfError(source, line, f"{key}: bad entry {text!r}, expected VL:WEIGHT") from None
+        if not 0 <= vl <= 14:
+            warnings.append(f"{source}:{line}: {key} entry {text.strip()!r}: OpenSM stores VL {vl} as VL {vl % 15}")
+            vl %= 15
+        if not 0 <= weight <= 255:
+            warnings.append(f"{source}:{line}: {key} entry {text.strip()!r}: OpenSM truncates weight {weight} to 8 bits "
+                            f"({weight & 0xFF})")
+            weight &= 0xFF
+        entries.append((vl, weight))
+    if len(entries) > 64:
+        warnings.append(f"{source}:{line}: {key} has {len(entries)} entries: OpenSM keeps the first 64")
+        entries = entries[:64]
+    return entries
+
+
+def _sl2vl(value: str, key: str, line: int, source: str, mask: int, warnings: list[str]) -> list[int]:
+    try:
+        vls = [_strtoul(v) for v in value.split(",")]
+    except ValueError:
+        raise OpenSmConfError(source, line, f"{key}: expected 16 comma-separated VLs, got {value!r}") from None
+    if len(vls) != 16:
+        warnings.append(f"{source}:{line}: {key} has {len(vls)} entries, not 16: OpenSM fills the missing SLs with VL 0"
+                        if len(vls) < 16 else f"{source}:{line}: {key} has {len(vls)} entries: OpenSM reads 16")
+        vls = (vls + [0] * 16)[:16]
+    out = []
+    for sl, vl in enumerate(vls):
+        if vl == 15:
+            raise OpenSmConfError(source, line, f"{key}: SL{sl} -> VL15 drops that SL's packets; qoslab does not model "
+                                                "dropping")
+        if not 0 <= vl <= 15:
+            raise OpenSmConfError(source, line, f"{key}: SL{sl} -> VL{vl}: expected 0..15")
+        if vl & mask != vl:
+            warnings.append(f"{source}:{line}: {key}: SL{sl} -> VL{vl} is beyond the operational VLs; OpenSM masks it "
+                            f"to VL{vl & mask}")
+        out.append(vl & mask)
+    return out
