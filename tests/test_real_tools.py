@@ -1,0 +1,262 @@
+"""Round trip against the real InfiniBand tools: a qoslab fat tree exported to ibsim, routed and
+QoS-programmed by the real OpenSM from `qoslab export opensm`, then read back with ibnetdiscover,
+smpquery and ibroute. `.ci/run` installs opensm, ibsim-utils and infiniband-diags; where they are
+missing these tests skip, saying so. Every process a test starts is stopped by its pid."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pytest
+
+import qoslab
+from qoslab.deploy import export_opensm
+from qoslab.io.ibnetdiscover import parse_fabric, write_ibsim
+from qoslab.io.ibroute import read_dumps
+
+UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
+TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "ibroute")
+missing = [t for t in TOOLS if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
+pytestmark = pytest.mark.skipif(
+    bool(missing) or not UMAD2SIM.exists(),
+    reason=f"the real InfiniBand tools are not installed ({', '.join(missing) or UMAD2SIM}): "
+           "apt-get install opensm ibsim-utils infiniband-diags",
+)
+
+SCENARIO = {
+    "seed": 3,
+    "fabric": {"data_vls": 4},
+    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+    "qos": {
+        "ca": {"vlarb_high": "1:64", "vlarb_low": "0:64,2:192,3:32", "high_limit": 4,
+               "sl2vl": [0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3]},
+        "swe": {"vlarb_high": "1:128", "vlarb_low": "0:32,2:255,2:255,3:16",
+                "sl2vl": [0, 1, 2, 3, 3, 2, 1, 0, 0, 1, 2, 3, 3, 2, 1, 0]},
+    },
+    "jobs": [
+        {"name": "a2a", "nodes": 8, "placement": "fragmented", "sl": 1,
+         "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}},
+        {"name": "pairs", "nodes": 8, "placement": "fragmented", "sl": 2,
+         "workload": {"kind": "random-pairs", "iterations": 2}},
+    ],
+}
+
+
+def tool(name: str) -> str:
+    return shutil.which(name) or f"/usr/sbin/{name}"
+
+
+class Fabric:
+    """An ibsim fabric with OpenSM run once over it; tools run against it by LD_PRELOAD."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "OSM_TMP_DIR": str(folder),
+                    "OSM_CACHE_DIR": str(folder), "SIM_HOST": ""}
+        self.env.pop("SIM_HOST")
+        self.pids: list[int] = []
+
+    def start_ibsim(self, net: Path) -> None:
+        log = open(self.folder / "ibsim.log", "w")
+        proc = subprocess.Popen([tool("ibsim"), "-s", str(net)], stdin=subprocess.PIPE, stdout=log,
+                                stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True)
+        self.pids.append(proc.pid)
+        self.ibsim = proc
+        # ibsim listens once it has read the net file; a tool run before then cannot attach.
+        for _ in range(100):
+            if "sim>" in (self.folder / "ibsim.log").read_text():
+                return
+            if proc.poll() is not None:
+                raise AssertionError(f"ibsim exited: {(self.folder / 'ibsim.log').read_text()}")
+            time.sleep(0.05)
+        raise AssertionError("ibsim did not start")
+
+    def run(self, *args: str, timeout: float = 60) -> str:
+        proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=self.env, cwd=self.folder, text=True, start_new_session=True)
+        self.pids.append(proc.pid)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        finally:
+            self.stop(proc.pid)
+        assert proc.returncode == 0, f"{args}: exit {proc.returncode}: {err}"
+        return out
+
+    def stop(self, pid: int) -> None:
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+
+    def close(self) -> None:
+        for pid in reversed(self.pids):
+            self.stop(pid)
+        if hasattr(self, "ibsim"):
+            try:
+                self.ibsim.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.ibsim.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module", params=["ftree", "minhop"])
+def routed(request, tmp_path_factory):
+    """The scenario's fabric in ibsim, configured by OpenSM with the exported QoS and the given
+    routing engine; yields (scenario, fabric handle, ibnetdiscover text, ibroute dump folder)."""
+    folder = tmp_path_factory.mktemp(f"ibsim-{request.param}")
+    scenario = qoslab.Scenario(**SCENARIO)
+    net = folder / "fabric.net"
+    net.write_text(write_ibsim(scenario.tool_fabric()))
+    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"))
+    conf = folder / "opensm.conf"
+    conf.write_text((folder / "export" / "opensm.conf").read_text() + f"routing_engine {request.param}\n")
+    fabric = Fabric(folder)
+    try:
+        fabric.start_ibsim(net)
+        fabric.run("opensm", "-o", "-F", str(conf), "-f", str(folder / "opensm.log"), "-s", "0", timeout=120)
+        log = (folder / "opensm.log").read_text()
+        assert "osm_qos_parse_policy_file" in log and "syntax error" not in log.lower(), log[-2000:]
+        topo = fabric.run("ibnetdiscover")
+        dumps = folder / "ibroute"
+        dumps.mkdir()
+        for lid in sorted(set(int(x) for x in re.findall(r"base port 0 lid (\d+)", topo))):
+            (dumps / f"switch-lid{lid}.txt").write_text(fabric.run("ibroute", str(lid)))
+        yield scenario, fabric, topo, dumps
+    finally:
+        fabric.close()
+
+
+def cabling(fab) -> set[frozenset]:
+    ends = set()
+    for c in fab.cables:
+        a = (fab.nodes[c.a[0]].guid, c.a[1])
+        b = (fab.nodes[c.b[0]].guid, c.b[1])
+        ends.add(frozenset([a, b, (c.width, c.speed)]))
+    return ends
+
+
+def test_ibnetdiscover_of_the_exported_fabric_imports_to_the_same_fabric(routed):
+    scenario, _, topo, _ = routed
+    mine = scenario.tool_fabric()
+    seen, warnings = parse_fabric(topo, "ibnetdiscover")
+    assert warnings == []
+    assert cabling(seen) == cabling(mine)
+    assert sorted((n.guid, n.description, n.ports) for n in seen.nodes) == \
+        sorted((n.guid, n.description, n.ports) for n in mine.nodes)
+    # And as a qoslab topology: the same hosts, in the same order, with the same engine cabling.
+    saved = routed[1].folder / "discovered.topo"
+    saved.write_text(topo)
+    imported = qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(saved)})
+    assert imported.host_count() == scenario.host_count() == 16
+    assert [e.name for e in imported.topology._fabric.endpoints()] == [f"H{i}" for i in range(16)]
+
+
+def lids(topo: str) -> tuple[dict[str, int], dict[str, int]]:
+    switch = {m[1]: int(m[2]) for m in re.finditer(r'Switch\s+\d+\s+"S-[0-9a-f]+"\s+# "([^"]+)" base port 0 lid (\d+)', topo)}
+    hosts = {}
+    for m in re.finditer(r'Ca\s+\d+\s+"H-[0-9a-f]+"\s+# "([^"]+)"\n\[1\]\([0-9a-f]+\)\s+"S-[0-9a-f]+"\[\d+\]\s+# lid (\d+)', topo):
+        hosts[m[1]] = int(m[2])
+    return switch, hosts
+
+
+def sl2vl_rows(text: str) -> list[list[int]]:
+    return [[int(v) for v in row.split("|")[1:-1]] for row in re.findall(r"ports: in\s+\d+, out\s+\d+: (\|.*\|)", text)]
+
+
+def vlarb(text: str) -> dict[str, list[tuple[int, int]]]:
+    tables = {}
+    for name, block in re.findall(r"# (Low|High) priority VL Arbitration Table:\n(VL.*\nWEIGHT.*)", text):
+        vl_row, weight_row = block.split("\n")
+        vls = [int(v, 16) for v in vl_row.split("|")[1:-1]]
+        weights = [int(w, 16) for w in weight_row.split("|")[1:-1]]
+        tables[name.lower()] = [(v, w) for v, w in zip(vls, weights) if w > 0]
+    return tables
+
+
+def expected_vlarb(entries: list[tuple[int, int]], cap: int) -> list[tuple[int, int]]:
+    return [(v, w) for v, w in list(entries)[:cap] if w > 0]
+
+
+def test_opensm_programs_the_tables_qoslab_simulates(routed):
+    scenario, fabric, topo, _ = routed
+    switch_lids, host_lids = lids(topo)
+    assert len(switch_lids) == 6 and len(host_lids) == 16
+    ca, swe = scenario.port_qos("ca"), scenario.port_qos("swe")
+    for host in ("H0", "H7", "H15"):
+        out = fabric.run("smpquery", "sl2vl", str(host_lids[host]), "1")
+        assert sl2vl_rows(out) == [list(ca["sl2vl"])]
+        arb = vlarb(fabric.run("smpquery", "vlarb", str(host_lids[host]), "1"))
+        cap = int(re.search(r"LowCap (\d+)", fabric.run("smpquery", "vlarb", str(host_lids[host]), "1"))[1])
+        assert arb["low"] == expected_vlarb(ca["vlarb_low"], cap)
+        assert arb["high"] == expected_vlarb(ca["vlarb_high"], cap)
+    for name, port in (("S1-0", 1), ("S1-3", 6), ("S2-1", 2)):
+        out = fabric.run("smpquery", "sl2vl", str(switch_lids[name]), str(port))
+        rows = sl2vl_rows(out)
+        assert rows and all(r == list(swe["sl2vl"]) for r in rows), out
+        arb = vlarb(fabric.run("smpquery", "vlarb", str(switch_lids[name]), str(port)))
+        assert arb["low"] == expected_vlarb(swe["vlarb_low"], 8)
+        assert arb["high"] == expected_vlarb(swe["vlarb_high"], 8)
+
+
+def dump_paths(scenario, dumps_folder: Path) -> dict[tuple[int, int], list[tuple[int, int]]]:
+    """Walks the ibroute dumps themselves (not qoslab's table): host pair -> [(switch guid, port)]."""
+    fab = scenario.tool_fabric()
+    peer = {}
+    for c in fab.cables:
+        peer[c.a], peer[c.b] = c.b, c.a
+    hosts = fab.endpoints()
+    guid_of_host = {fab.nodes[e.node].port_guid(e.port): i for i, e in enumerate(hosts)}
+    lft: dict[int, dict[int, int]] = {}
+    lid_of: dict[int, int] = {}
+    for d in read_dumps(dumps_folder):
+        lft[d.guid] = {e.lid: e.port for e in d.entries}
+        for e in d.entries:
+            if e.guid in guid_of_host:
+                lid_of[guid_of_host[e.guid]] = e.lid
+    paths = {}
+    for s, src in enumerate(hosts):
+        for d in range(len(hosts)):
+            if d == s:
+                continue
+            node, path = peer[(src.node, src.port)][0], []
+            while fab.nodes[node].kind == "switch":
+                port = lft[fab.nodes[node].guid][lid_of[d]]
+                path.append((fab.nodes[node].guid, port))
+                node = peer[(node, port)][0]
+                assert len(path) < 10
+            assert node == hosts[d].node
+            paths[(s, d)] = path
+    return paths
+
+
+def test_ibroute_dumps_drive_an_lft_simulation_along_the_dumped_paths(routed):
+    scenario, _, _, dumps = routed
+    paths = dump_paths(scenario, dumps)
+    lft = qoslab.Scenario(**{**SCENARIO, "routing": {"algorithm": "lft", "lft": str(dumps)}})
+    tables = lft.forwarding_tables()
+    fab = lft.tool_fabric()
+    switches = fab.switch_indices()
+    engine_switch = {fab.nodes[n].guid: i for i, n in enumerate(switches)}
+    for (s, d), path in paths.items():
+        for guid, port in path:
+            assert tables[engine_switch[guid]][d] == port - 1
+    # A shift permutation simulated with the dumps' tables loads exactly the dumped paths' links.
+    shifted = qoslab.Scenario(**{**SCENARIO, "jobs": [], "routing": {"algorithm": "lft", "lft": str(dumps)},
+                                 "traffic": [{"pattern": "shift", "shift": 5, "load": 0.2, "message_bytes": 4096}],
+                                 "run": {"duration_us": 30, "warmup_us": 0}})
+    links = qoslab.simulate(shifted).links
+    used = links.filter(pc.greater(links["bytes"], 0))
+    names = fab.switch_names()
+    guid_by_name = {names[n]: fab.nodes[n].guid for n in switches}
+    loaded = set()
+    for row in used.select(["src", "src_port"]).to_pylist():
+        if row["src"] in guid_by_name:
+            loaded.add((guid_by_name[row["src"]], row["src_port"] + 1))
+    expected = {hop for s in range(16) for hop in paths[(s, (s + 5) % 16)]}
+    assert loaded == expected
