@@ -181,7 +181,7 @@ def check_paths(fabric: Fabric, hosts: list[Endpoint], switches: list[int], tabl
         return f"switch {names[switches[s]]!r}" + (f" ({d.source}:{d.line})" if d else " (no dump)")
 
     for d in range(n):
-        good = {attached[d]} if table[attached[d] * n + d] != NO_ROUTE else set()
+        good: set[int] = set()  # switches known to deliver to d
         for src in range(n):
             s, walk = attached[src], []
             while s not in good:

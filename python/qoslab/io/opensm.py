@@ -165,6 +165,10 @@ def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) ->
             vl, weight = _strtoul(vl_text), _strtoul(weight_text) if sep else 0
         except ValueError:
             raise OpenSmConfError(source, line, f"{key}: bad entry {text!r}, expected VL:WEIGHT") from None
+        for part, n in ((vl_text.strip(), vl), (weight_text.strip(), weight)):
+            if len(part) > 1 and part.startswith("0") and not part.lower().startswith("0x"):
+                warnings.append(f"{source}:{line}: {key} entry {text.strip()!r}: a leading 0 makes OpenSM read "
+                                f"{part} as octal ({n})")
         if not 0 <= vl <= 14:
             warnings.append(f"{source}:{line}: {key} entry {text.strip()!r}: OpenSM stores VL {vl} as VL {vl % 15}")
             vl %= 15

@@ -1,0 +1,236 @@
+"""Imported fabrics (ibnetdiscover and ibsim files), routing from ibroute dumps, opensm.conf in and
+out, and the deployment export: parsing real-looking input, refusing bad input by line, and the
+engine's timing on links of different rates against closed forms."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import qoslab
+from qoslab.deploy import export_opensm
+from qoslab.errors import ScenarioError
+from qoslab.io.ibnetdiscover import FabricFileError, parse_fabric, write_ibnetdiscover, write_ibsim
+from qoslab.io.ibroute import RoutingFileError, parse_dumps, routing_table
+from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf, write_opensm_conf
+
+# As real dumps come: tool noise on top, no blank lines between some records, tabs, trailing
+# blanks, a self-cabled switch (ports 7 and 8), a degraded 4xDDR link, a dual-port HCA.
+MESSY = textwrap.dedent('''\
+    src/query_smp.c:195; umad (DR path slid 0; dlid 0; 0,1 Attr 0xff90:0) bad status 110; Connection timed out
+    #
+    # Topology file: generated on Mon Nov 23 07:34:40 2026
+    #
+    vendid=0x2c9
+    devid=0xcf08
+    switchguid=0x2c90300000001(2c90300000001)
+    Switch\t8 "S-0002c90300000001"\t\t# "leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0
+    [1]\t"H-0002c90400000100"[1](2c90400000101) \t\t# "node001 HCA-1" lid 3 4xEDR
+    [2]\t"H-0002c90400000200"[1](2c90400000201) \t\t# "node002 HCA-1" lid 4 4xDDR   
+    [3]\t"H-0002c90400000200"[2](2c90400000202) \t\t# "node002 HCA-1" lid 5 4xEDR
+    [5]\t"S-0002c90300000002"[5]\t\t# "leaf-b SwitchIB" lid 2 4xEDR
+    [6]\t"S-0002c90300000002"[6]\t\t# "leaf-b SwitchIB" lid 2 4xEDR
+    [7]\t"S-0002c90300000001"[8]\t\t# "leaf-a SwitchIB" lid 1 4xEDR
+    [8]\t"S-0002c90300000001"[7]\t\t# "leaf-a SwitchIB" lid 1 4xEDR
+    vendid=0x2c9
+    switchguid=0x2c90300000002(2c90300000002)
+    Switch\t8 "S-0002c90300000002"\t\t# "leaf-b SwitchIB" enhanced port 0 lid 2 lmc 0
+    [1]\t"H-0002c90400000300"[1](2c90400000301) \t\t# "node010 HCA-1" lid 6 4xEDR
+    [5]\t"S-0002c90300000001"[5]\t\t# "leaf-a SwitchIB" lid 1 4xEDR
+    [6]\t"S-0002c90300000001"[6]\t\t# "leaf-a SwitchIB" lid 1 4xEDR
+
+    caguid=0x2c90400000100
+    Ca\t1 "H-0002c90400000100"\t\t# "node001 HCA-1"
+    [1](2c90400000101) \t"S-0002c90300000001"[1]\t\t# lid 3 lmc 0 "leaf-a SwitchIB" lid 1 4xEDR
+    caguid=0x2c90400000200
+    Ca\t2 "H-0002c90400000200"\t\t# "node002 HCA-1"
+    [1](2c90400000201) \t"S-0002c90300000001"[2]\t\t# lid 4 lmc 0 "leaf-a SwitchIB" lid 1 4xDDR
+    [2](2c90400000202) \t"S-0002c90300000001"[3]\t\t# lid 5 lmc 0 "leaf-a SwitchIB" lid 1 4xEDR
+    Ca\t1 "H-0002c90400000300"\t\t# "node010 HCA-1"
+    [1](2c90400000301) \t"S-0002c90300000002"[1]\t\t# lid 6 lmc 0 "leaf-b SwitchIB" lid 2 4xEDR
+''')
+
+
+def test_a_messy_real_dump_reads_hosts_links_and_rates():
+    fabric, warnings = parse_fabric(MESSY, "messy.topo")
+    assert warnings == []
+    hosts = fabric.endpoints()
+    # Natural order; a dual-port HCA is one host per cabled port; names from the descriptions.
+    assert [e.name for e in hosts] == ["node001", "node002/P1", "node002/P2", "node010"]
+    topo = fabric.engine_topology(100.0)
+    assert topo["switch_names"] == ["leaf-a SwitchIB", "leaf-b SwitchIB"]
+    assert len(topo["cables"]) == 4 + 2 + 1  # host links, two parallel ISLs, the self cable
+    rates = sorted(topo["cable_gbps"])
+    assert rates[0] == pytest.approx(16.0) and rates[-1] == pytest.approx(100.0)
+    assert fabric.nodes[0].port_guid(0) == 0x2C90300000001
+
+
+def test_a_dump_written_back_reads_the_same(tmp_path):
+    fabric, _ = parse_fabric(MESSY, "messy.topo")
+    for text in (write_ibnetdiscover(fabric), write_ibsim(fabric)):
+        again, warnings = parse_fabric(text, "again")
+        assert warnings == []
+        assert again.engine_topology(100.0) == fabric.engine_topology(100.0)
+
+
+@pytest.mark.parametrize(
+    "edit, line, words",
+    [
+        (lambda t: t.replace('"S-0002c90300000002"[5]', '"S-00000000000000ff"[5]'), 12, "no record"),
+        (lambda t: t.replace('[6]\t"S-0002c90300000002"[6]', '[6]\t"S-0002c9'), 13, "no record"),
+        (lambda t: t.replace('[8]\t"S-0002c90300000001"[7]', '[9]\t"S-0002c90300000001"[7]'), 15, "declares 8 ports"),
+        (lambda t: t.split("caguid=0x2c90400000100")[0], 9, "no record"),  # truncated: the CAs are gone
+    ],
+)
+def test_bad_dumps_name_the_line(edit, line, words):
+    with pytest.raises(FabricFileError) as caught:
+        parse_fabric(edit(MESSY), "bad.topo")
+    assert caught.value.line == line and words in caught.value.message
+    assert str(caught.value).startswith(f"bad.topo:{line}: ")
+
+
+def test_an_imported_scenario_names_the_file_and_refuses_fat_tree_routing(tmp_path):
+    (tmp_path / "fabric.topo").write_text(MESSY)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "ibnetdiscover"\npath = "fabric.topo"\n[routing]\nalgorithm = "dmodk"\n')
+    with pytest.raises(ScenarioError, match="routing.algorithm: \"dmodk\" routing needs a fat tree"):
+        qoslab.Scenario.from_toml(scenario)
+    scenario.write_text('[topology]\nkind = "ibnetdiscover"\npath = "missing.topo"\n')
+    with pytest.raises(ScenarioError, match=r"topology.path: .*missing.topo: file not found"):
+        qoslab.Scenario.from_toml(scenario)
+    scenario.write_text('[topology]\nkind = "ibnetdiscover"\npath = "fabric.topo"\n[[traffic]]\nload = 0.2\n')
+    loaded = qoslab.Scenario.from_toml(scenario)
+    assert loaded.routing.algorithm == "minhop" and loaded.host_count() == 4
+    result = qoslab.simulate(loaded)
+    assert result.summary["packets_delivered"] > 0
+
+
+# host A --4xEDR (100 Gb/s)-- switch --1xEDR (25 Gb/s)-- host B
+TWO_RATES = textwrap.dedent('''\
+    Switch 4 "sw"
+    [1] "A"[1] w=2 s=4 e=2
+    [2] "B"[1] w=1 s=4 e=2
+    Hca 1 "A"
+    [1] "sw"[1] w=2 s=4 e=2
+    Hca 1 "B"
+    [1] "sw"[2] w=1 s=4 e=2
+''')
+
+
+def one_message_latency_ns(tmp_path: Path, src: int) -> float:
+    (tmp_path / "two.net").write_text(TWO_RATES)
+    scenario = qoslab.Scenario(
+        topology={"kind": "ibnetdiscover", "path": str(tmp_path / "two.net")},
+        traffic=[{"pattern": "permutation", "hosts": [src], "destinations": [1 - src], "load": 0.01,
+                  "arrival": "periodic", "message_bytes": 4096}],
+        run={"duration_us": 200, "warmup_us": 0, "messages": True},
+    )
+    messages = qoslab.simulate(scenario).messages.to_pylist()
+    assert messages
+    return messages[0]["delivered_ns"] - messages[0]["created_ns"]
+
+
+def test_cut_through_between_links_of_different_rates_matches_the_closed_form(tmp_path):
+    wire = 4096 + 26
+    fast, slow = wire * 8 / 100, wire * 8 / 25  # serialization in ns
+    link, switch = 20, 100
+    # Fast to slow: the slow link's serialization decides, started a cut-through delay in.
+    assert one_message_latency_ns(tmp_path, 0) == pytest.approx(link + switch + slow + link, abs=0.01)
+    # Slow to fast: the fast link cannot finish before the tail has arrived (plus one byte time).
+    assert one_message_latency_ns(tmp_path, 1) == pytest.approx(link + slow + 8 / 100 + link, abs=0.01)
+
+
+DUMP = textwrap.dedent('''\
+    Unicast lids [0x0-0x4] of switch Lid 1 guid 0x0002c90300000001 (leaf-a SwitchIB):
+      Lid  Out   Destination
+           Port     Info 
+    0x0001 000 : (Switch portguid 0x0002c90300000001: 'leaf-a SwitchIB')
+    0x0003 001 : (Channel Adapter portguid 0x0002c90400000101: 'node001 HCA-1')
+    0x0004 002 : (Channel Adapter portguid 0x0002c90400000201: 'node002 HCA-1')
+    0x0005 003 : (Channel Adapter portguid 0x0002c90400000202: 'node002 HCA-1')
+    0x0006 005 : (Channel Adapter portguid 0x0002c90400000301: 'node010 HCA-1')
+    5 valid lids dumped 
+    Unicast lids [0x0-0x6] of switch Lid 2 guid 0x0002c90300000002 (leaf-b SwitchIB):
+      Lid  Out   Destination
+           Port     Info 
+    0x0003 006 : (Channel Adapter portguid 0x0002c90400000101: 'node001 HCA-1')
+    0x0004 005 : (Channel Adapter portguid 0x0002c90400000201: 'node002 HCA-1')
+    0x0005 006 : (Channel Adapter portguid 0x0002c90400000202: 'node002 HCA-1')
+    0x0006 001 : (Channel Adapter portguid 0x0002c90400000301: 'node010 HCA-1')
+    4 valid lids dumped 
+''')
+
+
+def test_ibroute_dumps_become_the_engine_table():
+    fabric, _ = parse_fabric(MESSY, "messy.topo")
+    table = routing_table(fabric, parse_dumps(DUMP, "lft.txt"))
+    # hosts: node001, node002/P1, node002/P2, node010; switch 0 = leaf-a, 1 = leaf-b; ports from 0.
+    assert table == [0, 1, 2, 4, 5, 4, 5, 0]
+
+
+@pytest.mark.parametrize(
+    "edit, line, words",
+    [
+        (lambda t: t.replace("0x0002c90400000301: 'node010 HCA-1')\n4", "0x0002c904000009ff: 'ghost')\n4"), 16,
+         "not in the fabric"),
+        (lambda t: t.replace("0x0004 002", "0x0004 009"), 6, "has data ports 1..8"),
+        (lambda t: t.replace("0x0006 001", "0x0006 005"), 1, "routing loop"),
+        (lambda t: t.replace("0x0003 001", "0x0003 004"), 1, "not cabled"),
+        (lambda t: t.replace("4 valid lids dumped", ""), 10, "truncated"),
+    ],
+)
+def test_bad_routing_dumps_name_the_line(edit, line, words):
+    fabric, _ = parse_fabric(MESSY, "messy.topo")
+    with pytest.raises(RoutingFileError) as caught:
+        routing_table(fabric, parse_dumps(edit(DUMP), "lft.txt"))
+    assert words in caught.value.message and caught.value.line == line, str(caught.value)
+
+
+def test_opensm_conf_round_trips_and_reading_warns_as_opensm_parses():
+    tables = {
+        "ca": {"sl2vl": [0, 1, 2, 3] * 4, "vlarb_high": [(1, 64)], "vlarb_low": [(0, 64), (2, 192)], "high_limit": 4},
+        "swe": {"sl2vl": [3, 2, 1, 0] * 4, "vlarb_high": [], "vlarb_low": [(0, 255), (0, 255), (1, 9)], "high_limit": 0},
+    }
+    text = write_opensm_conf(tables, 4, "/etc/opensm/qos-policy.conf")
+    read = parse_opensm_conf(text)
+    assert read.enabled and read.data_vls == 4 and read.warnings == []
+    assert read.tables["ca"] == tables["ca"]
+    assert read.tables["swe"]["vlarb_low"] == tables["swe"]["vlarb_low"]
+    assert read.tables["swe"]["vlarb_high"] == [(0, 0)]  # the empty table, written as 0:0
+
+    odd = parse_opensm_conf("qos TRUE\nmax_op_vls 3\nqos_ca_vlarb_low=0:64\nqos_swe_vlarb_low 0:010,15:300\n"
+                            "qos_swe_sl2vl 0,1,2,9,0,1,2,3,0,1,2,3,0,1,2,3\n", "opensm.conf")
+    assert odd.tables["swe"]["vlarb_low"] == [(0, 8), (0, 300 & 0xFF)]
+    assert odd.tables["swe"]["sl2vl"][3] == 9 & 3
+    text = "\n".join(odd.warnings)
+    for words in ("opensm.conf:3", "not '='", "octal (8)", "VL 15 as VL 0", "8 bits (44)", "masks it to VL1"):
+        assert words in text
+    with pytest.raises(OpenSmConfError, match="opensm.conf:2: max_op_vls: expected 1..5, got 7"):
+        parse_opensm_conf("qos TRUE\nmax_op_vls 7\n", "opensm.conf")
+
+
+def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp_path):
+    scenario = qoslab.Scenario(
+        topology={"kind": "xgft", "m": [4, 2], "w": [1, 2]},
+        qos={"vlarb_low": "0:254,0:254,1:9"},
+        jobs=[
+            {"name": "halo", "nodes": 4, "sl": 1, "workload": {"kind": "nearest-neighbor", "dims": 2, "iterations": 1}},
+            {"name": "bulk", "nodes": 4, "sl": 0, "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1},
+             "sl_policy": {"kind": "latency-history", "sls": [0, 1], "thresholds": [2.0]}},
+        ],
+    )
+    written = export_opensm(scenario, tmp_path)
+    names = {p.name for p in written}
+    assert {"opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md", "halo.env", "bulk.env"} <= names
+    conf = (tmp_path / "opensm.conf").read_text()
+    assert "qos_swe_vlarb_low 0:254,0:254,1:9" in conf and "max_op_vls 3" in conf
+    assert "export UCX_IB_SL=1" in (tmp_path / "env" / "halo.env").read_text()
+    bulk = (tmp_path / "env" / "bulk.env").read_text()
+    assert "MPI side" in bulk and "latency" in bulk
+    assert "needs MPI-side support" in (tmp_path / "README.md").read_text() or "MPI-side" in bulk
+    prolog = (tmp_path / "slurm-taskprolog.sh").read_text()
+    assert '"halo")' in prolog and 'echo "export UCX_IB_SL=1"' in prolog
+    policy = (tmp_path / "qos-policy.conf").read_text()
+    assert "name: halo" in policy and "qos-level-name: sl1" in policy and policy.count("0x0002c904") == 8
