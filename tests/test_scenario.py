@@ -309,7 +309,7 @@ BAD = [
     ({"topology": {"kind": "xgft", "m": [8, 4]}}, "topology.w", "required key is missing"),
     ({"topology": {"kind": "single-switch", "hosts": 1}}, "topology.hosts", "greater than or equal to 2"),
     ({"topology": {"kind": "dragonfly-plus", "groups": 4}}, "topology.kind", "not available yet"),
-    ({"topology": {"kind": "ibnetdiscover", "path": "f.topo"}}, "topology.kind", "not available yet"),
+    ({"topology": {"kind": "ibnetdiscover", "path": "f.topo"}}, "topology.path", "file not found"),
     ({"topology": {"kind": "torus"}}, "topology.kind", 'got "torus"'),
     ({"topology": {"hosts": 4}}, "topology.kind", "required key is missing"),
     ({"routing": {"algorithm": "minhop"}}, "routing.algorithm", "dmodk"),
