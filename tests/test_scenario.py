@@ -312,7 +312,7 @@ BAD = [
     ({"topology": {"kind": "ibnetdiscover", "path": "f.topo"}}, "topology.path", "file not found"),
     ({"topology": {"kind": "torus"}}, "topology.kind", 'got "torus"'),
     ({"topology": {"hosts": 4}}, "topology.kind", "required key is missing"),
-    ({"routing": {"algorithm": "minhop"}}, "routing.algorithm", "dmodk"),
+    ({"routing": {"algorithm": "ecmp"}}, "routing.algorithm", "dmodk"),
     ({"qos": {"sl2vl": [0, 1, 2, 3, 4] + [0] * 11}}, "qos.sl2vl", "SL4 maps to VL4"),
     ({"qos": {"ca": {"sl2vl": [0] * 15 + [7]}}}, "qos.ca.sl2vl", "SL15 maps to VL7"),
     ({"qos": {"sl2vl": [0] * 15}}, "qos.sl2vl", "expected 16 entries"),
