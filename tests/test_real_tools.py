@@ -59,8 +59,7 @@ class Fabric:
     def __init__(self, folder: Path):
         self.folder = folder
         self.env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "OSM_TMP_DIR": str(folder),
-                    "OSM_CACHE_DIR": str(folder), "SIM_HOST": ""}
-        self.env.pop("SIM_HOST")
+                    "OSM_CACHE_DIR": str(folder)}
         self.pids: list[int] = []
 
     def start_ibsim(self, net: Path) -> None:

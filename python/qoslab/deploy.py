@@ -130,7 +130,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     (out / "slurm-taskprolog.sh").chmod(0o755)
     written.append(out / "slurm-taskprolog.sh")
 
-    readme = [f"# QoS deployment from qoslab", "", f"Source: {origin}{scenario.source or 'a scenario'}.", "",
+    readme = ["# QoS deployment from qoslab", "", f"Source: {origin}{scenario.source or 'a scenario'}.", "",
               "| job | SL | environment | MPI side |", "|---|---|---|---|"]
     for job in jobs:
         need = mpi_side(job) or "nothing beyond the environment"

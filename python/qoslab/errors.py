@@ -48,6 +48,14 @@ class ScenarioError(ValueError):
         return ScenarioError(self.problems, source)
 
 
+class FileLineError(ValueError):
+    """A file qoslab cannot use, by file and line (0: the file as a whole)."""
+
+    def __init__(self, source: str, line: int, message: str):
+        self.source, self.line, self.message = source, line, message
+        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+
+
 class Interrupted(Exception):
     """The run was stopped (Ctrl-C); ``result`` holds what was measured until then."""
 

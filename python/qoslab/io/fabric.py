@@ -180,7 +180,7 @@ def _unique_names(nodes: list[Node], indices: list[int], first_word: bool) -> di
     return result
 
 
-def from_engine(fabric: dict[str, Any], link_gbps_default: float) -> "Fabric":
+def from_engine(fabric: dict[str, Any], link_gbps_default: float) -> Fabric:
     """A qoslab topology as the tools would see it (the engine's cabling, `_engine.fabric`): node
     names become descriptions, GUIDs are fixed by position, ports are numbered from 1."""
     hosts, names = fabric["hosts"], fabric["node_names"]

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from qoslab.errors import FileLineError
 from qoslab.io.fabric import (
     CA_GUID_BASE,
     IBSIM_SPEED,
@@ -25,13 +26,8 @@ from qoslab.io.fabric import (
 )
 
 
-class FabricFileError(ValueError):
+class FabricFileError(FileLineError):
     """A fabric file qoslab cannot read; names the file and line."""
-
-    def __init__(self, source: str, line: int, message: str):
-        self.source, self.line, self.message = source, line, message
-        where = f"{source}:{line}" if line else source
-        super().__init__(f"{where}: {message}")
 
 
 _NODE = re.compile(r'^(Switch|Ca|Hca|Rt)\s+(\d+)\s+"([^"]+)"(.*)$')
@@ -141,7 +137,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
         # and ibsim directives we have no use for (vendid=, devid=, do, module, include).
         if nodes and not re.match(r"^(vendid|devid|sysimgguid|Chassis|Non-Chassis|do |module |include )", stripped):
             warnings.append(f"{source}:{number}: ignored a line qoslab does not understand: {stripped[:60]!r}")
-        current = None if not stripped.startswith("[") else current
+        current = None
 
     if not nodes:
         raise fail(0, "no Switch or Ca records: expected ibnetdiscover output or an ibsim net file")

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from qoslab.errors import FileLineError
 from qoslab.io.fabric import Endpoint, Fabric
 
 NO_ROUTE = 0xFFFF
@@ -27,12 +28,8 @@ _ENTRY = re.compile(r"^(0x[0-9a-fA-F]+)\s+(\d+)\s*:\s*\((Channel Adapter|Switch|
 _FOOTER = re.compile(r"^(\d+) (?:valid )?lids dumped")
 
 
-class RoutingFileError(ValueError):
+class RoutingFileError(FileLineError):
     """A routing dump qoslab cannot use; names the file and line."""
-
-    def __init__(self, source: str, line: int, message: str):
-        self.source, self.line, self.message = source, line, message
-        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
 
 
 @dataclass

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qoslab.errors import FileLineError
+
 PORT_TYPES = {"ca": "qos_ca_", "swe": "qos_swe_"}
 FIELDS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
 # OpenSM's built-in defaults (osm_base.h), used where the file sets nothing.
@@ -56,10 +58,8 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
     return "\n".join(lines) + "\n"
 
 
-class OpenSmConfError(ValueError):
-    def __init__(self, source: str, line: int, message: str):
-        self.source, self.line, self.message = source, line, message
-        super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+class OpenSmConfError(FileLineError):
+    """An opensm.conf qoslab cannot read; names the file and line."""
 
 
 @dataclass
