@@ -238,7 +238,10 @@ impl Simulation {
                 pv
             ],
             returns: vec![CreditReturns::default(); np],
-            queues: vec![Queue::EMPTY; pv + (g.hosts * SLS * f.hca_send_queues_per_sl) as usize],
+            queues: (0..pv as u32)
+                .map(|q| Queue::new(q / vls))
+                .chain((0..g.hosts * SLS * f.hca_send_queues_per_sl).map(|_| Queue::new(NONE)))
+                .collect(),
             packets: Slab::new(),
             messages: Slab::new(),
             sources,
@@ -441,8 +444,7 @@ impl Simulation {
     /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
     #[inline]
     fn queue_input(&self, q: u32) -> u32 {
-        let switch_queues = self.ports.len() as u32 * self.vls;
-        if q < switch_queues { q / self.vls } else { NONE }
+        self.queues[q as usize].input
     }
 
     #[inline]
@@ -719,7 +721,7 @@ impl Simulation {
         if input != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
             let upstream = self.ports[input as usize].peer;
-            let in_vl = (q % self.vls) as u8;
+            let in_vl = (q - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
