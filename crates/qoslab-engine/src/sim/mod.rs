@@ -9,6 +9,7 @@
 //! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
 //!   and counted only if that time falls inside the run.
 
+mod mem;
 pub mod output;
 pub(crate) mod state;
 
@@ -181,8 +182,10 @@ impl Simulation {
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let port_states: Vec<PortState> = (0..ports as usize)
-            .map(|p| {
+        let hca_queues = (g.hosts * SLS * f.hca_send_queues_per_sl) as usize;
+        let port_states = mem::huge_vec(
+            np,
+            (0..np).map(|p| {
                 let node = g.port_node[p];
                 let peer = g.port_peer[p];
                 PortState {
@@ -202,8 +205,8 @@ impl Simulation {
                     credit_waiting: false,
                     peer_is_host: peer != NONE && g.is_host(g.port_node[peer as usize]),
                 }
-            })
-            .collect();
+            }),
+        );
         let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
         let mpi = match (&cfg.mpi, cfg.jobs.is_empty()) {
             (_, true) => None,
@@ -227,21 +230,22 @@ impl Simulation {
             buffer_credits,
             window,
             ports: port_states,
-            port_vls: vec![
-                PortVl {
+            port_vls: mem::huge_vec(
+                pv,
+                std::iter::repeat(PortVl {
                     credits: buffer_credits,
                     requested_credits: 0,
                     first_request: NONE,
                     last_request: NONE,
                     counters: PortVlCounters::default(),
-                };
-                pv
-            ],
-            returns: vec![CreditReturns::default(); np],
-            queues: (0..pv as u32)
-                .map(|q| Queue::new(q / vls))
-                .chain((0..g.hosts * SLS * f.hca_send_queues_per_sl).map(|_| Queue::new(NONE)))
-                .collect(),
+                })
+                .take(pv),
+            ),
+            returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
+            queues: mem::huge_vec(
+                pv + hca_queues,
+                (0..pv as u32).map(|q| Queue::new(q / vls)).chain((0..hca_queues).map(|_| Queue::new(NONE))),
+            ),
             packets: Slab::new(),
             messages: Slab::new(),
             sources,
