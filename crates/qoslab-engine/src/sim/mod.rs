@@ -696,7 +696,9 @@ impl Simulation {
         // Start the misses this packet-hop will take anyway, so that they overlap.
         let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
         if !delivers {
+            // The downstream input queue, and the port whose routing its new head will need.
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
+            prefetch(&self.ports[down as usize]);
         }
         if input != NONE {
             prefetch(&self.ports[self.ports[input as usize].peer as usize]);
