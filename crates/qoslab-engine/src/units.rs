@@ -30,13 +30,14 @@ pub fn credits_for(bytes: u32) -> u32 {
 /// the libm call `f64::round` is on baseline x86_64: this runs once per packet-hop.
 #[inline]
 pub fn round_to_time(x: f64) -> Time {
-    let t = x as Time;
-    // Exact: below 2^53 the fraction x - t is representable; above, x is an integer.
-    if x - t as f64 >= 0.5 {
-        t.saturating_add(1)
-    } else {
-        t
+    // Signed conversions are single instructions (unsigned ones are not); the rare values
+    // outside [0, 2^62), NaN included, take the slow path.
+    if !(0.0..4.6e18).contains(&x) {
+        return x.round() as Time;
     }
+    let t = x as i64;
+    // Exact: below 2^53 the fraction x - t is representable; above, x is an integer.
+    (if x - t as f64 >= 0.5 { t + 1 } else { t }) as Time
 }
 
 /// A link's data rate, kept as picoseconds per byte so serialization is one multiply.
