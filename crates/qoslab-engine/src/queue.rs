@@ -99,7 +99,7 @@ impl EventQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, time: Time, kind: EventKind, id: u32) {
         debug_assert!(id <= MAX_EVENT_ID && time <= MAX_EVENT_TIME);
         let key = ((time as u128) << TIME_SHIFT)
@@ -115,18 +115,25 @@ impl EventQueue {
     }
 
     /// Puts a key where it belongs: the sorted current slot, a wheel bucket or the far heap.
-    #[inline]
+    #[inline(always)]
     fn file(&mut self, key: u128) {
         let slot = slot_of(key);
-        if slot <= self.current_slot {
-            // Usually the latest key of all, so the search ends at once and nothing moves.
-            let at = self.current.partition_point(|&k| k > key);
-            self.current.insert(at, key);
-        } else if slot < self.current_slot + SLOTS {
+        if slot.wrapping_sub(self.current_slot + 1) < SLOTS - 1 {
+            // The common case (a later slot within the wheel), inline; the others out of line.
             let b = (slot % SLOTS) as usize;
             self.wheel[b].push(key);
             self.occupied[b / 64] |= 1 << (b % 64);
             self.in_wheel += 1;
+        } else {
+            self.file_current_or_far(key, slot);
+        }
+    }
+
+    #[inline(never)]
+    fn file_current_or_far(&mut self, key: u128, slot: u64) {
+        if slot <= self.current_slot {
+            let at = self.current.partition_point(|&k| k > key);
+            self.current.insert(at, key);
         } else {
             self.far.push(Reverse(key));
         }
