@@ -573,7 +573,7 @@ impl Simulation {
     }
 
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
-    #[inline]
+    #[inline(always)]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
         let ps = &mut self.ports[port as usize];
         // Return times on one link only grow, so a new return goes behind any pending one.
