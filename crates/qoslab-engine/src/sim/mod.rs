@@ -37,6 +37,14 @@ const PREFETCH_AHEAD: usize = 3;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
 
+/// A switch input port, as routing needs it: its switch, the switch's first port id, its number.
+#[derive(Debug, Clone, Copy)]
+struct InputSite {
+    switch: u32,
+    base: u32,
+    local: u32,
+}
+
 /// One row of the optional per-message table.
 #[derive(Debug, Clone, Copy)]
 pub struct MessageRecord {
@@ -71,7 +79,11 @@ struct PortState {
     peer: u32,
     /// The switch this port belongs to (NONE for an HCA port) and its number there.
     switch: u32,
-    local: u32,
+    local: u16,
+    /// The same for the peer, so a packet sent from here is routed at its next switch without
+    /// loading the peer's line (NONE / 0 when the peer is an HCA or there is none).
+    peer_local: u16,
+    peer_switch: u32,
     /// Bit v set while VL v has filed requests (skips idle VLs quickly).
     request_mask: u16,
     /// Bit v set while VL v is in a credit stall (mirror of the VL's counters).
@@ -172,6 +184,9 @@ impl Simulation {
             ArbTables::new(&cfg.qos.swe.vlarb_high, &cfg.qos.swe.vlarb_low, cfg.qos.swe.high_limit),
         ];
         let ports = g.ports();
+        if (0..g.hosts + g.switches).any(|n| g.radix(n) > u16::MAX as u32) {
+            return Err(ConfigError::new("topology", "a switch has more ports than 65535"));
+        }
         if ports > MAX_EVENT_ID {
             return Err(ConfigError::new("topology", "too many ports for the event encoding"));
         }
@@ -198,7 +213,13 @@ impl Simulation {
                     tx_queue: NONE,
                     peer,
                     switch: if g.is_host(node) { NONE } else { node - g.hosts },
-                    local: g.local_port(p as u32),
+                    local: g.local_port(p as u32) as u16,
+                    peer_local: if peer == NONE { 0 } else { g.local_port(peer) as u16 },
+                    peer_switch: if peer == NONE || g.is_host(g.port_node[peer as usize]) {
+                        NONE
+                    } else {
+                        g.port_node[peer as usize] - g.hosts
+                    },
                     request_mask: 0,
                     stalled_mask: 0,
                     transmitting: false,
@@ -244,7 +265,9 @@ impl Simulation {
             returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
             queues: mem::huge_vec(
                 pv + hca_queues,
-                (0..pv as u32).map(|q| Queue::new(q / vls)).chain((0..hca_queues).map(|_| Queue::new(NONE))),
+                (0..pv as u32)
+                    .map(|q| Queue::new(g.port_peer[(q / vls) as usize]))
+                    .chain((0..hca_queues).map(|_| Queue::new(NONE))),
             ),
             packets: Slab::new(),
             messages: Slab::new(),
@@ -431,7 +454,7 @@ impl Simulation {
             });
             self.packets_created += 1;
             if self.queues[q as usize].push(id, &mut self.packets.items) {
-                self.register_head(q);
+                self.register_head(q, None);
             }
         }
     }
@@ -448,7 +471,8 @@ impl Simulation {
     /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
     #[inline]
     fn queue_input(&self, q: u32) -> u32 {
-        self.queues[q as usize].input
+        let switch_queues = self.ports.len() as u32 * self.vls;
+        if q < switch_queues { q / self.vls } else { NONE }
     }
 
     #[inline]
@@ -457,14 +481,13 @@ impl Simulation {
     }
 
     /// Routes the new head of queue `q` and files its request with the output port it needs.
-    fn register_head(&mut self, q: u32) {
-        let input = self.queue_input(q);
+    /// `site`: the switch input the queue buffers for (None for an HCA send queue).
+    fn register_head(&mut self, q: u32, site: Option<InputSite>) {
         let pk = &self.packets.items[self.queues[q as usize].head as usize];
         let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
-        let (out_port, out_vl) = if input == NONE {
-            (self.graph().host_port(src), self.sl2vl.ca[sl as usize])
-        } else {
-            self.route(input, src, dst, sl)
+        let (out_port, out_vl) = match site {
+            None => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
+            Some(site) => self.route(site, src, dst, sl),
         };
         let queue = &mut self.queues[q as usize];
         queue.out_port = out_port;
@@ -509,9 +532,8 @@ impl Simulation {
     }
 
     /// Output port and VL for a packet at the head of a switch input port's queue.
-    fn route(&mut self, input: u32, src: u32, dst: u32, sl: u8) -> (u32, u8) {
-        let (switch, input_local) = (self.ports[input as usize].switch, self.ports[input as usize].local);
-        let base = input - input_local;
+    fn route(&mut self, site: InputSite, src: u32, dst: u32, sl: u8) -> (u32, u8) {
+        let InputSite { switch, base, local: input_local } = site;
         let local = match self.router.route(switch, src, dst) {
             Route::Port(p) => p,
             Route::AnyUp { first, count } => match self.router.algorithm {
@@ -692,16 +714,14 @@ impl Simulation {
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
-        let input = self.queue_input(q);
+        let upstream = self.queues[q as usize].upstream;
         // Start the misses this packet-hop will take anyway, so that they overlap.
         let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
         if !delivers {
-            // The downstream input queue, and the port whose routing its new head will need.
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
-            prefetch(&self.ports[down as usize]);
         }
-        if input != NONE {
-            prefetch(&self.ports[self.ports[input as usize].peer as usize]);
+        if upstream != NONE {
+            prefetch(&self.ports[upstream as usize]);
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
@@ -724,11 +744,16 @@ impl Simulation {
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
 
-        if input != NONE {
+        // Where the queue's next head is routed from: this port's switch, the queue's input.
+        let mut site = None;
+        if upstream != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
-            let upstream = self.ports[input as usize].peer;
+            let input = q / self.vls;
             let in_vl = (q - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
+            let ps = &self.ports[port as usize];
+            let base = port - ps.local as u32;
+            site = Some(InputSite { switch: ps.switch, base, local: input - base });
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -738,9 +763,9 @@ impl Simulation {
         }
         self.queues[q as usize].busy = true;
         if self.queues[q as usize].head != NONE {
-            self.register_head(q);
+            self.register_head(q, site);
         }
-        if input == NONE {
+        if upstream == NONE {
             self.on_hca_sent(message);
         }
 
@@ -752,7 +777,9 @@ impl Simulation {
             self.packets.items[id as usize].eligible_at = now + self.link_latency + self.switch_latency;
             let dq = down * self.vls + vl as u32;
             if self.queues[dq as usize].push(id, &mut self.packets.items) {
-                self.register_head(dq);
+                let ps = &self.ports[port as usize];
+                let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
+                self.register_head(dq, Some(InputSite { switch, base: down - local, local }));
             }
         }
     }

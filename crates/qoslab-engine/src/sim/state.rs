@@ -113,14 +113,15 @@ pub struct Queue {
     /// A packet from this queue is still being sent (its tail has not left the buffer), so the
     /// next one cannot start yet. Per queue, i.e. per (input, VL): see docs/design/engine.md.
     pub busy: bool,
-    /// The switch input port it buffers for (NONE for an HCA send queue). Fixed; kept here, in
-    /// the line a packet-hop loads anyway, rather than divided out of the queue id each time.
-    pub input: u32,
+    /// The port that sends into this queue's input, which gets the credits back (NONE for an
+    /// HCA send queue). Fixed; kept here, in the line a packet-hop loads anyway, so that sending
+    /// need not load the input port's line to find it.
+    pub upstream: u32,
 }
 
 impl Queue {
-    pub fn new(input: u32) -> Queue {
-        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false, input }
+    pub fn new(upstream: u32) -> Queue {
+        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false, upstream }
     }
 
     /// Appends; returns true when the packet became the head.
