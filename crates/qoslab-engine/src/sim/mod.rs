@@ -117,6 +117,9 @@ pub struct Simulation {
     mtu: u32,
     header: u32,
     buffer_credits: u32,
+    /// Wire size of a full (MTU) packet and its serialization time.
+    full_wire: u32,
+    full_ser: Time,
     window: Window,
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
@@ -249,6 +252,8 @@ impl Simulation {
             mtu: f.mtu_bytes,
             header: f.header_bytes,
             buffer_credits,
+            full_wire: f.mtu_bytes + f.header_bytes,
+            full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
             window,
             ports: port_states,
             port_vls: mem::huge_vec(
@@ -726,7 +731,8 @@ impl Simulation {
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
-        let ser = self.rate.serialization(wire);
+        // Nearly every packet is a full one: its serialization time is worked out once.
+        let ser = if wire == self.full_wire { self.full_ser } else { self.rate.serialization(wire) };
         let done = now + ser;
         let idx = self.port_vl(port, vl);
         let pv = &mut self.port_vls[idx];
