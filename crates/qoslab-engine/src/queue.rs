@@ -134,8 +134,13 @@ impl EventQueue {
     #[inline(never)]
     fn file_current_or_far(&mut self, key: u128, slot: u64) {
         if slot <= self.current_slot {
-            let at = self.next + self.current[self.next..].partition_point(|&k| k < key);
-            self.current.insert(at, key);
+            // Usually the latest key of all (an event for now, pushed while handling another).
+            if self.current.last().is_some_and(|&k| k > key) {
+                let at = self.next + self.current[self.next..].partition_point(|&k| k < key);
+                self.current.insert(at, key);
+            } else {
+                self.current.push(key);
+            }
         } else {
             self.far.push(Reverse(key));
         }

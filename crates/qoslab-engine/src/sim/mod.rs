@@ -655,13 +655,17 @@ impl Simulation {
             return;
         }
         self.apply_returned_credits(port);
+        let mut mask = self.ports[port as usize].request_mask;
+        if mask == 0 {
+            return;
+        }
         let base = port * self.vls;
         let mut ready: u16 = 0;
-        // Per VL: the first sendable request and the one filed just before it (for unlinking).
-        let mut candidate = [(NONE, NONE); 16];
+        // Per VL: the request filed just before the first sendable one (NONE if that is the
+        // oldest), for unlinking it.
+        let mut candidate_prev = [NONE; 16];
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
-        let mut mask = self.ports[port as usize].request_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
@@ -680,7 +684,7 @@ impl Simulation {
                             stalled = true;
                         } else {
                             ready |= 1 << v;
-                            candidate[v as usize] = (prev, q);
+                            candidate_prev[v as usize] = prev;
                             stalled = false;
                             break;
                         }
@@ -711,8 +715,10 @@ impl Simulation {
             }
             return;
         };
-        let (prev, q) = candidate[grant.vl as usize];
-        self.unfile_request((base + grant.vl as u32) as usize, prev, q);
+        let idx = (base + grant.vl as u32) as usize;
+        let prev = candidate_prev[grant.vl as usize];
+        let q = if prev == NONE { self.port_vls[idx].first_request } else { self.queues[prev as usize].next_request };
+        self.unfile_request(idx, prev, q);
         self.transmit(port, q, grant.vl, grant);
     }
 
