@@ -3,7 +3,8 @@
 //! A calendar queue. Almost every event lands within a microsecond or two of now (a packet's
 //! serialization, a switch delay, a Poisson gap), so time is cut into slots of `SLOT_PS` and the
 //! next `SLOTS` slots each get an unsorted bucket. Only the current slot is kept sorted; a bucket
-//! is sorted once, when time reaches it. Events beyond the horizon wait in a binary heap and move
+//! is sorted once, when time reaches it (lazily: at the first pop or peek that needs it, so the
+//! events pushed while the last one of a slot is handled find the wheel where they left it). Events beyond the horizon wait in a binary heap and move
 //! into the wheel as the horizon passes them. Each key packs (time, sequence, kind, id) into one
 //! u128, so the order is a single integer compare and is exactly that of a plain heap.
 
@@ -49,8 +50,11 @@ const SLOTS: u64 = 1 << 12;
 const SLOT_WORDS: usize = (SLOTS / 64) as usize;
 
 pub struct EventQueue {
-    /// Keys of the current slot (and any pushed before it), sorted descending: pop from the end.
+    /// Keys of the current slot (and any pushed before it), sorted ascending; `current[next..]`
+    /// are still to pop. Ascending, because buckets fill roughly in time order, and a key pushed
+    /// into the current slot is usually the latest: sorting and inserting then move little.
     current: Vec<u128>,
+    next: usize,
     /// Unsorted keys of slots `current_slot + 1 .. current_slot + SLOTS`, at `slot % SLOTS`.
     wheel: Vec<Vec<u128>>,
     /// Bit `slot % SLOTS` set when that bucket is non-empty.
@@ -89,6 +93,7 @@ impl EventQueue {
     pub fn new() -> EventQueue {
         EventQueue {
             current: Vec::with_capacity(64),
+            next: 0,
             wheel: (0..SLOTS).map(|_| Vec::new()).collect(),
             occupied: [0; SLOT_WORDS],
             in_wheel: 0,
@@ -99,7 +104,7 @@ impl EventQueue {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, time: Time, kind: EventKind, id: u32) {
         debug_assert!(id <= MAX_EVENT_ID && time <= MAX_EVENT_TIME);
         let key = ((time as u128) << TIME_SHIFT)
@@ -107,26 +112,35 @@ impl EventQueue {
             | ((kind as u128) << KIND_SHIFT)
             | id as u128;
         self.seq += 1;
-        if self.len == 0 {
-            self.current_slot = slot_of(key);
-        }
         self.len += 1;
         self.file(key);
     }
 
     /// Puts a key where it belongs: the sorted current slot, a wheel bucket or the far heap.
-    #[inline]
+    #[inline(always)]
     fn file(&mut self, key: u128) {
         let slot = slot_of(key);
-        if slot <= self.current_slot {
-            // Usually the latest key of all, so the search ends at once and nothing moves.
-            let at = self.current.partition_point(|&k| k > key);
-            self.current.insert(at, key);
-        } else if slot < self.current_slot + SLOTS {
+        if slot.wrapping_sub(self.current_slot + 1) < SLOTS - 1 {
+            // The common case (a later slot within the wheel), inline; the others out of line.
             let b = (slot % SLOTS) as usize;
             self.wheel[b].push(key);
             self.occupied[b / 64] |= 1 << (b % 64);
             self.in_wheel += 1;
+        } else {
+            self.file_current_or_far(key, slot);
+        }
+    }
+
+    #[inline(never)]
+    fn file_current_or_far(&mut self, key: u128, slot: u64) {
+        if slot <= self.current_slot {
+            // Usually the latest key of all (an event for now, pushed while handling another).
+            if self.current.last().is_some_and(|&k| k > key) {
+                let at = self.next + self.current[self.next..].partition_point(|&k| k < key);
+                self.current.insert(at, key);
+            } else {
+                self.current.push(key);
+            }
         } else {
             self.far.push(Reverse(key));
         }
@@ -134,16 +148,25 @@ impl EventQueue {
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, EventKind, u32)> {
-        let key = self.current.pop()?;
+        let key = *self.next_key()?;
+        self.next += 1;
         self.len -= 1;
-        if self.current.is_empty() && self.len > 0 {
+        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+    }
+
+    /// The earliest key, after moving to the next non-empty slot if the current one is done.
+    #[inline]
+    fn next_key(&mut self) -> Option<&u128> {
+        if self.next == self.current.len() && self.len > 0 {
             self.advance();
         }
-        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+        self.current.get(self.next)
     }
 
     /// Moves to the next non-empty slot and makes its bucket the sorted current slot.
     fn advance(&mut self) {
+        self.current.clear();
+        self.next = 0;
         self.current_slot = if self.in_wheel > 0 {
             self.next_occupied_slot()
         } else {
@@ -165,7 +188,7 @@ impl EventQueue {
         std::mem::swap(&mut self.current, &mut self.wheel[b]);
         self.occupied[b / 64] &= !(1 << (b % 64));
         self.in_wheel -= self.current.len();
-        self.current.sort_unstable_by(|a, b| b.cmp(a));
+        self.current.sort_unstable();
     }
 
     /// First occupied slot after the current one (the wheel is non-empty). Buckets are scanned
@@ -193,14 +216,13 @@ impl EventQueue {
     /// current slot); a hint for prefetching, which may change as events are pushed.
     #[inline]
     pub fn upcoming(&self, ahead: usize) -> Option<(EventKind, u32)> {
-        let i = self.current.len().checked_sub(ahead + 1)?;
-        let key = self.current[i];
+        let key = *self.current.get(self.next + ahead)?;
         Some((kind_of(key), (key & ID_MASK) as u32))
     }
 
     #[inline]
-    pub fn peek_time(&self) -> Option<Time> {
-        self.current.last().map(|&k| (k >> TIME_SHIFT) as Time)
+    pub fn peek_time(&mut self) -> Option<Time> {
+        self.next_key().map(|&k| (k >> TIME_SHIFT) as Time)
     }
 
     pub fn len(&self) -> usize {

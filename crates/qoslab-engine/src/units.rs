@@ -26,6 +26,20 @@ pub fn credits_for(bytes: u32) -> u32 {
     bytes.div_ceil(CREDIT_BYTES)
 }
 
+/// `x.round() as Time`, exactly, for every x (NaN, negatives and overflow included), without
+/// the libm call `f64::round` is on baseline x86_64: this runs once per packet-hop.
+#[inline]
+pub fn round_to_time(x: f64) -> Time {
+    // Signed conversions are single instructions (unsigned ones are not); the rare values
+    // outside [0, 2^62), NaN included, take the slow path.
+    if !(0.0..4.6e18).contains(&x) {
+        return x.round() as Time;
+    }
+    let t = x as i64;
+    // Exact: below 2^53 the fraction x - t is representable; above, x is an integer.
+    (if x - t as f64 >= 0.5 { t + 1 } else { t }) as Time
+}
+
 /// A link's data rate, kept as picoseconds per byte so serialization is one multiply.
 #[derive(Clone, Copy, Debug)]
 pub struct Rate {
@@ -45,7 +59,7 @@ impl Rate {
     /// Time to put `bytes` on the wire, rounded to the nearest picosecond.
     #[inline]
     pub fn serialization(&self, bytes: u32) -> Time {
-        (bytes as f64 * self.ps_per_byte).round() as Time
+        round_to_time(bytes as f64 * self.ps_per_byte)
     }
 
     /// Bytes the link carries in `ps` picoseconds.
@@ -62,6 +76,27 @@ mod tests {
     fn edr_serializes_4kib_packet_in_329_76_ns() {
         // 4096 B payload + 26 B header at 100 Gb/s = 4122 * 80 ps.
         assert_eq!(Rate::from_gbps(100.0).serialization(4122), 329_760);
+    }
+
+    #[test]
+    fn round_to_time_matches_f64_round() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        let special = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -0.7, 0.49999999999999994, 4503599627370495.5,
+            4503599627370496.0, 9007199254740993.0, 1.8446744073709552e19, 1e30, f64::INFINITY,
+            f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, f64::MAX];
+        for x in special {
+            assert_eq!(round_to_time(x), x.round() as Time, "{x}");
+        }
+        for _ in 0..1_000_000 {
+            let x = match rng.gen_range(0..4) {
+                0 => rng.gen_range(0.0..10.0),
+                1 => rng.gen_range(0.0..1e7),
+                2 => rng.gen::<u32>() as f64 + 0.5,
+                _ => f64::from_bits(rng.gen::<u64>()),
+            };
+            assert_eq!(round_to_time(x), x.round() as Time, "{x}");
+        }
     }
 
     #[test]

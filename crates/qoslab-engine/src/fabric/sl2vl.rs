@@ -38,10 +38,17 @@ impl Sl2Vl {
     #[inline]
     pub fn switch_vl(&self, switch: u32, input: u32, output: u32, sl: u8) -> u8 {
         if self.has_pairs {
-            if let Some((radix, tables)) = self.pairs.get(&switch) {
-                return tables[(input * radix + output) as usize][sl as usize];
-            }
+            return self.pair_vl(switch, input, output, sl);
         }
         self.swe[sl as usize]
+    }
+
+    /// The lookup through per-pair tables, kept out of line so the common case inlines.
+    #[inline(never)]
+    fn pair_vl(&self, switch: u32, input: u32, output: u32, sl: u8) -> u8 {
+        match self.pairs.get(&switch) {
+            Some((radix, tables)) => tables[(input * radix + output) as usize][sl as usize],
+            None => self.swe[sl as usize],
+        }
     }
 }

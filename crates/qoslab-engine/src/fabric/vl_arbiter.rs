@@ -100,14 +100,18 @@ impl ArbState {
 #[inline]
 fn pick(entries: &[(u8, u32)], index: &mut u8, used: &mut u16, ready: u16) -> u8 {
     let n = entries.len();
-    let mut i = *index as usize % n;
+    // `index` only ever holds a position below n; wrapping by compare avoids a division.
+    let mut i = *index as usize;
     for _ in 0..=n {
         let (vl, weight) = entries[i];
         if ready & (1 << vl) != 0 && (*used as u32) < weight {
             *index = i as u8;
             return vl;
         }
-        i = (i + 1) % n;
+        i += 1;
+        if i == n {
+            i = 0;
+        }
         *used = 0;
     }
     unreachable!("pick is only called when a table entry covers a ready VL")

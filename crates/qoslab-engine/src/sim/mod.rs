@@ -9,6 +9,7 @@
 //! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
 //!   and counted only if that time falls inside the run.
 
+mod mem;
 pub mod output;
 pub(crate) mod state;
 
@@ -35,6 +36,14 @@ const SLS: u32 = 16;
 const PREFETCH_AHEAD: usize = 3;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
+
+/// A switch input port, as routing needs it: its switch, the switch's first port id, its number.
+#[derive(Debug, Clone, Copy)]
+struct InputSite {
+    switch: u32,
+    base: u32,
+    local: u32,
+}
 
 /// One row of the optional per-message table.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +79,11 @@ struct PortState {
     peer: u32,
     /// The switch this port belongs to (NONE for an HCA port) and its number there.
     switch: u32,
-    local: u32,
+    local: u16,
+    /// The same for the peer, so a packet sent from here is routed at its next switch without
+    /// loading the peer's line (NONE / 0 when the peer is an HCA or there is none).
+    peer_local: u16,
+    peer_switch: u32,
     /// Bit v set while VL v has filed requests (skips idle VLs quickly).
     request_mask: u16,
     /// Bit v set while VL v is in a credit stall (mirror of the VL's counters).
@@ -107,6 +120,9 @@ pub struct Simulation {
     mtu: u32,
     header: u32,
     buffer_credits: u32,
+    /// Wire size of a full (MTU) packet and its serialization time.
+    full_wire: u32,
+    full_ser: Time,
     window: Window,
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
@@ -180,6 +196,9 @@ impl Simulation {
             ArbTables::new(&cfg.qos.swe.vlarb_high, &cfg.qos.swe.vlarb_low, cfg.qos.swe.high_limit),
         ];
         let ports = g.ports();
+        if (0..g.hosts + g.switches).any(|n| g.radix(n) > u16::MAX as u32) {
+            return Err(ConfigError::new("topology", "a switch has more ports than 65535"));
+        }
         if ports > MAX_EVENT_ID {
             return Err(ConfigError::new("topology", "too many ports for the event encoding"));
         }
@@ -190,8 +209,10 @@ impl Simulation {
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let port_states: Vec<PortState> = (0..ports as usize)
-            .map(|p| {
+        let hca_queues = (g.hosts * SLS * f.hca_send_queues_per_sl) as usize;
+        let port_states = mem::huge_vec(
+            np,
+            (0..np).map(|p| {
                 let node = g.port_node[p];
                 let peer = g.port_peer[p];
                 PortState {
@@ -204,15 +225,21 @@ impl Simulation {
                     tx_queue: NONE,
                     peer,
                     switch: if g.is_host(node) { NONE } else { node - g.hosts },
-                    local: g.local_port(p as u32),
+                    local: g.local_port(p as u32) as u16,
+                    peer_local: if peer == NONE { 0 } else { g.local_port(peer) as u16 },
+                    peer_switch: if peer == NONE || g.is_host(g.port_node[peer as usize]) {
+                        NONE
+                    } else {
+                        g.port_node[peer as usize] - g.hosts
+                    },
                     request_mask: 0,
                     stalled_mask: 0,
                     transmitting: false,
                     credit_waiting: false,
                     peer_is_host: peer != NONE && g.is_host(g.port_node[peer as usize]),
                 }
-            })
-            .collect();
+            }),
+        );
         let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
         let mpi = match (&cfg.mpi, cfg.jobs.is_empty()) {
             (_, true) => None,
@@ -235,20 +262,28 @@ impl Simulation {
             mtu: f.mtu_bytes,
             header: f.header_bytes,
             buffer_credits,
+            full_wire: f.mtu_bytes + f.header_bytes,
+            full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
             window,
             ports: port_states,
-            port_vls: vec![
-                PortVl {
+            port_vls: mem::huge_vec(
+                pv,
+                std::iter::repeat(PortVl {
                     credits: buffer_credits,
                     requested_credits: 0,
                     first_request: NONE,
                     last_request: NONE,
                     counters: PortVlCounters::default(),
-                };
-                pv
-            ],
-            returns: vec![CreditReturns::default(); np],
-            queues: vec![Queue::EMPTY; pv + (g.hosts * SLS * f.hca_send_queues_per_sl) as usize],
+                })
+                .take(pv),
+            ),
+            returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
+            queues: mem::huge_vec(
+                pv + hca_queues,
+                (0..pv as u32)
+                    .map(|q| Queue::new(g.port_peer[(q / vls) as usize]))
+                    .chain((0..hca_queues).map(|_| Queue::new(NONE))),
+            ),
             packets: Slab::new(),
             messages: Slab::new(),
             sources,
@@ -434,7 +469,7 @@ impl Simulation {
             });
             self.packets_created += 1;
             if self.queues[q as usize].push(id, &mut self.packets.items) {
-                self.register_head(q);
+                self.register_head(q, None);
             }
         }
     }
@@ -461,14 +496,13 @@ impl Simulation {
     }
 
     /// Routes the new head of queue `q` and files its request with the output port it needs.
-    fn register_head(&mut self, q: u32) {
-        let input = self.queue_input(q);
+    /// `site`: the switch input the queue buffers for (None for an HCA send queue).
+    fn register_head(&mut self, q: u32, site: Option<InputSite>) {
         let pk = &self.packets.items[self.queues[q as usize].head as usize];
         let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
-        let (out_port, out_vl) = if input == NONE {
-            (self.graph().host_port(src), self.sl2vl.ca[sl as usize])
-        } else {
-            self.route(input, src, dst, sl)
+        let (out_port, out_vl) = match site {
+            None => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
+            Some(site) => self.route(site, src, dst, sl),
         };
         let queue = &mut self.queues[q as usize];
         queue.out_port = out_port;
@@ -513,9 +547,8 @@ impl Simulation {
     }
 
     /// Output port and VL for a packet at the head of a switch input port's queue.
-    fn route(&mut self, input: u32, src: u32, dst: u32, sl: u8) -> (u32, u8) {
-        let (switch, input_local) = (self.ports[input as usize].switch, self.ports[input as usize].local);
-        let base = input - input_local;
+    fn route(&mut self, site: InputSite, src: u32, dst: u32, sl: u8) -> (u32, u8) {
+        let InputSite { switch, base, local: input_local } = site;
         let local = match self.router.route(switch, src, dst) {
             Route::Port(p) => p,
             Route::AnyUp { first, count } => match self.router.algorithm {
@@ -577,7 +610,7 @@ impl Simulation {
     }
 
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
-    #[inline]
+    #[inline(always)]
     fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
         let ps = &mut self.ports[port as usize];
         // Return times on one link only grow, so a new return goes behind any pending one.
@@ -632,13 +665,17 @@ impl Simulation {
             return;
         }
         self.apply_returned_credits(port);
+        let mut mask = self.ports[port as usize].request_mask;
+        if mask == 0 {
+            return;
+        }
         let base = port * self.vls;
         let mut ready: u16 = 0;
-        // Per VL: the first sendable request and the one filed just before it (for unlinking).
-        let mut candidate = [(NONE, NONE); 16];
+        // Per VL: the request filed just before the first sendable one (NONE if that is the
+        // oldest), for unlinking it.
+        let mut candidate_prev = [NONE; 16];
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
-        let mut mask = self.ports[port as usize].request_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
@@ -657,7 +694,7 @@ impl Simulation {
                             stalled = true;
                         } else {
                             ready |= 1 << v;
-                            candidate[v as usize] = (prev, q);
+                            candidate_prev[v as usize] = prev;
                             stalled = false;
                             break;
                         }
@@ -688,30 +725,33 @@ impl Simulation {
             }
             return;
         };
-        let (prev, q) = candidate[grant.vl as usize];
-        self.unfile_request((base + grant.vl as u32) as usize, prev, q);
+        let idx = (base + grant.vl as u32) as usize;
+        let prev = candidate_prev[grant.vl as usize];
+        let q = if prev == NONE { self.port_vls[idx].first_request } else { self.queues[prev as usize].next_request };
+        self.unfile_request(idx, prev, q);
         self.transmit(port, q, grant.vl, grant);
     }
 
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
-        let input = self.queue_input(q);
+        let upstream = self.queues[q as usize].upstream;
         // Start the misses this packet-hop will take anyway, so that they overlap.
         let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
         if !delivers {
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
         }
-        if input != NONE {
-            prefetch(&self.ports[self.ports[input as usize].peer as usize]);
+        if upstream != NONE {
+            prefetch(&self.ports[upstream as usize]);
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
         let done = if self.port_rates.is_empty() {
-            now + self.rate.serialization(wire)
+            // Nearly every packet is a full one: its serialization time is worked out once.
+            now + if wire == self.full_wire { self.full_ser } else { self.rate.serialization(wire) }
         } else {
-            self.mixed_rate_tx_end(port, input, wire, pk.eligible_at)
+            self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };
         let idx = self.port_vl(port, vl);
         let pv = &mut self.port_vls[idx];
@@ -729,11 +769,16 @@ impl Simulation {
         self.events.push(done, EventKind::TxEnd, port);
         self.packet_hops += 1;
 
-        if input != NONE {
+        // Where the queue's next head is routed from: this port's switch, the queue's input.
+        let mut site = None;
+        if upstream != NONE {
             // The packet leaves the input buffer when its tail has left: credits go back then.
-            let upstream = self.ports[input as usize].peer;
-            let in_vl = (q % self.vls) as u8;
+            let input = q / self.vls;
+            let in_vl = (q - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
+            let ps = &self.ports[port as usize];
+            let base = port - ps.local as u32;
+            site = Some(InputSite { switch: ps.switch, base, local: input - base });
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -743,9 +788,9 @@ impl Simulation {
         }
         self.queues[q as usize].busy = true;
         if self.queues[q as usize].head != NONE {
-            self.register_head(q);
+            self.register_head(q, site);
         }
-        if input == NONE {
+        if upstream == NONE {
             self.on_hca_sent(message);
         }
 
@@ -757,22 +802,23 @@ impl Simulation {
             self.packets.items[id as usize].eligible_at = now + self.link_latency + self.switch_latency;
             let dq = down * self.vls + vl as u32;
             if self.queues[dq as usize].push(id, &mut self.packets.items) {
-                self.register_head(dq);
+                let ps = &self.ports[port as usize];
+                let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
+                self.register_head(dq, Some(InputSite { switch, base: down - local, local }));
             }
         }
     }
 
     /// When a packet's transmission on `port` ends where links differ in rate: cut-through onto
     /// a faster link cannot finish before the packet's tail has arrived from the slower one.
-    fn mixed_rate_tx_end(&self, port: u32, input: u32, wire: u32, eligible_at: Time) -> Time {
+    fn mixed_rate_tx_end(&self, port: u32, upstream: u32, wire: u32, eligible_at: Time) -> Time {
         let rate = self.port_rates[port as usize];
         let end = self.now + rate.serialization(wire);
-        if input == NONE {
+        if upstream == NONE {
             return end;
         }
         // The header arrived a switch latency before the packet became eligible; its tail
         // follows at the upstream link's rate, and leaves here one byte time after arriving.
-        let upstream = self.ports[input as usize].peer;
         let tail_in = eligible_at - self.switch_latency + self.port_rates[upstream as usize].serialization(wire);
         end.max(tail_in + rate.serialization(1))
     }

@@ -113,11 +113,16 @@ pub struct Queue {
     /// A packet from this queue is still being sent (its tail has not left the buffer), so the
     /// next one cannot start yet. Per queue, i.e. per (input, VL): see docs/design/engine.md.
     pub busy: bool,
+    /// The port that sends into this queue's input, which gets the credits back (NONE for an
+    /// HCA send queue). Fixed; kept here, in the line a packet-hop loads anyway, so that sending
+    /// need not load the input port's line to find it.
+    pub upstream: u32,
 }
 
 impl Queue {
-    pub const EMPTY: Queue =
-        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false };
+    pub fn new(upstream: u32) -> Queue {
+        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false, upstream }
+    }
 
     /// Appends; returns true when the packet became the head.
     #[inline]

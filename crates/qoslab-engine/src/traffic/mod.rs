@@ -3,7 +3,7 @@
 use crate::config::{Arrival, ConfigError, Pattern, TrafficConfig};
 use crate::topology::NONE;
 use crate::stats::Window;
-use crate::units::{Rate, Time, NEVER};
+use crate::units::{round_to_time, Rate, Time, NEVER};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -212,7 +212,7 @@ impl Source {
             Arrival::Periodic => mean.round() as Time,
             Arrival::Poisson => {
                 let u: f64 = self.rng.gen();
-                (-(1.0 - u).ln() * mean).round() as Time
+                round_to_time(-(1.0 - u).ln() * mean)
             }
         }
     }
