@@ -1,0 +1,571 @@
+"""Job-scheduler logs (Slurm ``sacct``, Standard Workload Format) turned into background-traffic
+snapshots on a fabric, and the background-traffic heuristic of Salimi Beni & Cosenza.
+
+Three steps, each usable alone:
+
+1. ``read_sacct`` / ``read_swf``: the log as ``SchedulerJob`` records (started jobs only).
+2. ``running_at`` / ``concurrent_with`` and ``map_snapshot``: the jobs running beside a target,
+   as host indices of our fabric (by name for sacct, placed with a seeded RNG for SWF).
+3. ``background_traffic``: the heuristic b, with pluggable definitions (the paper does not publish
+   what its symbols mean; see docs/scheduler-logs.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import hostlist
+import numpy as np
+
+from qoslab.errors import FileLineError
+
+__all__ = [
+    "HEURISTICS",
+    "SACCT_FIELDS",
+    "BackgroundCounts",
+    "SchedulerJob",
+    "SchedulerLogError",
+    "background_traffic",
+    "concurrent_with",
+    "map_snapshot",
+    "parse_sacct",
+    "parse_swf",
+    "read_sacct",
+    "read_swf",
+    "register_heuristic",
+    "running_at",
+]
+
+
+class SchedulerLogError(FileLineError):
+    """A scheduler log (or a job from one) qoslab cannot use; names the file and line."""
+
+
+@dataclass(frozen=True)
+class SchedulerJob:
+    """One job allocation that ran (or is running).
+
+    Times are POSIX seconds for sacct (naive local datetimes, as sacct prints them) and seconds
+    from the log's start for SWF. ``end`` is None for a job still running. ``submit`` is None only
+    when a sacct file with a header has no Submit column. ``nodes`` is empty for SWF (counts only).
+    """
+
+    job_id: str
+    name: str
+    user: str
+    state: str
+    submit: float | None
+    start: float
+    end: float | None
+    nodes: tuple[str, ...]
+    node_count: int
+    line: int
+    source: str = "<text>"
+
+    @property
+    def where(self) -> str:
+        return f"{self.source}:{self.line}"
+
+
+# ------------------------------------------------------------------------------------------------
+# sacct
+
+#: The columns of the recommended query, in order (the no-header form must have exactly these).
+SACCT_FIELDS = (
+    "JobIDRaw",
+    "JobID",
+    "JobName",
+    "User",
+    "Partition",
+    "QOS",
+    "State",
+    "Submit",
+    "Start",
+    "End",
+    "ElapsedRaw",
+    "NNodes",
+    "AllocNodes",
+    "NodeList",
+)
+_REQUIRED_COLUMNS = ("Start", "End", "NodeList")
+_NOT_SET = ("Unknown", "None", "")
+_TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+
+
+def read_sacct(path: str | Path, *, delimiter: str = "|") -> list[SchedulerJob]:
+    """The started job allocations in a ``sacct -P`` dump (with or without its header line)."""
+    return parse_sacct(_read_text(path), str(path), delimiter=delimiter)
+
+
+def parse_sacct(text: str, source: str = "<text>", *, delimiter: str = "|") -> list[SchedulerJob]:
+    """Parses ``sacct -a -X -P [-n] -o ...`` output; see ``SACCT_FIELDS`` for the no-header form.
+
+    Skipped, not errors: blank and ``#`` lines, step rows (JobID with a '.'), jobs that never got
+    nodes (Start Unknown/None, NodeList ``None assigned``, AllocNodes 0)."""
+    default = {name.lower(): i for i, name in enumerate(SACCT_FIELDS)}
+    columns: dict[str, int] | None = None  # from the header line, else the default order
+    header_line = 0
+    jobs: list[SchedulerJob] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.rstrip("\r")
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split(delimiter)]
+        header = _sacct_header(fields, source, number)
+        if header is not None:
+            if columns is None:
+                columns, header_line = header, number
+            elif header != columns or not header_line:
+                raise SchedulerLogError(
+                    source, number, "expected one header, at the top (or repeated unchanged), got a header that differs from the columns above"
+                )
+            continue  # the header, or the same one again (concatenated dumps)
+        if columns is None:
+            columns = default
+        width = max(columns.values()) + 1
+        if len(fields) == width + 1 and fields[-1] == "":
+            fields.pop()  # `sacct -p` ends every line with the delimiter
+        if len(fields) != width:
+            expected = f"as many as the header on line {header_line}" if header_line else f"{delimiter.join(SACCT_FIELDS)}"
+            hint = " (a job name holding the delimiter? re-run sacct with --delimiter)" if len(fields) > width else ""
+            raise SchedulerLogError(
+                source, number, f"expected {width} '{delimiter}'-separated fields ({expected}), got {len(fields)}{hint}"
+            )
+        job = _sacct_row(fields, columns, source, number)
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def _sacct_header(fields: list[str], source: str, number: int) -> dict[str, int] | None:
+    """Column positions by lowercase name if this line is a header, else None."""
+    if fields and fields[-1] == "":
+        fields = fields[:-1]
+    names = [f.lower() for f in fields]
+    if "jobid" not in names and "jobidraw" not in names:
+        return None
+    columns: dict[str, int] = {}
+    for i, name in enumerate(names):
+        if name in columns:
+            raise SchedulerLogError(source, number, f"header names column {fields[i]!r} twice")
+        columns[name] = i
+    missing = [c for c in _REQUIRED_COLUMNS if c.lower() not in columns]
+    if missing:
+        raise SchedulerLogError(
+            source, number, f"header lacks column(s) {', '.join(missing)}; expected at least JobID (or JobIDRaw), Start, End, NodeList"
+        )
+    return columns
+
+
+def _sacct_row(fields: list[str], columns: dict[str, int], source: str, number: int) -> SchedulerJob | None:
+    def get(name: str) -> str | None:
+        i = columns.get(name.lower())
+        return None if i is None else fields[i]
+
+    job_id = get("JobID") or get("JobIDRaw") or ""
+    raw_id = get("JobIDRaw") or ""
+    if not job_id:
+        raise SchedulerLogError(source, number, "expected a job id in JobID/JobIDRaw, got an empty field")
+    if "." in job_id or "." in raw_id:
+        return None  # a step row (.batch, .extern, .0): its nodes belong to the allocation row
+    start_text, end_text, node_text = get("Start") or "", get("End") or "", get("NodeList") or ""
+    alloc_text = get("AllocNodes")
+    if start_text in _NOT_SET or node_text.startswith("None assigned") or alloc_text == "0":
+        return None  # pending, or cancelled before it got nodes: no traffic
+    start = _sacct_time(start_text, "Start", source, number)
+    end = None if end_text in _NOT_SET else _sacct_time(end_text, "End", source, number)
+    if end is not None and end < start:
+        raise SchedulerLogError(source, number, f"expected End >= Start, got Start {start_text} and End {end_text}")
+    submit_text = get("Submit")
+    submit = None if submit_text is None else _sacct_time(submit_text, "Submit", source, number)
+    if not node_text:
+        raise SchedulerLogError(source, number, "expected a NodeList (hostlist expression like r256n[01-04]) for a started job, got an empty field")
+    try:
+        nodes = tuple(hostlist.expand_hostlist(node_text))
+    except hostlist.BadHostlist as error:
+        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r} ({error})") from None
+    if not nodes or any(not n or any(c.isspace() for c in n) for n in nodes):
+        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r}")
+    for column in ("NNodes", "AllocNodes"):
+        value = get(column)
+        if value is None or value == "":
+            continue
+        if not value.isdigit():
+            raise SchedulerLogError(source, number, f"expected a node count in {column}, got {value!r}")
+        if int(value) != len(nodes):
+            raise SchedulerLogError(
+                source, number, f"{column} is {value} but NodeList {node_text!r} expands to {len(nodes)} distinct host(s); expected them equal"
+            )
+    state = (get("State") or "").split()
+    return SchedulerJob(
+        job_id=job_id,
+        name=get("JobName") or "",
+        user=get("User") or "",
+        state=state[0].rstrip("+") if state else "",  # "CANCELLED by 1234" -> CANCELLED; '+' marks truncation
+        submit=submit,
+        start=start,
+        end=end,
+        nodes=nodes,
+        node_count=len(nodes),
+        line=number,
+        source=source,
+    )
+
+
+def _sacct_time(text: str, column: str, source: str, number: int) -> float:
+    try:
+        # sacct prints local wall-clock time without a zone; a naive datetime's timestamp() reads it
+        # in the local zone the same way.
+        return datetime.strptime(text, _TIME_FORMAT).timestamp()
+    except ValueError:
+        raise SchedulerLogError(
+            source, number, f"expected {column} as YYYY-MM-DDTHH:MM:SS (or Unknown), got {text!r}"
+        ) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# SWF
+
+_SWF_FIELDS = 18
+_SWF_STATUS = {
+    -1: "unknown",
+    0: "failed",
+    1: "completed",
+    2: "partial",
+    3: "partial-completed",
+    4: "partial-failed",
+    5: "cancelled",
+}
+_SWF_LIMIT = re.compile(r"^;\s*(MaxProcs|MaxNodes)\s*:\s*(.*?)\s*$", re.IGNORECASE)
+
+
+def read_swf(path: str | Path, procs_per_node: int = 1, *, assume_zero_wait: bool = False) -> list[SchedulerJob]:
+    """The jobs of a Standard Workload Format log (Parallel Workloads Archive)."""
+    return parse_swf(_read_text(path), str(path), procs_per_node, assume_zero_wait=assume_zero_wait)
+
+
+def parse_swf(text: str, source: str = "<text>", procs_per_node: int = 1, *, assume_zero_wait: bool = False) -> list[SchedulerJob]:
+    """Parses SWF (18 whitespace-separated numbers a line, ``;`` header comments, -1 unknown).
+
+    start = submit + wait, end = start + run time; node_count = ceil(processors / procs_per_node),
+    with allocated processors, else requested ones. Jobs whose submit, wait, run time or both
+    processor counts are unknown are skipped; ``assume_zero_wait`` reads an unknown wait as 0
+    (some archive logs record none). ``; MaxProcs:`` / ``; MaxNodes:`` are checked against."""
+    if isinstance(procs_per_node, bool) or not isinstance(procs_per_node, int) or procs_per_node < 1:
+        raise ValueError(f"procs_per_node must be an integer >= 1, got {procs_per_node!r}")
+    limits: dict[str, int] = {}
+    rows: list[tuple[int, list[float]]] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith(";"):
+            match = _SWF_LIMIT.match(line)
+            if match:
+                try:
+                    value = int(match[2])
+                except ValueError:
+                    raise SchedulerLogError(source, number, f"expected an integer after '; {match[1]}:', got {match[2]!r}") from None
+                if value > 0:  # -1: not recorded
+                    limits[match[1].lower()] = value
+            continue
+        parts = line.split()
+        if len(parts) != _SWF_FIELDS:
+            raise SchedulerLogError(source, number, f"expected {_SWF_FIELDS} whitespace-separated SWF fields, got {len(parts)}")
+        values: list[float] = []
+        for i, part in enumerate(parts, start=1):
+            try:
+                value = float(part)
+            except ValueError:
+                value = math.nan
+            if not math.isfinite(value):
+                raise SchedulerLogError(source, number, f"expected a number in SWF field {i}, got {part!r}")
+            values.append(value)
+        rows.append((number, values))
+
+    jobs: list[SchedulerJob] = []
+    for number, v in rows:
+        job = _swf_row(v, limits, source, number, procs_per_node, assume_zero_wait)
+        if job is not None:
+            jobs.append(job)
+    if rows and not jobs:
+        raise SchedulerLogError(
+            source,
+            0,
+            f"none of the {len(rows)} job(s) has a known submit time, wait time, run time and processor count"
+            + ("" if assume_zero_wait else " (if the log records no wait times, pass assume_zero_wait=True)"),
+        )
+    return jobs
+
+
+def _swf_row(v: list[float], limits: dict[str, int], source: str, number: int, procs_per_node: int, zero_wait: bool) -> SchedulerJob | None:
+    def whole(i: int, what: str, unknown_ok: bool = True) -> int:
+        value = v[i - 1]
+        if value != int(value) or (value < 0 and not (unknown_ok and value == -1)):
+            expected = "-1 or an integer >= 0" if unknown_ok else "an integer >= 0"
+            raise SchedulerLogError(source, number, f"expected {what} (SWF field {i}) as {expected}, got {value:g}")
+        return int(value)
+
+    def seconds(i: int, what: str) -> float:
+        value = v[i - 1]
+        if value < 0 and value != -1:
+            raise SchedulerLogError(source, number, f"expected {what} (SWF field {i}) as -1 or seconds >= 0, got {value:g}")
+        return value
+
+    job_number = whole(1, "the job number", unknown_ok=False)
+    submit, wait, run = seconds(2, "the submit time"), seconds(3, "the wait time"), seconds(4, "the run time")
+    allocated, requested = whole(5, "the allocated processors"), whole(8, "the requested processors")
+    status = whole(11, "the status")
+    user = whole(12, "the user id")
+    if status not in _SWF_STATUS:
+        raise SchedulerLogError(source, number, f"expected the status (SWF field 11) as one of {sorted(_SWF_STATUS)}, got {status}")
+    procs, field_no = (allocated, 5) if allocated > 0 else (requested, 8)
+    if "maxprocs" in limits and procs > limits["maxprocs"]:
+        raise SchedulerLogError(source, number, f"SWF field {field_no} gives {procs} processors, more than the header's MaxProcs {limits['maxprocs']}")
+    if wait == -1 and zero_wait:
+        wait = 0.0
+    if submit == -1 or wait == -1 or run == -1 or procs <= 0:
+        return None  # cannot be placed in time or on hosts
+    node_count = math.ceil(procs / procs_per_node)
+    if "maxnodes" in limits and node_count > limits["maxnodes"]:
+        raise SchedulerLogError(
+            source,
+            number,
+            f"{procs} processors at {procs_per_node} per node need {node_count} nodes, more than the header's MaxNodes {limits['maxnodes']}",
+        )
+    start = submit + wait
+    return SchedulerJob(
+        job_id=str(job_number),
+        name="",
+        user="" if user == -1 else str(user),
+        state=_SWF_STATUS[status],
+        submit=submit,
+        start=start,
+        end=start + run,
+        nodes=(),
+        node_count=node_count,
+        line=number,
+        source=source,
+    )
+
+
+def _read_text(path: str | Path) -> str:
+    p = Path(path)
+    if not p.is_file():
+        raise SchedulerLogError(str(p), 0, "no such file" if not p.exists() else "expected a file, got a folder")
+    try:
+        return p.read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise SchedulerLogError(str(p), 0, f"cannot read: {error.strerror or error}") from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Time windows
+
+
+def running_at(jobs: Iterable[SchedulerJob], t: float) -> list[SchedulerJob]:
+    """The jobs running at time t: start <= t < end (end None: still running)."""
+    return [j for j in jobs if j.start <= t and (j.end is None or t < j.end)]
+
+
+def concurrent_with(jobs: Iterable[SchedulerJob], start: float, end: float | None) -> list[SchedulerJob]:
+    """The jobs overlapping [start, end): Start < end and End > start (None: still running)."""
+    return [j for j in jobs if (end is None or j.start < end) and (j.end is None or j.end > start)]
+
+
+def _overlap(a: SchedulerJob, b: SchedulerJob) -> bool:
+    return (a.end is None or b.start < a.end) and (b.end is None or a.start < b.end) and a.start != a.end and b.start != b.end
+
+
+# ------------------------------------------------------------------------------------------------
+# Snapshot on the fabric
+
+_PLACEMENTS = ("random", "contiguous")
+
+
+def map_snapshot(
+    jobs: Sequence[SchedulerJob],
+    host_names: Sequence[str],
+    *,
+    rng: np.random.Generator | int | None = None,
+    placement: str = "random",
+) -> list[tuple[SchedulerJob, tuple[int, ...]]]:
+    """Each job with the fabric host indices it holds, in the order given.
+
+    Jobs with node names (sacct) map by name (``host_names[i]`` is host i). Jobs without (SWF) are
+    placed, in start order, on hosts no time-overlapping job holds: ``"random"`` draws them with
+    ``rng`` (a numpy Generator or a seed), ``"contiguous"`` takes the lowest free block."""
+    if placement not in _PLACEMENTS:
+        raise ValueError(f"unknown placement {placement!r}; expected one of {', '.join(_PLACEMENTS)}")
+    index: dict[str, int] = {}
+    for i, name in enumerate(host_names):
+        if name in index:
+            raise ValueError(f"host_names lists {name!r} twice (positions {index[name]} and {i})")
+        index[name] = i
+
+    held: dict[int, tuple[int, ...]] = {}  # position in jobs -> host indices
+    claims: dict[int, list[int]] = {}  # host -> positions of jobs holding it
+    for k, job in enumerate(jobs):
+        if not job.nodes:
+            continue
+        hosts = []
+        for name in job.nodes:
+            if name not in index:
+                raise SchedulerLogError(job.source, job.line, f"job {job.job_id} runs on host {name!r}, which is not in the fabric's host list")
+            h = index[name]
+            for other in claims.get(h, ()):
+                if _overlap(job, jobs[other]):
+                    o = jobs[other]
+                    raise SchedulerLogError(
+                        job.source, job.line, f"job {job.job_id} and job {o.job_id} (line {o.line}) both hold host {name!r} at the same time"
+                    )
+            claims.setdefault(h, []).append(k)
+            hosts.append(h)
+        held[k] = tuple(hosts)
+
+    to_place = sorted((k for k, j in enumerate(jobs) if not j.nodes and j.node_count > 0), key=lambda k: (jobs[k].start, jobs[k].line, k))
+    generator: np.random.Generator | None = None
+    if to_place and placement == "random":
+        if rng is None:
+            raise ValueError("placing jobs without node names at random needs rng= (a seed or a numpy Generator), so the snapshot can be repeated")
+        generator = rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
+    n_hosts = len(host_names)
+    for k in to_place:
+        job = jobs[k]
+        busy = np.zeros(n_hosts, dtype=bool)
+        for other, hosts in held.items():
+            if _overlap(job, jobs[other]):
+                busy[list(hosts)] = True
+        free = np.flatnonzero(~busy)
+        need = job.node_count
+        if placement == "random":
+            if len(free) < need:
+                raise SchedulerLogError(job.source, job.line, f"job {job.job_id} needs {need} hosts but only {len(free)} of {n_hosts} are free")
+            assert generator is not None
+            chosen = np.sort(generator.choice(free, size=need, replace=False))
+        else:
+            chosen = _lowest_block(busy, need)
+            if chosen is None:
+                raise SchedulerLogError(
+                    job.source, job.line, f"job {job.job_id} needs {need} contiguous hosts; no free block that long among {n_hosts} hosts ({len(free)} free)"
+                )
+        held[k] = tuple(int(h) for h in chosen)
+    return [(job, held.get(k, ())) for k, job in enumerate(jobs)]
+
+
+def _lowest_block(busy: np.ndarray, need: int) -> np.ndarray | None:
+    run = 0
+    for h, taken in enumerate(busy):
+        run = 0 if taken else run + 1
+        if run == need:
+            return np.arange(h - need + 1, h + 1)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Background-traffic heuristic
+
+
+@dataclass(frozen=True)
+class BackgroundCounts:
+    """What a heuristic sees: the target, the background jobs that count, and the usual counts.
+
+    nc: distinct hosts held by counted background jobs; nt: hosts in the fabric; na: hosts in the
+    groups the target touches; nc_in_target_groups (N'c): those of nc in the target's groups."""
+
+    target: frozenset[int]
+    background: tuple[frozenset[int], ...]
+    group_of_host: Mapping[int, int] | Sequence[int]
+    target_groups: frozenset[int]
+    nc: int
+    nt: int
+    nc_in_target_groups: int
+    na: int
+
+
+Heuristic = Callable[[BackgroundCounts], float]
+
+
+def _salimi_beni(c: BackgroundCounts) -> float:
+    return (c.nc / c.nt) * (c.nc_in_target_groups / c.na) * 100.0
+
+
+def _shared_groups(c: BackgroundCounts) -> float:
+    return c.nc_in_target_groups / c.na * 100.0
+
+
+#: Definitions of b by name; add your own with ``register_heuristic``.
+HEURISTICS: dict[str, Heuristic] = {
+    "salimi-beni": _salimi_beni,  # (Nc/Nt) * (N'c/Na) * 100, our reading of the symbols
+    "shared-groups": _shared_groups,  # N'c/Na * 100: only the foreign load in our groups
+}
+
+
+def register_heuristic(name: str, fn: Heuristic, *, replace: bool = False) -> None:
+    """Adds a definition of b: ``fn(BackgroundCounts) -> float``."""
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a heuristic needs a non-empty name, got {name!r}")
+    if not callable(fn):
+        raise TypeError(f"heuristic {name!r} must be callable, got {type(fn).__name__}")
+    if name in HEURISTICS and not replace:
+        raise ValueError(f"heuristic {name!r} already exists; pass replace=True to redefine it")
+    HEURISTICS[name] = fn
+
+
+def background_traffic(
+    target_hosts: Iterable[int],
+    background_hosts: Sequence[Iterable[int]],
+    group_of_host: Mapping[int, int] | Sequence[int],
+    definition: str = "salimi-beni",
+    intensive: Callable[[int], bool] | Sequence[bool] | None = None,
+) -> float:
+    """The background-traffic estimate b for a job on ``target_hosts``.
+
+    ``background_hosts``: host indices of each other running job. ``group_of_host``: host index ->
+    group (Dragonfly+ group, or pod/leaf of a fat tree); its length is the fabric's host count.
+    ``intensive``: which background jobs count as communication-intensive, as a predicate on the
+    job's position in ``background_hosts`` or a mask of the same length (None: all count)."""
+    if definition not in HEURISTICS:
+        raise ValueError(f"unknown background-traffic definition {definition!r}; known: {', '.join(sorted(HEURISTICS))}")
+    nt = len(group_of_host)
+
+    def group(h: int) -> int:
+        try:
+            return group_of_host[h]
+        except (KeyError, IndexError, TypeError):
+            raise ValueError(f"host {h!r} has no group in group_of_host ({nt} hosts)") from None
+
+    target = frozenset(target_hosts)
+    if not target:
+        raise ValueError("target_hosts is empty; b needs the target job's hosts")
+    background = [frozenset(hosts) for hosts in background_hosts]
+    if intensive is None:
+        counted = background
+    elif callable(intensive):
+        counted = [b for i, b in enumerate(background) if intensive(i)]
+    else:
+        if len(intensive) != len(background):
+            raise ValueError(f"intensive has {len(intensive)} entries but there are {len(background)} background jobs")
+        counted = [b for b, keep in zip(background, intensive) if keep]
+
+    target_groups = frozenset(group(h) for h in target)
+    foreign = frozenset().union(*counted) if counted else frozenset()
+    for h in foreign:
+        group(h)  # every background host must be on the fabric
+    hosts = group_of_host.keys() if isinstance(group_of_host, Mapping) else range(nt)
+    counts = BackgroundCounts(
+        target=target,
+        background=tuple(counted),
+        group_of_host=group_of_host,
+        target_groups=target_groups,
+        nc=len(foreign),
+        nt=nt,
+        nc_in_target_groups=sum(1 for h in foreign if group(h) in target_groups),
+        na=sum(1 for h in hosts if group_of_host[h] in target_groups),
+    )
+    return float(HEURISTICS[definition](counts))
