@@ -433,3 +433,8 @@ def test_end_to_end_sacct_to_b():
     # target on hosts 10, 11 (group 2); others: 1001 on 0-3, 6, 8 (groups 0, 1, 2), 1123_4 on 9
     # (group 2), 3000 on 13, 14 (group 3): Nc = 9, N'c = 2 (hosts 8, 9), Na = 4
     assert b == pytest.approx(9 / 16 * 2 / 4 * 100)
+
+
+def test_sacct_truncated_state_keeps_the_word():
+    jobs = parse_sacct(GOOD.replace("COMPLETED", "CANCELLED+") + "\n" + GOOD.replace("COMPLETED", "OUT_OF_MEMORY"))
+    assert [j.state for j in jobs] == ["CANCELLED", "OUT_OF_MEMORY"]
