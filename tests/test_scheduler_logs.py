@@ -438,3 +438,8 @@ def test_end_to_end_sacct_to_b():
 def test_sacct_truncated_state_keeps_the_word():
     jobs = parse_sacct(GOOD.replace("COMPLETED", "CANCELLED+") + "\n" + GOOD.replace("COMPLETED", "OUT_OF_MEMORY"))
     assert [j.state for j in jobs] == ["CANCELLED", "OUT_OF_MEMORY"]
+
+
+def test_sacct_job_named_like_a_column_is_data_not_a_header():
+    jobs = parse_sacct(GOOD.replace("|x|", "|JobID|") + "\n" + GOOD)
+    assert [j.name for j in jobs] == ["JobID", "x"]

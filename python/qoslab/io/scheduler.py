@@ -95,6 +95,7 @@ SACCT_FIELDS = (
 _REQUIRED_COLUMNS = ("Start", "End", "NodeList")
 _NOT_SET = ("Unknown", "None", "")
 _TIME_FORMAT = "%Y-%m-%dT%H:%M:%S"
+_COLUMN_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 
 def read_sacct(path: str | Path, *, delimiter: str = "|") -> list[SchedulerJob]:
@@ -149,6 +150,8 @@ def _sacct_header(fields: list[str], source: str, number: int) -> dict[str, int]
     names = [f.lower() for f in fields]
     if "jobid" not in names and "jobidraw" not in names:
         return None
+    if not all(_COLUMN_NAME.match(f) for f in fields):
+        return None  # a data row (dates, numbers) whose job happens to be named "JobID"
     columns: dict[str, int] = {}
     for i, name in enumerate(names):
         if name in columns:
