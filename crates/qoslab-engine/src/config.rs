@@ -53,6 +53,9 @@ pub enum TopologyConfig {
         /// Data rate of each cable, both directions.
         cable_gbps: Vec<f64>,
     },
+    /// Groups of two-level leaf/spine fat trees; spines of different groups cabled all-to-all.
+    #[serde(rename = "dragonfly-plus")]
+    DragonflyPlus { groups: u32, leaves_per_group: u32, spines_per_group: u32, hosts_per_leaf: u32, global_links_per_spine: u32 },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -66,6 +69,10 @@ pub enum RoutingAlgorithm {
     Minhop,
     /// Linear forwarding tables given in `table` (read from `ibroute` dumps by Python).
     Table,
+    /// Dragonfly+: shortest paths, the spine and global link picked by destination.
+    Minimal,
+    /// Dragonfly+: through a random intermediate group (Valiant); needs 2 VL layers.
+    Valiant,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -75,6 +82,14 @@ pub struct RoutingConfig {
     /// For `table`: the output port (0-based) of switch s towards host d at `s * hosts + d`.
     #[serde(default)]
     pub table: Option<Vec<u16>>,
+    /// VL layers routing uses to stay deadlock-free: a packet on layer k uses VL
+    /// `sl2vl + k * (data_vls / vls)`, so QoS has `data_vls / vls` VLs.
+    #[serde(default = "one_layer")]
+    pub vls: u8,
+}
+
+fn one_layer() -> u8 {
+    1
 }
 
 /// QoS tables for one port type, in OpenSM's units (weights: 64 B; high_limit: 4 KiB).
@@ -315,11 +330,20 @@ impl EngineConfig {
                 format!("must hold at least one MTU packet ({} bytes)", packet_credits * 64),
             ));
         }
+        let layers = self.routing.vls;
+        if layers == 0 || layers > f.data_vls {
+            return Err(ConfigError::new(
+                "routing.vls",
+                format!("expected 1..{} VL layers (fabric.data_vls = {}), got {layers}", f.data_vls, f.data_vls),
+            ));
+        }
+        // SL2VL gives a VL of the first routing layer; higher layers are copies of it.
+        let qos_vls = f.data_vls / layers;
         for (name, q) in [("qos.ca", &self.qos.ca), ("qos.swe", &self.qos.swe)] {
-            check_port_qos(name, q, f.data_vls)?;
+            check_port_qos(name, q, f.data_vls, qos_vls)?;
         }
         for (i, o) in self.qos.sl2vl_overrides.iter().enumerate() {
-            check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, f.data_vls)?;
+            check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, qos_vls, f.data_vls)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {
             let key = |k: &str| format!("traffic[{i}].{k}");
@@ -361,23 +385,33 @@ impl EngineConfig {
     }
 }
 
-fn check_sl2vl(key: &str, table: &[u8], data_vls: u8) -> Result<(), ConfigError> {
+fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8) -> Result<(), ConfigError> {
     if table.len() != 16 {
         return Err(ConfigError::new(key, format!("expected 16 entries (SL0..SL15), got {}", table.len())));
     }
     for (sl, &vl) in table.iter().enumerate() {
-        if vl >= data_vls {
+        if vl >= qos_vls && qos_vls == data_vls {
             return Err(ConfigError::new(
                 key,
                 format!("SL{sl} maps to VL{vl}, but only VL0..VL{} exist (data_vls = {data_vls})", data_vls - 1),
+            ));
+        }
+        if vl >= qos_vls {
+            return Err(ConfigError::new(
+                key,
+                format!(
+                    "SL{sl} maps to VL{vl}, but routing uses {} VL layers of {qos_vls}: QoS has VL0..VL{} (data_vls = {data_vls})",
+                    data_vls / qos_vls,
+                    qos_vls - 1
+                ),
             ));
         }
     }
     Ok(())
 }
 
-fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8) -> Result<(), ConfigError> {
-    check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, data_vls)?;
+fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8, qos_vls: u8) -> Result<(), ConfigError> {
+    check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, qos_vls, data_vls)?;
     for (table, entries) in [("vlarb_high", &q.vlarb_high), ("vlarb_low", &q.vlarb_low)] {
         if entries.len() > 64 {
             return Err(ConfigError::new(format!("{name}.{table}"), "at most 64 entries"));

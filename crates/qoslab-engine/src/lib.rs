@@ -68,7 +68,7 @@ pub fn fabric(topology_json: &str, routing_json: Option<&str>) -> Result<serde_j
     if let Some(routing_json) = routing_json {
         let routing_cfg: config::RoutingConfig =
             serde_json::from_str(routing_json).map_err(|e| ConfigError::new("routing", e.to_string()))?;
-        let router = routing::Router::new(&topology, &routing_cfg)?;
+        let router = routing::Router::new(&topology, &routing_cfg, 0)?;
         let tables: Vec<Option<Vec<i64>>> = (0..g.switches)
             .map(|s| {
                 (0..g.hosts)

@@ -1,6 +1,8 @@
 //! Routing. Fat trees: down ports fixed by the destination, up ports by the algorithm. Any
 //! topology: linear forwarding tables, given (from `ibroute` dumps) or computed like OpenSM's
-//! minhop engine.
+//! minhop engine. Dragonfly+: minimal, Valiant and adaptive (dragonfly.rs).
+
+pub mod dragonfly;
 
 use crate::config::{ConfigError, RoutingAlgorithm, RoutingConfig};
 use crate::topology::xgft::XgftSwitch;
@@ -26,31 +28,70 @@ pub struct Router {
     /// empty for fat-tree routing.
     table: Vec<u16>,
     hosts: u32,
+    /// Dragonfly+ routing (minimal, valiant, adaptive on a dragonfly-plus topology).
+    pub dragonfly: Option<dragonfly::DragonflyRouter>,
 }
 
 impl Router {
-    pub fn new(topology: &Topology, cfg: &RoutingConfig) -> Result<Router, ConfigError> {
+    /// `packet_credits`: credits of one MTU packet (adaptive Dragonfly+ routing's threshold).
+    pub fn new(topology: &Topology, cfg: &RoutingConfig, packet_credits: u32) -> Result<Router, ConfigError> {
         let g = topology.graph();
         let algorithm = cfg.algorithm;
-        let tables = |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts };
-        match (algorithm, topology) {
+        let tables = |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts, dragonfly: None };
+        let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
             (RoutingAlgorithm::Table, _) => {
                 let table = cfg.table.clone().ok_or_else(|| ConfigError::new("routing.table", "the table algorithm needs a table"))?;
                 check_table(g, &table)?;
                 Ok(tables(table))
             }
-            (_, Topology::Xgft(x)) => Ok(Router { algorithm, switches: x.switches.clone(), table: Vec::new(), hosts: g.hosts }),
-            (_, Topology::Explicit(_)) => Err(ConfigError::new(
+            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant | RoutingAlgorithm::Adaptive, Topology::DragonflyPlus(d)) => {
+                let mode = match algorithm {
+                    RoutingAlgorithm::Minimal => dragonfly::Mode::Minimal,
+                    RoutingAlgorithm::Valiant => dragonfly::Mode::Valiant,
+                    _ => dragonfly::Mode::Adaptive,
+                };
+                let r = dragonfly::DragonflyRouter::new(d, mode, packet_credits);
+                Ok(Router { algorithm, switches: Vec::new(), table: Vec::new(), hosts: g.hosts, dragonfly: Some(r) })
+            }
+            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, _) => Err(ConfigError::new(
                 "routing.algorithm",
-                format!("{algorithm:?} routing needs a fat tree (xgft or single-switch); route an imported fabric with \"minhop\" or \"lft\"").to_lowercase(),
+                format!("{algorithm:?} routing needs a dragonfly-plus topology").to_lowercase(),
             )),
+            (_, Topology::Xgft(x)) => {
+                Ok(Router { algorithm, switches: x.switches.clone(), table: Vec::new(), hosts: g.hosts, dragonfly: None })
+            }
+            (_, Topology::Explicit(_) | Topology::DragonflyPlus(_)) => Err(ConfigError::new(
+                "routing.algorithm",
+                format!("{algorithm:?} routing needs a fat tree (xgft or single-switch); route other fabrics with \"minhop\" or \"lft\" (or, on a Dragonfly+, \"minimal\", \"valiant\" or \"adaptive\")").to_lowercase(),
+            )),
+        }?;
+        let needed = router.layers_needed();
+        if cfg.vls < needed {
+            return Err(ConfigError::new(
+                "routing.vls",
+                format!("{algorithm:?} routing needs {needed} VL layers to be deadlock-free, got {}", cfg.vls).to_lowercase(),
+            ));
         }
+        Ok(router)
+    }
+
+    /// VL layers this routing needs to be deadlock-free (2 for non-minimal Dragonfly+ paths).
+    pub fn layers_needed(&self) -> u8 {
+        self.dragonfly.as_ref().map_or(1, |d| d.layers_needed())
     }
 
     /// The forwarding table entry of switch `switch` for host `dst`, for oblivious routing
     /// (table, minhop, dmodk, smodk); None where the choice is made per packet.
     pub fn table_entry(&self, switch: u32, dst: u32) -> Option<u32> {
+        if let Some(d) = &self.dragonfly {
+            // Minimal Dragonfly+ routing depends on the destination only.
+            if d.mode != dragonfly::Mode::Minimal {
+                return None;
+            }
+            let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(0);
+            return Some(d.route(switch, 0, dst, dragonfly::NO_VIA, 0, &mut rng, |_, _| 0).port);
+        }
         let per_destination = !self.table.is_empty() || self.algorithm == RoutingAlgorithm::Dmodk;
         match self.route(switch, 0, dst) {
             Route::Port(p) if per_destination && p != NO_ROUTE as u32 => Some(p),
@@ -82,6 +123,7 @@ impl Router {
                 }
             }
             RoutingAlgorithm::Minhop | RoutingAlgorithm::Table => unreachable!("table routing has a table"),
+            RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant => unreachable!("Dragonfly+ routing goes through its own router"),
         }
     }
 }
@@ -247,7 +289,7 @@ mod tests {
 
     fn tree(m: Vec<u32>, w: Vec<u32>, alg: RoutingAlgorithm) -> (Topology, Router) {
         let t = Topology::build(&TopologyConfig::Xgft { m, w }).unwrap();
-        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None }).unwrap();
+        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1 }, 66).unwrap();
         (t, r)
     }
 
@@ -321,16 +363,16 @@ mod tests {
         let (t, minhop) = tree(vec![2, 2], vec![1, 2], RoutingAlgorithm::Minhop);
         let g = t.graph();
         let mut table: Vec<u16> = (0..g.switches).flat_map(|s| (0..g.hosts).map(move |d| (s, d))).map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16).collect();
-        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()) };
-        assert!(Router::new(&t, &ok).is_ok());
+        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1 };
+        assert!(Router::new(&t, &ok, 66).is_ok());
         // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
         table[2 * 4 + 3] = 0;
         table[0 * 4 + 3] = 2;
-        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()) };
-        let e = Router::new(&t, &looped).err().expect("a loop");
+        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1 };
+        let e = Router::new(&t, &looped, 66).err().expect("a loop");
         assert!(e.message.contains("loop"), "{}", e.message);
         table[0 * 4 + 3] = NO_ROUTE;
-        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table) };
-        assert!(Router::new(&t, &hole).err().expect("a hole").message.contains("no route"));
+        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1 };
+        assert!(Router::new(&t, &hole, 66).err().expect("a hole").message.contains("no route"));
     }
 }

@@ -9,6 +9,7 @@
 //! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
 //!   and counted only if that time falls inside the run.
 
+mod deadlock;
 mod mem;
 pub mod output;
 pub(crate) mod state;
@@ -21,6 +22,7 @@ use crate::fabric::vl_arbiter::{ArbState, ArbTables};
 use crate::mpi::{program::PackedTrace, Mpi, Transport};
 use std::collections::HashMap;
 use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
+use crate::routing::dragonfly::NO_VIA;
 use crate::routing::{Route, Router};
 use crate::stats::{FlowStats, PortVlCounters, Window};
 use crate::topology::{Graph, Topology, NONE};
@@ -36,6 +38,8 @@ const SLS: u32 = 16;
 const PREFETCH_AHEAD: usize = 3;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
+/// Simulated time between searches for a routing deadlock (each costs one pass over the queues).
+const DEADLOCK_CHECK_PS: Time = 50_000_000;
 
 /// A switch input port, as routing needs it: its switch, the switch's first port id, its number.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +115,8 @@ pub struct Simulation {
     /// Arbitration tables: index 0 for CA ports, 1 for switch external ports.
     arb_tables: [ArbTables; 2],
     vls: u32,
+    /// VLs of one routing layer (data_vls / routing.vls): SL2VL's range.
+    qos_vls: u32,
     rate: Rate,
     /// Per output port, when link rates differ (an imported fabric); empty when every link runs
     /// at `rate`, so the common case pays nothing.
@@ -144,6 +150,8 @@ pub struct Simulation {
     now: Time,
     event_count: u64,
     pending_sum: u128,
+    /// Delivered packets that took a non-minimal (Valiant) Dragonfly+ path.
+    nonminimal_packets: u64,
     packet_hops: u64,
     packets_created: u64,
     packets_delivered_total: u64,
@@ -168,7 +176,7 @@ impl Simulation {
     pub fn with_traces(cfg: EngineConfig, traces: &HashMap<usize, PackedTrace>) -> Result<Simulation, ConfigError> {
         cfg.validate()?;
         let topology = Topology::build(&cfg.topology)?;
-        let router = Router::new(&topology, &cfg.routing)?;
+        let router = Router::new(&topology, &cfg.routing, credits_for(cfg.fabric.mtu_bytes + cfg.fabric.header_bytes))?;
         let g = topology.graph();
         let f = &cfg.fabric;
         let vls = f.data_vls as u32;
@@ -255,6 +263,7 @@ impl Simulation {
             sl2vl,
             arb_tables,
             vls,
+            qos_vls: vls / cfg.routing.vls as u32,
             rate,
             port_rates,
             link_latency: ns_to_ps(f.link_latency_ns),
@@ -295,6 +304,7 @@ impl Simulation {
             event_count: 0,
             pending_sum: 0,
             packet_hops: 0,
+            nonminimal_packets: 0,
             packets_created: 0,
             packets_delivered_total: 0,
             messages_created: 0,
@@ -326,6 +336,7 @@ impl Simulation {
         self.with_mpi(|mpi, sim| mpi.start(0, sim));
         let end = self.window.end;
         let mut interrupted = false;
+        let (mut deadlock, mut next_deadlock_check) = (None, DEADLOCK_CHECK_PS);
         while let Some(t) = self.events.peek_time() {
             if t >= end || self.mpi_finished() {
                 break;
@@ -342,13 +353,27 @@ impl Simulation {
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
             }
-            if self.event_count % STOP_CHECK_EVENTS == 0 && should_stop() {
-                interrupted = true;
-                break;
+            if self.event_count % STOP_CHECK_EVENTS == 0 {
+                if should_stop() {
+                    interrupted = true;
+                    break;
+                }
+                if self.now >= next_deadlock_check {
+                    next_deadlock_check = self.now + DEADLOCK_CHECK_PS;
+                    deadlock = self.credit_cycle();
+                    if deadlock.is_some() {
+                        break;
+                    }
+                }
             }
+        }
+        if !interrupted && deadlock.is_none() {
+            // Also when the events ran out: blocked buffers schedule nothing.
+            deadlock = self.credit_cycle();
         }
         self.status = match self.mpi.as_deref() {
             _ if interrupted => RunStatus::Interrupted,
+            _ if deadlock.is_some() => RunStatus::Deadlock(deadlock.unwrap()),
             Some(m) if m.deadlock().is_some() => RunStatus::Deadlock(m.deadlock().unwrap().to_string()),
             Some(m) if !m.all_completed_once() => {
                 self.now = end;
@@ -466,6 +491,8 @@ impl Simulation {
                 wire_bytes: wire as u16,
                 credits: credits_for(wire) as u16,
                 sl,
+                phase: 0,
+                via: NO_VIA,
             });
             self.packets_created += 1;
             if self.queues[q as usize].push(id, &mut self.packets.items) {
@@ -498,10 +525,12 @@ impl Simulation {
     /// Routes the new head of queue `q` and files its request with the output port it needs.
     /// `site`: the switch input the queue buffers for (None for an HCA send queue).
     fn register_head(&mut self, q: u32, site: Option<InputSite>) {
-        let pk = &self.packets.items[self.queues[q as usize].head as usize];
+        let head = self.queues[q as usize].head;
+        let pk = &self.packets.items[head as usize];
         let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
         let (out_port, out_vl) = match site {
             None => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
+            Some(site) if self.router.dragonfly.is_some() => self.route_dragonfly(site, head),
             Some(site) => self.route(site, src, dst, sl),
         };
         let queue = &mut self.queues[q as usize];
@@ -558,6 +587,29 @@ impl Simulation {
         };
         let vl = self.sl2vl.switch_vl(switch, input_local, local, sl);
         (base + local, vl)
+    }
+
+    /// Dragonfly+: output port and VL for packet `id` at a switch input; updates its path state.
+    /// The VL is the SL2VL table's, moved up one layer of `qos_vls` VLs per routing phase.
+    fn route_dragonfly(&mut self, site: InputSite, id: u32) -> (u32, u8) {
+        let InputSite { switch, base, local: input } = site;
+        let pk = self.packets.items[id as usize];
+        let (sl2vl, port_vls, ports, vls, qos_vls, buffer) =
+            (&self.sl2vl, &self.port_vls, &self.ports, self.vls, self.qos_vls, self.buffer_credits as i64);
+        let router = self.router.dragonfly.as_ref().expect("dragonfly routing");
+        // Adaptive cost of an output: requests queued for it plus its downstream buffer in use.
+        let load = |local: u32, phase: u8| -> i64 {
+            let port = base + local;
+            let vl = sl2vl.switch_vl(switch, input, local, pk.sl) as u32 + phase as u32 * qos_vls;
+            let pv = &port_vls[(port * vls + vl) as usize];
+            pv.requested_credits as i64 + buffer - pv.credits as i64 + ports[port as usize].transmitting as i64
+        };
+        let hop = router.route(switch, input, pk.dst, pk.via, pk.phase, &mut self.routing_rng, load);
+        let packet = &mut self.packets.items[id as usize];
+        packet.via = hop.via;
+        packet.phase = hop.phase;
+        let vl = self.sl2vl.switch_vl(switch, input, hop.port, pk.sl) as u32 + hop.phase as u32 * self.qos_vls;
+        (base + hop.port, vl as u8)
     }
 
     /// Adaptive choice: the up port with the most free downstream credits on the packet's VL,
@@ -858,6 +910,7 @@ impl Simulation {
         let (wire, payload) = (pk.wire_bytes as u64, pk.wire_bytes as u64 - self.header as u64);
         self.packets.remove(id);
         self.packets_delivered_total += 1;
+        self.nonminimal_packets += (pk.via != NO_VIA) as u64;
         let m = &mut self.messages.items[pk.message as usize];
         m.packets_left -= 1;
         m.last_delivery = m.last_delivery.max(tail);

@@ -19,6 +19,9 @@ pub struct Packet {
     pub wire_bytes: u16,
     pub credits: u16,
     pub sl: u8,
+    /// Dragonfly+ path state: VL layer, and the intermediate group (NO_VIA if none).
+    pub phase: u8,
+    pub via: u16,
 }
 
 /// A message: its packets complete it when the last one's tail reaches the destination.

@@ -1,5 +1,6 @@
 //! The fabric graph: nodes (hosts first, then switches), their ports, and which port each is cabled to.
 
+pub mod dragonfly;
 pub mod explicit;
 pub mod xgft;
 
@@ -62,6 +63,7 @@ impl Graph {
 pub enum Topology {
     Xgft(xgft::Xgft),
     Explicit(explicit::Explicit),
+    DragonflyPlus(dragonfly::DragonflyPlus),
 }
 
 impl Topology {
@@ -75,6 +77,15 @@ impl Topology {
                 Ok(Topology::Xgft(xgft::Xgft::build(&[*hosts], &[1], "topology.hosts")?))
             }
             TopologyConfig::Xgft { m, w } => Ok(Topology::Xgft(xgft::Xgft::build(m, w, "topology")?)),
+            TopologyConfig::DragonflyPlus { groups, leaves_per_group, spines_per_group, hosts_per_leaf, global_links_per_spine } => {
+                Ok(Topology::DragonflyPlus(dragonfly::DragonflyPlus::build(
+                    *groups,
+                    *leaves_per_group,
+                    *spines_per_group,
+                    *hosts_per_leaf,
+                    *global_links_per_spine,
+                )?))
+            }
             TopologyConfig::Graph { host_names, switch_names, switch_ports, cables, cable_gbps } => Ok(
                 Topology::Explicit(explicit::Explicit::build(host_names, switch_names, switch_ports, cables, cable_gbps)?),
             ),
@@ -85,6 +96,7 @@ impl Topology {
         match self {
             Topology::Xgft(x) => &x.graph,
             Topology::Explicit(e) => &e.graph,
+            Topology::DragonflyPlus(d) => &d.graph,
         }
     }
 
@@ -92,7 +104,7 @@ impl Topology {
     /// `fabric.link_gbps`.
     pub fn port_gbps(&self) -> Option<&[f64]> {
         match self {
-            Topology::Xgft(_) => None,
+            Topology::Xgft(_) | Topology::DragonflyPlus(_) => None,
             Topology::Explicit(e) => Some(&e.port_gbps),
         }
     }
@@ -101,6 +113,7 @@ impl Topology {
         match self {
             Topology::Xgft(x) => x.describe(),
             Topology::Explicit(e) => e.describe(),
+            Topology::DragonflyPlus(d) => d.describe(),
         }
     }
 }
