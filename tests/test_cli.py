@@ -31,7 +31,7 @@ def write(tmp_path, name, text):
         ("[fabric]\nlink_gbps = \"fast\"\n", "fabric.link_gbps: expected a number"),
         ("[[traffic]]\nload = 1.5\n", "traffic[0].load: expected a fraction in (0, 1]"),
         ("[topology]\nkind = \"xgft\"\nm = [8, 4]\nw = [1]\n", "topology.w: expected as many entries as m"),
-        ("[topology]\nkind = \"dragonfly-plus\"\n", 'topology.kind: topology kind "dragonfly-plus" is not available'),
+        ("[topology]\nkind = \"dragonfly-plus\"\n", 'topology.groups: expected a number (or preset = "marconi100")'),
         ("[qos]\nvlarb_low = \"0:64,16:1\"\n", "qos.vlarb_low: bad entry \"16:1\""),
         ("[run]\nwarmup_us = 600\n", "run.warmup_us: expected less than run.duration_us"),
     ],

@@ -146,7 +146,7 @@ def test_engine_config_shape():
     assert set(config) == ENGINE_KEYS
     assert set(config["fabric"]) == FABRIC_KEYS
     assert config["topology"] == {"kind": "xgft", "m": [8, 4], "w": [1, 2]}
-    assert config["routing"] == {"algorithm": "dmodk"}
+    assert config["routing"] == {"algorithm": "dmodk", "vls": 1}
     assert set(config["qos"]) == {"ca", "swe", "sl2vl_overrides"}
     for port in ("ca", "swe"):
         assert set(config["qos"][port]) == PORT_QOS_KEYS
@@ -308,7 +308,32 @@ BAD = [
     ({"topology": {"kind": "xgft", "m": [8, 0], "w": [1, 1]}}, "topology.m[1]", "greater than 0"),
     ({"topology": {"kind": "xgft", "m": [8, 4]}}, "topology.w", "required key is missing"),
     ({"topology": {"kind": "single-switch", "hosts": 1}}, "topology.hosts", "greater than or equal to 2"),
-    ({"topology": {"kind": "dragonfly-plus", "groups": 4}}, "topology.kind", "not available yet"),
+    ({"topology": {"kind": "dragonfly-plus", "groups": 4}}, "topology.leaves_per_group", "expected a number"),
+    ({"topology": {"kind": "dragonfly-plus", "groups": 4, "leaves_per_group": 2, "spines_per_group": 2,
+                   "hosts_per_leaf": 4, "global_links_per_spine": 2}},
+     "topology.global_links_per_spine", "do not split evenly over the 3 other groups"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100", "hosts_per_leaf": 20}},
+     "topology.hosts_per_leaf", "20 host ports + 18 spine ports = 38, more than switch_radix = 36"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100", "global_links_per_spine": 0}},
+     "topology.global_links_per_spine", "greater than or equal to 1"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100", "global_links_per_pair": 100}},
+     "topology.global_links_per_pair", "give 162 links per group pair, not 100"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"}, "routing": {"algorithm": "valiant", "vls": 1}},
+     "routing.vls", "valiant routing needs 2 VL layers to be deadlock-free"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"}, "routing": {"algorithm": "adaptive"},
+      "fabric": {"data_vls": 1}}, "routing.vls", "routing needs 2 VL layers but fabric.data_vls = 1"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"}, "routing": {"algorithm": "adaptive"},
+      "qos": {"sl2vl": [0, 1, 2, 3] * 4}}, "qos.sl2vl", "routing.vls = 2 leaves VL0..VL1 for QoS"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"}, "routing": {"algorithm": "adaptive"},
+      "qos": {"vlarb_low": "0:1,3:1"}}, "qos.vlarb_low", 'entry "3:1" is for VL3, but routing.vls = 2'),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"}, "routing": {"algorithm": "dmodk"}},
+     "routing.algorithm", '"dmodk" routing needs a fat tree'),
+    ({"routing": {"algorithm": "valiant"}}, "routing.algorithm", "needs a dragonfly-plus topology"),
+    ({"jobs": [{"nodes": 2, "placement": "same-group", "workload": {"kind": "ping-pong", "bytes": 8, "iterations": 1}}]},
+     "jobs[0].placement", "needs a dragonfly-plus topology"),
+    ({"topology": {"kind": "dragonfly-plus", "preset": "marconi100"},
+      "jobs": [{"nodes": 400, "placement": "same-group", "workload": {"kind": "ping-pong", "bytes": 8, "iterations": 1}}]},
+     "jobs[0].nodes", "no group has 400 free hosts (at most 324)"),
     ({"topology": {"kind": "ibnetdiscover", "path": "f.topo"}}, "topology.path", "file not found"),
     ({"topology": {"kind": "torus"}}, "topology.kind", 'got "torus"'),
     ({"topology": {"hosts": 4}}, "topology.kind", "required key is missing"),

@@ -406,12 +406,21 @@ def print_study(outcome: Any) -> None:
 def print_placements(scenario: Scenario) -> None:
     from qoslab.host_lists import compact
 
+    groups = scenario.host_groups()
+    per_leaf = scenario.hosts_per_leaf() if scenario.topology.kind in ("xgft", "single-switch", "dragonfly-plus") else None
     table = Table(title="jobs", title_justify="left")
-    for column in ("job", "workload", "nodes", "ranks", "SL", "hosts"):
+    columns = ["job", "workload", "nodes", "ranks", "SL"]
+    columns += ["groups"] if groups is not None else []
+    columns += ["leaves"] if per_leaf else []
+    for column in columns + ["hosts"]:
         table.add_column(column)
     for job, name, hosts in zip(scenario.jobs, scenario.job_names(), scenario.placements()):
-        table.add_row(name, job.workload.kind, str(len(hosts)), str(len(hosts) * job.ranks_per_node),
-                      str(job.sl), compact(hosts))
+        row = [name, job.workload.kind, str(len(hosts)), str(len(hosts) * job.ranks_per_node), str(job.sl)]
+        if groups is not None:
+            row.append(compact(sorted({groups[h] for h in hosts})))
+        if per_leaf:
+            row.append(str(len({h // per_leaf for h in hosts})))
+        table.add_row(*row, compact(hosts))
     console.print(table)
 
 

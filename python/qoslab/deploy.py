@@ -73,7 +73,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     origin = f"policy {policy!r} of " if policy else ""
     header = [f"QoS written by qoslab from {origin}{scenario.source or 'a scenario'}",
               "Add these lines to opensm.conf (or pass the file with opensm -F) and restart or re-sweep OpenSM."]
-    tables = {port: scenario.port_qos(port) for port in ("ca", "swe")}
+    tables = {port: scenario.engine_port_qos(port) for port in ("ca", "swe")}
     conf = write_opensm_conf(tables, scenario.fabric.data_vls, policy_file, header)
     notes: list[str] = []
     if scenario.qos.sl2vl_pairs:

@@ -129,7 +129,9 @@ class Job(_Table):
     name: str | None = None  # None: "job<index>"
     nodes: Annotated[int, Field(ge=1)] | None = None  # None: the length of `hosts`
     ranks_per_node: Annotated[int, Field(ge=1, le=4096)] = 1
-    placement: Literal["contiguous", "random", "fragmented", "hosts"] = "contiguous"
+    # same-group, spread-groups and scheduler need Dragonfly+ groups (placement.py).
+    placement: Literal["contiguous", "random", "fragmented", "hosts", "same-group", "spread-groups",
+                       "scheduler"] = "contiguous"
     fragment_nodes: Annotated[int, Field(ge=1)] = 4  # fragmented: this job's nodes per leaf switch (F4, F8)
     hosts: Hosts | None = None  # placement = "hosts": the nodes, in rank order
     share_hosts: bool = False  # may use hosts other jobs use

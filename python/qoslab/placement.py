@@ -1,8 +1,18 @@
 """Job placement: which hosts each job gets, the way a scheduler would hand them out.
 
 Order: explicit host lists first, then fragmented jobs (interleaved leaf by leaf), then
-contiguous, then random jobs, each from the hosts still free (a job with ``share_hosts`` draws
-from all hosts instead). Ranks fill a job's hosts in the order returned, ``ranks_per_node`` each.
+contiguous, then the Dragonfly+ group placements (same-group, spread-groups, scheduler), then
+random jobs, each from the hosts still free (a job with ``share_hosts`` draws from all hosts
+instead). Ranks fill a job's hosts in the order returned, ``ranks_per_node`` each.
+
+Group placements (Dragonfly+ only):
+- ``same-group``: every node in one group, drawn at random among the groups with room, hosts at
+  random inside it.
+- ``spread-groups``: nodes dealt round robin over every group (as evenly as the free hosts allow),
+  hosts at random inside each.
+- ``scheduler``: what a topology-aware scheduler (Slurm's tree plugin) tends to produce: the
+  fullest group that still fits the job (best fit), its lowest free hosts first; a job that fits
+  in no group takes the groups with the most free hosts first.
 """
 
 from __future__ import annotations
@@ -18,8 +28,13 @@ from qoslab.jobs import Job
 _RNG_PLACEMENT = 7
 
 
-def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: int) -> list[list[int]]:
-    """The host list of every job, or a PlacementError naming the job that cannot be placed."""
+GROUP_PLACEMENTS = ("same-group", "spread-groups", "scheduler")
+
+
+def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: int,
+               host_groups: Sequence[int] | None = None) -> list[list[int]]:
+    """The host list of every job, or a PlacementError naming the job that cannot be placed.
+    ``host_groups``: the Dragonfly+ group of every host (None on other topologies)."""
     used = np.zeros(host_count, dtype=bool)
     placed: list[list[int] | None] = [None] * len(jobs)
 
@@ -61,6 +76,14 @@ def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: 
         take(i, list(range(start, start + job.nodes)))
 
     for i, job in enumerate(jobs):
+        if job.placement not in GROUP_PLACEMENTS:
+            continue
+        if host_groups is None:
+            raise _error(i, "placement", f'placement = "{job.placement}" needs a dragonfly-plus topology (its groups)')
+        rng = np.random.default_rng([seed, _RNG_PLACEMENT, i])
+        take(i, _in_groups(i, job, np.asarray(host_groups), free_mask(job), rng))
+
+    for i, job in enumerate(jobs):
         if job.placement != "random":
             continue
         candidates = np.flatnonzero(free_mask(job))
@@ -94,6 +117,44 @@ def _interleave(jobs: Sequence[Job], order: list[int], used: np.ndarray, host_co
         raise _error(i, "nodes", f"fragmented placement ran out of hosts: {need[i]} of {jobs[i].nodes} nodes "
                      f"could not be placed with {jobs[i].fragment_nodes} per leaf switch")
     return got
+
+
+def _in_groups(index: int, job: Job, groups: np.ndarray, free: np.ndarray, rng: np.random.Generator) -> list[int]:
+    count = int(groups.max()) + 1
+    free_in = [np.flatnonzero(free & (groups == g)) for g in range(count)]
+    room = np.array([len(f) for f in free_in])
+    need = job.nodes
+    if room.sum() < need:
+        raise _error(index, "nodes", f"{need} nodes requested but only {int(room.sum())} hosts are free")
+    if job.placement == "same-group":
+        fits = np.flatnonzero(room >= need)
+        if len(fits) == 0:
+            raise _error(index, "nodes", f"no group has {need} free hosts (at most {int(room.max())}): use "
+                         'placement = "spread-groups" or "scheduler", or fewer nodes')
+        g = int(rng.choice(fits))
+        return sorted(int(h) for h in rng.choice(free_in[g], size=need, replace=False))
+    if job.placement == "spread-groups":
+        share = np.zeros(count, dtype=int)
+        left = need
+        while left:
+            # One node to every group that still has room, in group order, until the job is placed.
+            for g in range(count):
+                if left and share[g] < room[g]:
+                    share[g] += 1
+                    left -= 1
+        hosts = [h for g in range(count) if share[g] for h in rng.choice(free_in[g], size=share[g], replace=False)]
+        return sorted(int(h) for h in hosts)
+    # scheduler: best fit, else the emptiest groups first; lowest free hosts first either way.
+    fits = [g for g in range(count) if room[g] >= need]
+    if fits:
+        g = min(fits, key=lambda g: (room[g], g))
+        return [int(h) for h in free_in[g][:need]]
+    hosts: list[int] = []
+    for g in sorted(range(count), key=lambda g: (-room[g], g)):
+        hosts += [int(h) for h in free_in[g][: need - len(hosts)]]
+        if len(hosts) == need:
+            break
+    return sorted(hosts)
 
 
 def _first_run(free: np.ndarray, length: int) -> int | None:

@@ -30,7 +30,6 @@ CREDIT_BYTES = 64  # one flow-control credit
 MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
 MAX_VLARB_ENTRIES = 64
 SL_COUNT = 16
-AVAILABLE_TOPOLOGIES = ("single-switch", "xgft", "ibnetdiscover")
 
 # Relative paths in a scenario (fabric files, routing dumps) are read from the scenario file's
 # folder; this holds that folder while a file is validated.
@@ -176,23 +175,90 @@ class Ibnetdiscover(_Table):
         return self._fabric.engine_topology(link_gbps)
 
 
-class _NotAvailableYet(BaseModel):
-    """Topology kinds that are part of the file format but not implemented: a clear refusal."""
+# Assumed, not published: Marconi100's groups and switch counts (docs/dragonfly.md). 36-port EDR
+# switches in the balanced Dragonfly+ building block: leaves with 18 hosts and 18 up-links, one
+# to each of 18 spines; spines with 18 leaf ports and 18 global ports. 3 groups of 324 hosts =
+# 972, close to the machine's 980 nodes.
+DRAGONFLY_PRESETS: dict[str, dict[str, int]] = {
+    "marconi100": {"groups": 3, "leaves_per_group": 18, "spines_per_group": 18, "hosts_per_leaf": 18,
+                   "global_links_per_spine": 18, "switch_radix": 36},
+}
 
-    model_config = ConfigDict(extra="allow")
+
+class DragonflyPlus(_Table):
+    """Groups of two-level leaf/spine fat trees; every spine has global links to spines of other
+    groups, the same number to every other group (docs/dragonfly.md)."""
+
     kind: Literal["dragonfly-plus"]
+    preset: Literal["marconi100"] | None = None
+    groups: Annotated[int, Field(ge=2, le=4096)] | None = None
+    leaves_per_group: Annotated[int, Field(ge=1, le=4096)] | None = None
+    spines_per_group: Annotated[int, Field(ge=1, le=4096)] | None = None
+    hosts_per_leaf: Annotated[int, Field(ge=1, le=4096)] | None = None
+    global_links_per_spine: Annotated[int, Field(ge=1, le=4096)] | None = None
+    global_links_per_pair: Annotated[int, Field(ge=1)] | None = None
+    switch_radix: Annotated[int, Field(ge=2, le=1024)] = 36
 
-    @model_validator(mode="before")
-    @classmethod
-    def _refuse(cls, data: Any) -> Any:
-        kind = data.get("kind") if isinstance(data, dict) else None
-        raise problem(
-            f"topology kind {show(kind)} is not available yet (available: {', '.join(AVAILABLE_TOPOLOGIES)})",
-            "kind",
-        )
+    @model_validator(mode="after")
+    def _shape(self) -> "DragonflyPlus":
+        if self.preset is not None:
+            for key, value in DRAGONFLY_PRESETS[self.preset].items():
+                if key not in self.model_fields_set:
+                    self.__dict__[key] = value
+        for key in ("groups", "leaves_per_group", "spines_per_group", "hosts_per_leaf"):
+            if getattr(self, key) is None:
+                raise problem(f'expected a number (or preset = "marconi100")', key)
+        g, s = self.groups, self.spines_per_group
+        per_spine, per_pair = self.global_links_per_spine, self.global_links_per_pair
+        if per_spine is None and per_pair is None:
+            raise problem("expected global_links_per_spine or global_links_per_pair", "global_links_per_spine")
+        if per_spine is None:
+            if (per_pair * (g - 1)) % s:
+                raise problem(f"{per_pair} links to each of the {g - 1} other groups ({per_pair * (g - 1)} per group) "
+                              f"do not split evenly over {s} spines", "global_links_per_pair")
+            per_spine = per_pair * (g - 1) // s
+            self.__dict__["global_links_per_spine"] = per_spine
+        slots = s * per_spine
+        if slots % (g - 1):
+            raise problem(f"{s} spines x {per_spine} global links = {slots} per group do not split evenly over the "
+                          f"{g - 1} other groups (all-to-all needs a multiple of {g - 1})", "global_links_per_spine")
+        if per_pair is not None and per_pair != slots // (g - 1):
+            raise problem(f"{s} spines x {per_spine} global links give {slots // (g - 1)} links per group pair, "
+                          f"not {per_pair}", "global_links_per_pair")
+        self.__dict__["global_links_per_pair"] = slots // (g - 1)
+        radix = self.switch_radix
+        leaf_ports = self.hosts_per_leaf + s
+        if leaf_ports > radix:
+            raise problem(f"a leaf needs {self.hosts_per_leaf} host ports + {s} spine ports = {leaf_ports}, more than "
+                          f"switch_radix = {radix}", "hosts_per_leaf")
+        spine_ports = self.leaves_per_group + per_spine
+        if spine_ports > radix:
+            raise problem(f"a spine needs {self.leaves_per_group} leaf ports + {per_spine} global ports = "
+                          f"{spine_ports}, more than switch_radix = {radix}", "global_links_per_spine")
+        if self.host_count() > 2**24:
+            raise problem(f"{self.host_count()} hosts: at most {2**24}", "groups")
+        return self
+
+    def host_count(self) -> int:
+        return self.groups * self.leaves_per_group * self.hosts_per_leaf
+
+    def hosts_per_group(self) -> int:
+        return self.leaves_per_group * self.hosts_per_leaf
+
+    def group_of_host(self, host: int) -> int:
+        return host // self.hosts_per_group()
+
+    def leaf_of_host(self, host: int) -> int:
+        """Leaf number across the fabric (group-major)."""
+        return host // self.hosts_per_leaf
+
+    def engine(self) -> dict[str, Any]:
+        return {"kind": self.kind, "groups": self.groups, "leaves_per_group": self.leaves_per_group,
+                "spines_per_group": self.spines_per_group, "hosts_per_leaf": self.hosts_per_leaf,
+                "global_links_per_spine": self.global_links_per_spine}
 
 
-Topology = Annotated[Union[SingleSwitch, Xgft, Ibnetdiscover, _NotAvailableYet], Field(discriminator="kind")]
+Topology = Annotated[Union[SingleSwitch, Xgft, Ibnetdiscover, DragonflyPlus], Field(discriminator="kind")]
 TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
 
 
@@ -201,12 +267,17 @@ TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
 
 
 FAT_TREE_ROUTING = ("dmodk", "smodk", "random", "adaptive")
+DRAGONFLY_ROUTING = ("minimal", "valiant")
 
 
 class Routing(_Table):
-    # None: "dmodk" on fat trees, "minhop" on an imported fabric (resolved by the Scenario).
-    algorithm: Literal["dmodk", "smodk", "random", "adaptive", "minhop", "lft"] | None = None
+    # None: "dmodk" on fat trees, "minimal" on a Dragonfly+, "minhop" on an imported fabric
+    # (resolved by the Scenario).
+    algorithm: Literal["dmodk", "smodk", "random", "adaptive", "minhop", "lft", "minimal", "valiant"] | None = None
     lft: str | None = None  # "lft": an ibroute dump, or a folder of them (one per switch)
+    # VL layers routing consumes for deadlock freedom; QoS gets fabric.data_vls // vls VLs.
+    # None: what the algorithm needs (2 for valiant/adaptive on a Dragonfly+, else 1).
+    vls: Annotated[int, Field(ge=1, le=15)] | None = None
 
     _table: list[int] | None = PrivateAttr(default=None)
 
@@ -445,6 +516,18 @@ class Scenario(_Table):
     def host_count(self) -> int:
         return self.topology.host_count()
 
+    def hosts_per_leaf(self) -> int:
+        """Hosts on the busiest leaf switch (fragmented placement deals leaf by leaf)."""
+        t = self.topology
+        return t.hosts_per_leaf if isinstance(t, DragonflyPlus) else t.hosts_per_leaf()
+
+    def host_groups(self) -> list[int] | None:
+        """Dragonfly+ group of every host (None on other topologies)."""
+        t = self.topology
+        if not isinstance(t, DragonflyPlus):
+            return None
+        return [h // t.hosts_per_group() for h in range(t.host_count())]
+
     def qos_warnings(self) -> list[str]:
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
@@ -460,10 +543,23 @@ class Scenario(_Table):
                                     f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
         return warnings
 
+    def qos_vls(self) -> int:
+        """VLs QoS can use: fabric.data_vls divided among routing's VL layers."""
+        return self.fabric.data_vls // (self.routing.vls or 1)
+
+    def engine_port_qos(self, port: Literal["ca", "swe"]) -> dict[str, Any]:
+        """port_qos with every VLArb entry repeated for each routing layer (VL + k * qos_vls),
+        same weight: the tables the switches hold (and OpenSM must be given)."""
+        tables = dict(self.port_qos(port))
+        step, layers = self.qos_vls(), self.routing.vls or 1
+        for name in ("vlarb_high", "vlarb_low"):
+            tables[name] = [(vl + k * step, w) for vl, w in tables[name] for k in range(layers)]
+        return tables
+
     def port_qos(self, port: Literal["ca", "swe"]) -> dict[str, Any]:
         """QoS tables of one port type, resolved per field: [qos.<port>] -> [qos] -> default."""
         specific = getattr(self.qos, port)
-        default = default_port_qos(self.fabric.data_vls)
+        default = default_port_qos(self.qos_vls())
         resolved = {}
         for field in ("sl2vl", "vlarb_high", "vlarb_low", "high_limit"):
             value = getattr(specific, field)
@@ -505,8 +601,8 @@ class Scenario(_Table):
 
     def engine_routing(self) -> dict[str, Any]:
         if self.routing.algorithm == "lft":
-            return {"algorithm": "table", "table": self.routing._table}
-        return {"algorithm": self.routing.algorithm}
+            return {"algorithm": "table", "table": self.routing._table, "vls": self.routing.vls}
+        return {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
 
     def tool_fabric(self):
         """The fabric as the InfiniBand tools see it (GUIDs, port numbers from 1, link types):
@@ -546,7 +642,7 @@ class Scenario(_Table):
             "topology": self.engine_topology(),
             "routing": self.engine_routing(),
             "qos": {
-                **{port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")},
+                **{port: _json_qos(self.engine_port_qos(port)) for port in ("ca", "swe")},
                 "sl2vl_overrides": [
                     {"switch": p.switch, "in_port": p.in_port, "out_port": p.out_port, "sl2vl": list(p.sl2vl)}
                     for p in self.qos.sl2vl_pairs
@@ -594,11 +690,29 @@ class Scenario(_Table):
 
     def _resolve_routing(self) -> None:
         routing, imported = self.routing, isinstance(self.topology, Ibnetdiscover)
+        dragonfly = isinstance(self.topology, DragonflyPlus)
         if routing.algorithm is None:
-            routing.__dict__["algorithm"] = "minhop" if imported else "dmodk"
-        if imported and routing.algorithm in FAT_TREE_ROUTING:
-            raise problem(f"{show(routing.algorithm)} routing needs a fat tree (xgft or single-switch); route an "
+            routing.__dict__["algorithm"] = "minhop" if imported else "minimal" if dragonfly else "dmodk"
+        if imported and routing.algorithm in FAT_TREE_ROUTING + DRAGONFLY_ROUTING:
+            raise problem(f"{show(routing.algorithm)} routing needs a fat tree or a Dragonfly+; route an "
                           'imported fabric with "minhop" or "lft"', "routing.algorithm")
+        if dragonfly and routing.algorithm in ("dmodk", "smodk", "random"):
+            raise problem(f"{show(routing.algorithm)} routing needs a fat tree; route a Dragonfly+ with "
+                          '"minimal", "valiant", "adaptive", "minhop" or "lft"', "routing.algorithm")
+        if not dragonfly and routing.algorithm in ("minimal", "valiant"):
+            raise problem(f"{show(routing.algorithm)} routing needs a dragonfly-plus topology", "routing.algorithm")
+        # Non-minimal Dragonfly+ paths need a second VL layer to stay deadlock-free.
+        needed = 2 if dragonfly and routing.algorithm in ("valiant", "adaptive") and self.topology.groups > 2 else 1
+        if routing.vls is None:
+            routing.__dict__["vls"] = needed
+        elif routing.vls < needed:
+            raise problem(f"{routing.algorithm} routing needs {needed} VL layers to be deadlock-free (its "
+                          f"non-minimal paths turn down and up in the intermediate group), got {routing.vls}",
+                          "routing.vls")
+        data_vls = self.fabric.data_vls
+        if routing.vls > data_vls:
+            raise problem(f"routing needs {routing.vls} VL layers but fabric.data_vls = {data_vls}: set "
+                          f"fabric.data_vls to at least {routing.vls}", "routing.vls")
         if routing.algorithm == "lft" and routing.lft is None:
             raise problem('expected the path of an ibroute dump (or a folder of them) for algorithm "lft"',
                           "routing.lft")
@@ -624,23 +738,31 @@ class Scenario(_Table):
             if names.index(name) != i:
                 raise problem(f"job name {name!r} is used twice", f"jobs[{i}].name")
         try:
-            self._placements = place_jobs(self.jobs, self.host_count(), self.topology.hosts_per_leaf(), self.seed)
+            self._placements = place_jobs(self.jobs, self.host_count(), self.hosts_per_leaf(), self.seed,
+                                          self.host_groups())
         except PlacementError as error:
             raise problem(error.message, error.key) from None
-        data_vls = self.fabric.data_vls
+        data_vls, qos_vls = self.fabric.data_vls, self.qos_vls()
         exist = f"only VL0..VL{data_vls - 1} exist (fabric.data_vls = {data_vls})"
+        if qos_vls < data_vls:
+            exist = (f"routing.vls = {self.routing.vls} leaves VL0..VL{qos_vls - 1} for QoS (fabric.data_vls = "
+                     f"{data_vls}; the higher VLs are the routing layers' copies, weighted like their QoS VL)")
         for prefix, tables in (("qos", self.qos), ("qos.ca", self.qos.ca), ("qos.swe", self.qos.swe)):
             if tables.sl2vl is not None:
                 for sl, vl in enumerate(tables.sl2vl):
-                    if vl >= data_vls:
+                    if vl >= qos_vls:
                         raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"{prefix}.sl2vl")
             for name in ("vlarb_high", "vlarb_low"):
-                for vl, weight in getattr(tables, name) or []:
-                    if vl >= data_vls:
+                entries = getattr(tables, name) or []
+                for vl, weight in entries:
+                    if vl >= qos_vls:
                         raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
+                if len(entries) * self.routing.vls > MAX_VLARB_ENTRIES:
+                    raise problem(f"{len(entries)} entries, one per routing layer ({self.routing.vls}) each, exceed "
+                                  f"the {MAX_VLARB_ENTRIES} a VLArb table holds", f"{prefix}.{name}")
         for i, pair in enumerate(self.qos.sl2vl_pairs):
             for sl, vl in enumerate(pair.sl2vl):
-                if vl >= data_vls:
+                if vl >= qos_vls:
                     raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"qos.sl2vl_pairs[{i}].sl2vl")
         for i, (job, hosts) in enumerate(zip(self.jobs, self._placements)):
             size = len(hosts) * job.ranks_per_node
@@ -706,6 +828,8 @@ _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     ("fabric",): Fabric,
     ("topology", "single-switch"): SingleSwitch,
     ("topology", "xgft"): Xgft,
+    ("topology", "dragonfly-plus"): DragonflyPlus,
+    ("topology", "ibnetdiscover"): Ibnetdiscover,
     ("routing",): Routing,
     ("qos",): Qos,
     ("qos", "ca"): PortQos,
