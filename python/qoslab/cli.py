@@ -174,7 +174,12 @@ def study(
 
             loaded = default_study()
         else:
-            loaded = Study.from_toml(study_file)
+            from qoslab.scenario import read_toml
+
+            data = read_toml(study_file)
+            if isinstance(data, dict) and data.get("kind") == "tail-latency":
+                return _tail_study(data, study_file, out, scheduler, workers)
+            loaded = Study.from_dict(data, str(study_file))
         cfg = loaded.executor
         kind = "dask" if scheduler else cfg.kind
         try:
@@ -193,6 +198,60 @@ def study(
         finally:
             executor.close()
     print_study(outcome)
+
+
+def _tail_study(data: dict[str, Any], study_file: Path, out: Path, scheduler: str | None, workers: int | None) -> None:
+    """`qoslab study` on a ``kind = "tail-latency"`` file (docs/dragonfly.md)."""
+    from qoslab.io.scheduler import SchedulerLogError
+    from qoslab.study.tail_model import TailStudy
+    from qoslab.study.tail_runner import TailStudyRunner
+    from qoslab.sweep.executors import make_executor
+
+    with user_errors(str(study_file)):
+        loaded = TailStudy.from_dict(data, str(study_file))
+        cfg = loaded.executor
+        try:
+            executor = make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers,
+                                     scheduler or cfg.scheduler, cfg.slurm)
+        except (OSError, TimeoutError, ValueError) as error:
+            raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+        try:
+            runner = TailStudyRunner(loaded, out, executor, console)
+            console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots "
+                          f"x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
+                          f"{executor.workers} workers; results in {out}/")
+            outcome = runner.run()
+        except SchedulerLogError as error:
+            raise fail(f"error: {error}") from None
+        except ValueError as error:  # e.g. background.host_names not matching the fabric
+            raise fail(f"error: {study_file}: {error}") from None
+        except KeyboardInterrupt:
+            raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
+                       EXIT_INTERRUPTED) from None
+        except OSError as error:
+            raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+        finally:
+            executor.close()
+    from qoslab.report.tail import BY, with_background_label
+    from qoslab.analysis.tail import compare_groups
+
+    iterations = outcome.tables["tail_iterations"]
+    if len(iterations):
+        summary = compare_groups(with_background_label(iterations), by=BY)
+        table = Table(title="iteration latency (ns)", title_justify="left")
+        for column in BY + ["runs' iterations", "p50", "p99", "p99/p50", "bimodal"]:
+            table.add_column(column)
+        for row in summary.to_dict("records"):
+            table.add_row(*(str(row[k]) for k in BY), f"{row['count']:.0f}", f"{row['p50']:,.0f}", f"{row['p99']:,.0f}",
+                          f"{row['p99_over_p50']:.2f}", str(row["bimodal"]))
+        console.print(table)
+    for row in outcome.failed:
+        err_console.print(Text(f"warning: snapshot {row['snapshot']} {row['locality']}/{row['routing']}: "
+                               f"{row['status']}: {row['error']}", style="yellow"))
+    if outcome.report_error:
+        err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "
+                               f"in {out}/", style="yellow"))
+    console.print(f"{outcome.runs_total} runs ({outcome.runs_reused} reused); report: {out}/report.html")
 
 
 export_app = typer.Typer(no_args_is_help=True, help="Write a fabric or a QoS policy in the real tools' formats.")

@@ -1,0 +1,157 @@
+"""The tail-latency study file (``kind = "tail-latency"``): one measured job repeating a collective,
+placed with each locality, routed with each algorithm, beside many background snapshots drawn
+from a synthetic scheduler or from real scheduler logs (Salimi Beni & Cosenza, docs/dragonfly.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PrivateAttr, ValidationError, model_validator
+
+from qoslab.errors import ScenarioError, problem, show
+from qoslab.scenario import DragonflyPlus, Scenario
+from qoslab.study.model import ExecutorConfig, _study_error, _Table
+from qoslab.workloads import AnyWorkload
+
+LOCALITIES = ("same-group", "spread-groups", "scheduler", "random")
+ROUTINGS = ("minimal", "valiant", "adaptive")
+
+
+def _default_target_workload() -> dict[str, Any]:
+    return {"kind": "collective-loop", "collective": "alltoall", "bytes": 4096, "iterations": 1000}
+
+
+class Target(_Table):
+    """The measured job: each iteration of its workload is one latency sample."""
+
+    name: str = "target"
+    nodes: Annotated[int, Field(ge=2)]
+    ranks_per_node: Annotated[int, Field(ge=1, le=4096)] = 1
+    workload: AnyWorkload = Field(default_factory=_default_target_workload, validate_default=True)  # type: ignore[arg-type]
+
+
+def _default_background_workloads() -> list[dict[str, Any]]:
+    return [
+        {"kind": "all-to-all", "bytes": 65536, "iterations": 2},
+        {"kind": "nearest-neighbor", "dims": 3, "bytes": 65536, "iterations": 4},
+        {"kind": "collective-loop", "collective": "allreduce", "bytes": 1048576, "iterations": 2},
+        {"kind": "random-pairs", "bytes": 262144, "iterations": 4},
+    ]
+
+
+class Background(_Table):
+    """Where the other users' jobs come from, and what they run."""
+
+    source: Literal["synthetic", "sacct", "swf"] = "synthetic"
+    log: str | None = None  # sacct -P output or an SWF file, relative to the study file
+    # sacct: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
+    host_names: str | None = None
+    procs_per_node: Annotated[int, Field(ge=1)] = 1  # SWF: processors per node
+    placement: Literal["scheduler", "random"] = "scheduler"  # synthetic and SWF jobs
+    # synthetic: the busy fraction of the hosts, drawn uniformly in [low, high]
+    occupancy: Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)] = [0.3, 0.9]
+    # synthetic: job sizes, drawn log-uniformly in [low, high]
+    job_nodes: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2, max_length=2)] = [2, 64]
+    single_node_fraction: Annotated[float, Field(ge=0, le=1)] = 0.2  # synthetic: one-node jobs (no network)
+    workloads: Annotated[list[AnyWorkload], Field(min_length=1)] = Field(  # type: ignore[valid-type]
+        default_factory=_default_background_workloads, validate_default=True)
+
+    @model_validator(mode="after")
+    def _keys(self) -> "Background":
+        if self.source != "synthetic" and self.log is None:
+            raise problem(f'source = "{self.source}" needs the log file (log = "...")', "log")
+        if self.source == "synthetic" and self.log is not None:
+            raise problem('log is only read with source = "sacct" or "swf"', "log")
+        if self.host_names is not None and self.source != "sacct":
+            raise problem('host_names is only used with source = "sacct"', "host_names")
+        low, high = self.occupancy
+        if not 0 <= low <= high < 1:
+            raise problem(f"expected 0 <= low <= high < 1, got {show(list(self.occupancy))}", "occupancy")
+        low, high = self.job_nodes
+        if not 1 <= low <= high:
+            raise problem(f"expected 1 <= low <= high, got {show(list(self.job_nodes))}", "job_nodes")
+        return self
+
+
+class TailStudy(_Table):
+    kind: Literal["tail-latency"]
+    name: str | None = None
+    description: str | None = None
+    scenario: str | dict[str, Any]  # fabric, topology (dragonfly-plus), qos, mpi; its jobs are ignored
+    target: Target
+    localities: Annotated[list[Literal["same-group", "spread-groups", "scheduler", "random"]],
+                          Field(min_length=1)] = ["same-group", "spread-groups"]
+    routings: Annotated[list[Literal["minimal", "valiant", "adaptive"]], Field(min_length=1)] = ["minimal", "adaptive"]
+    snapshots: Annotated[int, Field(ge=1, le=100000)] = 20
+    baseline: bool = True  # also each locality x routing with no background at all
+    background: Background = Field(default_factory=Background)
+    heuristic: str = "salimi-beni"  # background-traffic definition (qoslab.io.scheduler.HEURISTICS)
+    tail_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.9
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    _source: str | None = PrivateAttr(default=None)
+    _base: Scenario | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as error:
+            raise _study_error(error, None) from None
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "TailStudy":
+        try:
+            study = cls(**data)
+        except ScenarioError as error:
+            raise error.with_source(source) from None
+        study._source = source
+        study._prepare()
+        return study
+
+    @property
+    def source(self) -> str | None:
+        return self._source
+
+    def title(self) -> str:
+        return self.name or (Path(self._source).stem if self._source else "tail-latency study")
+
+    def base(self) -> Scenario:
+        assert self._base is not None
+        return self._base
+
+    def resolve(self, path: str) -> Path:
+        base = Path(self._source).parent if self._source else Path.cwd()
+        return (base / path) if not Path(path).is_absolute() else Path(path)
+
+    def scenario_source(self) -> str | None:
+        if isinstance(self.scenario, str):
+            return str(self.resolve(self.scenario))
+        return self._source
+
+    def _prepare(self) -> None:
+        from qoslab.io.scheduler import HEURISTICS
+
+        if isinstance(self.scenario, str):
+            base = Scenario.from_toml(self.resolve(self.scenario))
+        else:
+            try:
+                base = Scenario.from_dict({k: v for k, v in self.scenario.items() if k != "jobs"}, self._source)
+            except ScenarioError as error:
+                raise ScenarioError([(f"scenario.{k}" if k else "scenario", m) for k, m in error.problems],
+                                    self._source) from None
+        if not isinstance(base.topology, DragonflyPlus):
+            raise self._error("scenario.topology", f"the tail-latency study needs a dragonfly-plus topology "
+                              f"(its localities are groups), got {base.topology.kind!r}")
+        if self.target.nodes > base.host_count():
+            raise self._error("target.nodes", f"{self.target.nodes} nodes, but the fabric has {base.host_count()} hosts")
+        if self.heuristic not in HEURISTICS:
+            raise self._error("heuristic", f"unknown definition {self.heuristic!r} (known: {', '.join(sorted(HEURISTICS))})")
+        if self.background.log is not None:
+            path = self.resolve(self.background.log)
+            if not path.is_file():
+                raise self._error("background.log", f"{path}: file not found")
+        self._base = base
+
+    def _error(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError([(key, message)], self._source)
