@@ -246,7 +246,7 @@ def _tail_study(data: dict[str, Any], study_file: Path, out: Path, scheduler: st
                           f"{row['p99_over_p50']:.2f}", str(row["bimodal"]))
         console.print(table)
     for row in outcome.failed:
-        err_console.print(Text(f"warning: snapshot {row['snapshot']} {row['locality']}/{row['routing']}: "
+        err_console.print(Text(f"warning: snapshot {row['snapshot']} {row['locality']}/{row['routing'] if isinstance(row['routing'], str) else 'any routing'}: "
                                f"{row['status']}: {row['error']}", style="yellow"))
     if outcome.report_error:
         err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "

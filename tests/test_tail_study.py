@@ -1,0 +1,162 @@
+"""The tail-latency study (kind = "tail-latency"): planning is deterministic, snapshots come from
+a synthetic scheduler or from sacct logs, bad input is named, and at small scale the seed's
+findings hold in direction (docs/reproductions.md has the full-size numbers)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from qoslab.analysis.tail import compare_groups, correlation
+from qoslab.cli import app
+from qoslab.errors import ScenarioError
+from qoslab.io.scheduler import SchedulerLogError, background_traffic
+from qoslab.report.tail import BY, with_background_label
+from qoslab.scenario import read_toml
+from qoslab.study.tail_model import TailStudy
+from qoslab.study.tail_runner import Snapshot, TailStudyRunner
+from qoslab.sweep.executors import LocalExecutor
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "dragonfly-tail" / "study.toml"
+
+
+def study(**changes) -> TailStudy:
+    data = {**read_toml(EXAMPLE), **changes}
+    return TailStudy.from_dict(data, str(EXAMPLE))
+
+
+def run(s: TailStudy, out: Path):
+    executor = LocalExecutor()
+    try:
+        return TailStudyRunner(s, out, executor, progress=False).run()
+    finally:
+        executor.close()
+
+
+@pytest.fixture(scope="module")
+def small_outcome(tmp_path_factory):
+    target = {"nodes": 8, "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 1024,
+                                       "iterations": 200}}
+    return run(study(snapshots=16, target=target), tmp_path_factory.mktemp("tail"))
+
+
+def test_the_plan_is_deterministic_and_b_is_the_heuristic_of_the_snapshot(tmp_path):
+    s = study(snapshots=4)
+    first = TailStudyRunner(s, tmp_path / "a", LocalExecutor(1), progress=False)
+    second = TailStudyRunner(s, tmp_path / "b", LocalExecutor(1), progress=False)
+    specs_a, plan_a = first.plan()
+    specs_b, plan_b = second.plan()
+    assert [x.run_id for x in specs_a] == [x.run_id for x in specs_b]
+    pd.testing.assert_frame_equal(plan_a, plan_b)
+    snap = first.snapshot(2)
+    target = first.target_hosts(snap, "spread-groups")
+    assert not set(target) & {h for hosts in snap.background for h in hosts}
+    groups = first.groups
+    assert len({groups[h] for h in target}) == 4  # spread over the 4 groups
+    row = plan_a[(plan_a.snapshot == 2) & (plan_a.locality == "spread-groups")].iloc[0]
+    assert row["b"] == pytest.approx(background_traffic(target, snap.background, groups, definition=s.heuristic))
+    empty = Snapshot(-1, [], [], "none")
+    assert len({groups[h] for h in first.target_hosts(empty, "same-group")}) == 1
+
+
+def test_background_makes_the_tail_long_and_same_group_placement_is_faster(small_outcome):
+    it = small_outcome.tables["tail_iterations"]
+    summary = compare_groups(with_background_label(it), by=BY).set_index(BY)
+    for locality in ("same-group", "spread-groups"):
+        for routing in ("minimal", "adaptive"):
+            alone = summary.loc[("none", locality, routing)]
+            loaded = summary.loc[("snapshots", locality, routing)]
+            assert alone["p99_over_p50"] < 1.3, alone
+            assert loaded["p99_over_p50"] > 2.0, loaded
+            assert loaded["p50"] > alone["p50"]
+    for routing in ("minimal", "adaptive"):
+        same, spread = summary.loc[("snapshots", "same-group", routing)], summary.loc[("snapshots", "spread-groups", routing)]
+        assert same["p50"] < spread["p50"] and same["p99"] < spread["p99"], (routing, same, spread)
+
+
+def test_b_correlates_positively_with_latency_for_spread_jobs(small_outcome):
+    it = small_outcome.tables["tail_iterations"]
+    runs = it[(it.snapshot >= 0) & (it.locality == "spread-groups")]
+    medians = runs.groupby(["snapshot", "routing"]).agg(b=("b", "first"), p50=("latency_ns", "median")).reset_index()
+    for routing, group in medians.groupby("routing"):
+        c = correlation(group["b"], group["p50"])
+        assert c.pearson_r > 0.2 and c.spearman_rho > 0.2, (routing, c)
+
+
+def test_outputs_and_report(small_outcome):
+    out = small_outcome.out
+    for name in ("tail_runs.parquet", "tail_iterations.parquet", "report.html"):
+        assert (out / name).is_file()
+    assert small_outcome.report_error is None
+    page = (out / "report.html").read_text()
+    assert "Background traffic b and latency" in page and "pearson_r" in page
+    runs = small_outcome.tables["tail_runs"]
+    # Every run completed, or the measured job could not be placed in one group (full groups).
+    assert set(runs["status"]) <= {"completed", "not placed"}
+    assert (runs[runs["status"] == "not placed"]["locality"] == "same-group").all()
+
+
+SACCT = """\
+100|100|lammps|alice|gpu|normal|COMPLETED|2024-01-01T00:00:00|2024-01-01T00:00:10|2024-01-01T10:00:00|35990|8|8|r[01-08]
+101|101|serial|bob|gpu|normal|COMPLETED|2024-01-01T00:00:00|2024-01-01T00:00:10|2024-01-01T10:00:00|35990|1|1|r17
+102|102|cfd|carol|gpu|normal|RUNNING|2024-01-01T00:00:00|2024-01-01T00:00:10|Unknown|0|12|12|r[33-40],r[49-52]
+"""
+
+
+def test_snapshots_from_a_sacct_log_use_the_jobs_hosts(tmp_path):
+    log = tmp_path / "jobs.txt"
+    log.write_text(SACCT)
+    background = {"source": "sacct", "log": str(log), "host_names": "r[01-64]"}
+    s = study(snapshots=2, localities=["spread-groups"], routings=["minimal"], baseline=False, background=background,
+              target={"nodes": 4, "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 64,
+                                               "iterations": 20}})
+    runner = TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False)
+    snap = runner.snapshot(0)
+    # Every job runs through the whole log: all three, by name (r01 is host 0).
+    assert sorted(snap.background) == sorted([tuple(range(8)), (16,), tuple(range(32, 40)) + tuple(range(48, 52))])
+    assert [w is None for w in snap.workloads] == [len(h) < 2 for h in snap.background]
+    outcome = run(s, tmp_path / "out")
+    assert set(outcome.tables["tail_runs"]["status"]) == {"completed"}
+
+
+def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
+    log = tmp_path / "jobs.txt"
+    log.write_text(SACCT.replace("r17", "login9"))
+    s = study(snapshots=1, background={"source": "sacct", "log": str(log), "host_names": "r[01-64]"})
+    with pytest.raises(SchedulerLogError) as error:
+        TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False).plan()
+    assert f"{log}:2" in str(error.value) and "login9" in str(error.value)
+
+
+@pytest.mark.parametrize("changes, key, expected", [
+    ({"scenario": {"topology": {"kind": "xgft", "m": [4, 4], "w": [1, 4]}}}, "scenario.topology", "needs a dragonfly-plus"),
+    ({"heuristic": "mine"}, "heuristic", "unknown definition 'mine'"),
+    ({"target": {"nodes": 100}}, "target.nodes", "100 nodes, but the fabric has 64 hosts"),
+    ({"background": {"source": "sacct"}}, "background.log", 'source = "sacct" needs the log file'),
+    ({"background": {"source": "swf", "log": "nowhere.swf"}}, "background.log", "file not found"),
+    ({"background": {"occupancy": [0.9, 0.2]}}, "background.occupancy", "expected 0 <= low <= high < 1"),
+    ({"localities": ["corner"]}, "localities[0]", "same-group"),
+    ({"colour": 1}, "colour", "unknown key"),
+])
+def test_bad_study_files_name_the_key(changes, key, expected):
+    with pytest.raises(ScenarioError) as error:
+        study(**changes)
+    assert f"{key}: " in str(error.value) and expected in str(error.value), str(error.value)
+
+
+def test_cli_runs_a_tail_study_and_reports_a_bad_one(tmp_path):
+    text = EXAMPLE.read_text().replace("snapshots = 40", "snapshots = 2").replace("iterations = 300", "iterations = 20")
+    path = tmp_path / "study.toml"
+    path.write_text(text.replace('scenario = "scenario.toml"', f'scenario = "{EXAMPLE.parent / "scenario.toml"}"'))
+    runner = CliRunner()
+    result = runner.invoke(app, ["study", str(path), "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "out" / "report.html").is_file()
+    bad = tmp_path / "bad.toml"
+    bad.write_text(path.read_text().replace("snapshots = 2", "snapshots = 0"))
+    result = runner.invoke(app, ["study", str(bad), "--out", str(tmp_path / "bad-out")])
+    assert result.exit_code == 2
+    assert f"{bad}: snapshots: " in result.stderr
