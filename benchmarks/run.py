@@ -22,6 +22,7 @@ from pathlib import Path
 FULL_1024 = {"kind": "xgft", "m": [8, 8, 16], "w": [1, 8, 8]}  # radix-16 switches, full bisection
 SLIM_1024 = {"kind": "xgft", "m": [16, 16, 4], "w": [1, 4, 4]}  # the seeds' XGFT(3;16,16,4;1,4,4)
 FULL_8192 = {"kind": "xgft", "m": [16, 16, 32], "w": [1, 16, 16]}  # radix-32 switches, full bisection
+DRAGONFLY_972 = {"kind": "dragonfly-plus", "preset": "marconi100"}  # 3 groups of 18 x 18 hosts (issue 6)
 
 # (name, topology, load, simulated microseconds at scale 1): long enough for a few million packets.
 SCENARIOS = [
@@ -30,6 +31,8 @@ SCENARIOS = [
     ("xgft-slimmed-1024 uniform load 0.5", SLIM_1024, 0.5, 3000.0),
     ("xgft-slimmed-1024 uniform saturated", SLIM_1024, "saturate", 15000.0),
     ("fat-tree-8192 uniform load 0.5", FULL_8192, 0.5, 300.0),
+    ("dragonfly-plus-972 uniform load 0.5 minimal", DRAGONFLY_972, 0.5, 1500.0),
+    ("dragonfly-plus-972 uniform load 0.5 adaptive", DRAGONFLY_972, 0.5, 1500.0),
 ]
 # Four 256-rank jobs on the 1024-host fat tree (issue 3): the MPI layer's cost shows as the
 # packet-hop rate against the open-loop fat-tree rate. Iterations at scale 1.
@@ -45,15 +48,18 @@ GOALS = {
     "ratio_to_bare_queue": 1 / 3,
     "peak_memory_bytes_1024": 1 << 30,
     "rate_8192_over_1024": 0.7,
+    "dragonfly_rate_over_fat_tree_rate": 0.8,
 }
 
 
 def run_scenario(name, topology, load, duration_us, queue):
     from qoslab import Scenario, simulate
 
+    routing = {"algorithm": name.rsplit(" ", 1)[-1]} if topology["kind"] == "dragonfly-plus" else {}
     scenario = Scenario(
         name=name,
         topology=topology,
+        routing=routing,
         traffic=[{"pattern": "uniform", "load": load, "message_bytes": 4096}],
         run={"duration_us": duration_us, "warmup_us": duration_us / 10},
     )
@@ -149,6 +155,8 @@ def main(argv=None):
             "min_ratio_to_bare_queue": min(r["ratio_to_bare_queue"] for r in results),
             "max_peak_memory_bytes_1024": max(r["peak_memory_bytes"] for r in results if r["hosts"] == 1024),
             "rate_8192_over_1024": rate_8192 / rate_1024,
+            "dragonfly_rate_over_fat_tree_rate": min(
+                r["packet_hops_per_second"] for r in results if r["name"].startswith("dragonfly")) / rate_1024,
             "mpi_rate_over_open_loop_rate": jobs_row["packet_hops_per_second"] / rate_1024,
         },
     }

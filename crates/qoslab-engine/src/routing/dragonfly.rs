@@ -14,6 +14,9 @@
 use crate::topology::dragonfly::{DragonflyPlus, Role};
 use rand::Rng;
 
+/// Equivalent ports an adaptive choice compares, from a random starting one.
+pub const ADAPTIVE_CHOICES: u32 = 4;
+
 /// No intermediate group (a minimal path, or not decided yet).
 pub const NO_VIA: u16 = u16::MAX;
 
@@ -125,7 +128,7 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.spines),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.spines);
-                            least_loaded((0..df.spines).map(|k| p + (start + k) % df.spines), phase, &mut load) - p
+                            least_loaded((0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + (start + k) % df.spines), phase, &mut load) - p
                         }
                     };
                     return Hop { port: p + spine, phase, via };
@@ -150,7 +153,7 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.leaves),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.leaves);
-                            least_loaded((0..df.leaves).map(|k| (start + k) % df.leaves), 0, &mut load)
+                            least_loaded((0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| (start + k) % df.leaves), 0, &mut load)
                         }
                     };
                     return Hop { port: leaf, phase: 0, via };
@@ -168,17 +171,20 @@ impl DragonflyRouter {
     }
 
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by
-    /// destination for minimal routing, at random for Valiant, least loaded for adaptive.
+    /// destination for minimal routing, a link at random for Valiant (spines weighted by their
+    /// links), the least-loaded spine for adaptive.
     fn best_up<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, to: u32, dst: u32, rng: &mut R, load: &mut L, phase: u8) -> (u32, i64) {
         let df = &self.df;
         let c = df.links_per_pair;
-        let up = |k: u32| df.hosts_per_leaf + df.pair_link(group, to, k).0;
+        let p = df.hosts_per_leaf;
         let port = match self.mode {
-            Mode::Minimal => up(dst % c),
-            Mode::Valiant => up(rng.gen_range(0..c)),
+            Mode::Minimal => p + df.pair_link(group, to, dst % c).0,
+            Mode::Valiant => p + df.pair_link(group, to, rng.gen_range(0..c)).0,
             Mode::Adaptive => {
-                let start = rng.gen_range(0..c);
-                least_loaded((0..c).map(|k| up((start + k) % c)), phase, load)
+                let spines = df.spines_towards(group, to);
+                let start = rng.gen_range(0..spines.len());
+                let n = spines.len();
+                least_loaded((0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| p + spines[(start + k) % n]), phase, load)
             }
         };
         (port, load(port, phase))
@@ -188,34 +194,26 @@ impl DragonflyRouter {
     #[allow(clippy::too_many_arguments)]
     fn global_from<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, to: u32, dst: u32, rng: &mut R, load: &mut L, phase: u8) -> Option<u32> {
         let df = &self.df;
-        let c = df.links_per_pair;
-        let mine = (0..c).map(|k| df.pair_link(group, to, k)).filter(|&(s, _)| s == spine).map(|(_, port)| port);
-        match self.mode {
+        let mine = df.ports_towards(group, spine, to);
+        if mine.is_empty() {
+            return None;
+        }
+        Some(match self.mode {
             Mode::Minimal => {
                 // The link the leaf aimed at (k = dst mod c) if it is here, else this spine's first.
-                let (s, port) = df.pair_link(group, to, dst % c);
+                let (s, port) = df.pair_link(group, to, dst % df.links_per_pair);
                 if s == spine {
-                    Some(port)
+                    port
                 } else {
-                    mine.clone().next()
+                    mine[0]
                 }
             }
-            Mode::Valiant => {
-                let count = mine.clone().count() as u32;
-                if count == 0 {
-                    None
-                } else {
-                    mine.clone().nth(rng.gen_range(0..count) as usize)
-                }
-            }
+            Mode::Valiant => mine[rng.gen_range(0..mine.len())],
             Mode::Adaptive => {
-                if mine.clone().next().is_none() {
-                    None
-                } else {
-                    Some(least_loaded(mine, phase, load))
-                }
+                let start = rng.gen_range(0..mine.len());
+                least_loaded((0..mine.len().min(ADAPTIVE_CHOICES as usize)).map(|k| mine[(start + k) % mine.len()]), phase, load)
             }
-        }
+        })
     }
 }
 

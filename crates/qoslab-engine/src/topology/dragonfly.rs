@@ -36,6 +36,12 @@ pub struct DragonflyPlus {
     /// `pair_links[(a * g + b) * c + k]` = (spine index in group a, local port) of the k-th link
     /// from group a to group b; unused for a == b.
     pair_links: Vec<(u32, u32)>,
+    /// Distinct spines of group a with links to group b: `pair_spines[pair_spine_at[a*g+b]..[a*g+b+1]]`.
+    pair_spines: Vec<u32>,
+    pair_spine_at: Vec<u32>,
+    /// Global ports of spine j of group a towards group b: `spine_ports[spine_port_at[(a*g+b)*s+j]..]`.
+    spine_ports: Vec<u32>,
+    spine_port_at: Vec<u32>,
 }
 
 impl DragonflyPlus {
@@ -135,6 +141,25 @@ impl DragonflyPlus {
             node_names.extend((0..leaves).map(|i| format!("G{g}-L{i}")));
             node_names.extend((0..spines).map(|j| format!("G{g}-S{j}")));
         }
+        // Per-pair indexes, so routing looks at each spine and port once, not at every link.
+        let (mut pair_spines, mut pair_spine_at) = (Vec::new(), vec![0u32]);
+        let (mut spine_ports, mut spine_port_at) = (Vec::new(), vec![0u32]);
+        for a in 0..groups {
+            for b in 0..groups {
+                let links: Vec<(u32, u32)> =
+                    if a == b { Vec::new() } else { (0..c).map(|k| pair_links[((a * groups + b) * c + k) as usize]).collect() };
+                for &(spine, _) in &links {
+                    if !pair_spines[*pair_spine_at.last().unwrap() as usize..].contains(&spine) {
+                        pair_spines.push(spine);
+                    }
+                }
+                pair_spine_at.push(pair_spines.len() as u32);
+                for j in 0..spines {
+                    spine_ports.extend(links.iter().filter(|&&(sp, _)| sp == j).map(|&(_, port)| port));
+                    spine_port_at.push(spine_ports.len() as u32);
+                }
+            }
+        }
         let graph = Graph { hosts, switches, port_base, port_node, port_peer, node_names };
         Ok(DragonflyPlus {
             groups,
@@ -145,6 +170,10 @@ impl DragonflyPlus {
             links_per_pair: c,
             graph,
             pair_links,
+            pair_spines,
+            pair_spine_at,
+            spine_ports,
+            spine_port_at,
         })
     }
 
@@ -178,6 +207,20 @@ impl DragonflyPlus {
     #[inline]
     pub fn pair_link(&self, a: u32, b: u32, k: u32) -> (u32, u32) {
         self.pair_links[((a * self.groups + b) * self.links_per_pair + k) as usize]
+    }
+
+    /// Distinct spines (indices in group a) with a global link to group b.
+    #[inline]
+    pub fn spines_towards(&self, a: u32, b: u32) -> &[u32] {
+        let i = (a * self.groups + b) as usize;
+        &self.pair_spines[self.pair_spine_at[i] as usize..self.pair_spine_at[i + 1] as usize]
+    }
+
+    /// Local global ports of spine `spine` of group a towards group b (empty if none).
+    #[inline]
+    pub fn ports_towards(&self, a: u32, spine: u32, b: u32) -> &[u32] {
+        let i = ((a * self.groups + b) * self.spines + spine) as usize;
+        &self.spine_ports[self.spine_port_at[i] as usize..self.spine_port_at[i + 1] as usize]
     }
 
     /// Hops between switches on a minimal path: 0 on one leaf, 2 in one group, 3 across groups.
