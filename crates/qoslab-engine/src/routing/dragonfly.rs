@@ -162,10 +162,12 @@ impl DragonflyRouter {
                 if target == group {
                     return Hop { port: dst_leaf, phase, via };
                 }
-                let port = self
-                    .global_from(group, index, target, dst, rng, &mut load, phase)
-                    .expect("the leaf sent the packet to a spine with a link to its next group");
-                Hop { port, phase, via }
+                match self.global_from(group, index, target, dst, rng, &mut load, phase) {
+                    Some(port) => Hop { port, phase, via },
+                    // Leaves only send a packet to a spine with a link to its next group; this
+                    // entry exists for forwarding tables, which need one for every destination.
+                    None => Hop { port: dst % df.leaves, phase, via },
+                }
             }
         }
     }

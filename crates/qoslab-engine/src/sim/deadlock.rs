@@ -69,8 +69,9 @@ impl Simulation {
         text.push(name(cycle[0]));
         format!(
             "routing deadlock at {:.3} us: a cycle of {} full input buffers, each waiting for credits \
-             only the next one can free: {}. The routing is not deadlock-free on these VLs: use a \
-             deadlock-free algorithm, or give routing more VL layers (routing.vls)",
+             only the next one can free: {}. The routing is not deadlock-free on these VLs: route \
+             these paths on separate VLs (a Dragonfly+ with routing.vls = 2; OpenSM's lash or dfsssp \
+             engines elsewhere) or choose routes without this cycle",
             self.now as f64 / 1e6,
             cycle.len(),
             text.join(" -> ")
