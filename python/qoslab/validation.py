@@ -250,6 +250,70 @@ def xgft_uniform_bound() -> list[Check]:
 
 
 # ------------------------------------------------------------------------------------------------
+# Dragonfly+
+
+# 5 groups of 2 leaves x 4 hosts, 4 spines per group (full bisection inside a group).
+def _dragonfly(global_links_per_spine: int) -> dict[str, Any]:
+    return {"kind": "dragonfly-plus", "groups": 5, "leaves_per_group": 2, "spines_per_group": 4, "hosts_per_leaf": 4,
+            "global_links_per_spine": global_links_per_spine}
+
+
+def _nonminimal_fraction(s: dict[str, Any]) -> float:
+    return s["nonminimal_packets"] / s["conservation"]["packets_delivered"]
+
+
+def dragonfly_plus() -> list[Check]:
+    """Minimal paths' latency; uniform traffic against the global-link bound; a group-shift
+    permutation against minimal's and Valiant's bounds; adaptive routing between the two."""
+    checks = []
+    # Host 0 to host 8 (next group): host-leaf, leaf-spine, global, spine-leaf, leaf-host.
+    s = _run({"topology": _dragonfly(2), "traffic": [{"hosts": [0], "destinations": [8], "load": 0.001,
+              "arrival": "periodic"}], "run": {"duration_us": 3000, "warmup_us": 0}})
+    expected = serialization_ns(4096 + HEADER) + 5 * LINK_NS + 4 * SWITCH_NS
+    checks.append(Check("Dragonfly+ minimal path between groups: one 4 KiB message",
+                        "serialization + 5 links + 4 switches (leaf, spine, spine, leaf)",
+                        expected, s["latency_ns"]["p50"], 0.001, "ns"))
+    # 4 global links per group, uniform traffic sends 32/39 of 8 hosts' load out of the group.
+    bound = 4 / (8 * 32 / 39)
+    s = _run({"topology": _dragonfly(1), "traffic": [{"load": "saturate"}], "run": {"duration_us": 200, "warmup_us": 40}})
+    checks.append(Check("Dragonfly+ uniform, minimal: never above the global-link bound",
+                        "global links per group / (hosts per group x (N - H) / (N - 1))",
+                        bound, s["accepted_load"], 0.01, "fraction", "le"))
+    checks.append(Check("Dragonfly+ uniform, minimal: reaches 85% of the global-link bound", "0.85 x bound",
+                        0.85 * bound, s["accepted_load"], 0.0, "fraction", "ge"))
+    # Group shift: every host to the same host of the next group; 2 links per pair, 8 per group.
+    shift = [{"pattern": "shift", "shift": 8, "load": "saturate"}]
+    run = {"duration_us": 200, "warmup_us": 40}
+    fabric = {"vl_buffer_bytes": 65536}
+    minimal = _run({"topology": _dragonfly(2), "traffic": shift, "run": run, "fabric": fabric})
+    valiant = _run({"topology": _dragonfly(2), "routing": {"algorithm": "valiant"}, "traffic": shift, "run": run,
+                    "fabric": fabric})
+    adaptive = _run({"topology": _dragonfly(2), "routing": {"algorithm": "adaptive"}, "traffic": shift, "run": run,
+                     "fabric": fabric})
+    checks.append(Check("group shift, minimal: collapses to the pair's global links",
+                        "links per pair / hosts per group = 2/8", 0.25, minimal["accepted_load"], 0.005, "fraction"))
+    checks.append(Check("group shift, Valiant: at most half the injection rate",
+                        "global links per group / (2 x hosts per group) = 0.5", 0.5, valiant["accepted_load"], 0.01,
+                        "fraction", "le"))
+    checks.append(Check("group shift, Valiant: recovers at least 80% of that half", "0.8 x 0.5", 0.4,
+                        valiant["accepted_load"], 0.0, "fraction", "ge"))
+    checks.append(Check("group shift, Valiant: non-minimal share of packets",
+                        "(groups - 2) / (groups - 1): the destination's group is drawn 1 time in 4", 0.75,
+                        _nonminimal_fraction(valiant), 0.02, "fraction"))
+    checks.append(Check("group shift, adaptive: at least 80% of Valiant's throughput", "0.8 x Valiant",
+                        0.8 * valiant["accepted_load"], adaptive["accepted_load"], 0.0, "fraction", "ge"))
+    a = adaptive["accepted_load"]
+    checks.append(Check("group shift, adaptive: sends non-minimally what minimal paths cannot carry",
+                        "1 - 0.25 / accepted, less 0.05", 1 - 0.25 / a - 0.05, _nonminimal_fraction(adaptive), 0.0,
+                        "fraction", "ge"))
+    light = _run({"topology": _dragonfly(2), "routing": {"algorithm": "adaptive"}, "traffic": [{"load": 0.1}],
+                  "run": run})
+    checks.append(Check("uniform load 0.1, adaptive: follows minimal paths", "non-minimal share 0, within 0.01",
+                        0.0, _nonminimal_fraction(light), 0.01, "fraction", "le"))
+    return checks
+
+
+# ------------------------------------------------------------------------------------------------
 # MPI jobs
 
 CONTROL_BYTES = 64  # [mpi] control_bytes default: RTS/CTS payload
@@ -375,7 +439,7 @@ def placement_effects() -> list[Check]:
 
 ALL: list[Callable[[], list[Check]]] = [
     latency_across_hops, saturated_link, credit_round_trip, vl_arbitration,
-    head_of_line_blocking, md1_queue, xgft_uniform_bound,
+    head_of_line_blocking, md1_queue, xgft_uniform_bound, dragonfly_plus,
     ping_pong, collectives_against_bounds, placement_effects,
 ]
 
