@@ -7,11 +7,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
 from qoslab import _engine
 from qoslab.cli import app
 from qoslab.scenario import Scenario
+from typer.testing import CliRunner
 
 SMALL = {"kind": "dragonfly-plus", "groups": 5, "leaves_per_group": 3, "spines_per_group": 2, "hosts_per_leaf": 2,
          "global_links_per_pair": 1}

@@ -8,8 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
 from qoslab.analysis.tail import compare_groups, correlation
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
@@ -19,6 +17,7 @@ from qoslab.scenario import read_toml
 from qoslab.study.tail_model import TailStudy
 from qoslab.study.tail_runner import Snapshot, TailStudyRunner
 from qoslab.sweep.executors import LocalExecutor
+from typer.testing import CliRunner
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "dragonfly-tail" / "study.toml"
 

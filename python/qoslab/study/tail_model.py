@@ -58,7 +58,7 @@ class Background(_Table):
         default_factory=_default_background_workloads, validate_default=True)
 
     @model_validator(mode="after")
-    def _keys(self) -> "Background":
+    def _keys(self) -> Background:
         if self.source != "synthetic" and self.log is None:
             raise problem(f'source = "{self.source}" needs the log file (log = "...")', "log")
         if self.source == "synthetic" and self.log is not None:
@@ -100,7 +100,7 @@ class TailStudy(_Table):
             raise _study_error(error, None) from None
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "TailStudy":
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> TailStudy:
         try:
             study = cls(**data)
         except ScenarioError as error:

@@ -13,11 +13,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from qoslab._version import __version__
-from qoslab.io.scheduler import (SchedulerJob, background_traffic, map_snapshot, read_sacct, read_swf,
-                                 running_at)
+from qoslab.io.scheduler import (
+    SchedulerJob,
+    background_traffic,
+    map_snapshot,
+    read_sacct,
+    read_swf,
+    running_at,
+)
 from qoslab.jobs import Job
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.study.tail_model import TailStudy
