@@ -353,56 +353,91 @@ def test_map_swf_jobs_end_to_end():
 GROUPS = [h // 4 for h in range(16)]  # 4 groups x 4 hosts
 
 
-def test_b_by_hand_four_groups():
+ALL = lambda i: True  # noqa: E731  every background job communicates (one-node ones too)
+
+
+def test_b_published_definition_by_hand():
+    """Nc unique communicating hosts, Nt the fabric, N'c communicating hosts with duplication, Na all
+    running hosts with duplication; communicating by default = jobs of 2+ hosts."""
+    target = (0, 1)
+    background = [(2, 3), (8, 9, 10), (12,)]
+    # Nc = 5, Nt = 16, N'c = 5, Na = 6 (the one-node job counts only there)
+    assert background_traffic(target, background, GROUPS) == pytest.approx(5 / 16 * 5 / 6 * 100)
+    # where the target sits does not matter
+    assert background_traffic((14, 15), background, GROUPS) == pytest.approx(5 / 16 * 5 / 6 * 100)
+    # a host shared by two jobs: once in Nc, twice in N'c and Na
+    shared = [(2, 3), (3, 4, 5)]
+    assert background_traffic(target, shared, GROUPS) == pytest.approx(4 / 16 * 5 / 5 * 100)
+    assert background_traffic(target, shared + [(6,)], GROUPS) == pytest.approx(4 / 16 * 5 / 6 * 100)
+    # the predicate decides who communicates: here only the second job
+    assert background_traffic(target, background, GROUPS, intensive=[False, True, False]) == pytest.approx(
+        3 / 16 * 3 / 6 * 100)
+    assert background_traffic(target, background, GROUPS, intensive=ALL) == pytest.approx(6 / 16 * 6 / 6 * 100)
+
+
+def test_b_published_definition_never_falls_when_a_communicating_job_starts():
+    background: list[tuple[int, ...]] = [(12,), (13,)]
+    series = [background_traffic((0,), background, GROUPS)]
+    for job in [(1, 2), (4, 5, 6), (8, 9), (14, 15)]:
+        background.append(job)
+        series.append(background_traffic((0,), background, GROUPS))
+    assert series[0] == 0.0
+    assert all(x < y for x, y in itertools.pairwise(series)), series
+
+
+def test_b_groups_touched_by_hand_four_groups():
     target = (0, 1)  # group 0
     background = [(2, 3), (8, 9, 10)]  # group 0 and group 2
-    # Nc = 5 foreign hosts, Nt = 16, N'c = 2 of them in group 0, Na = 4 hosts in group 0
-    assert background_traffic(target, background, GROUPS) == pytest.approx(5 / 16 * 2 / 4 * 100)  # 15.625
+    # Nc = 5 communicating hosts, Nt = 16, 2 of them in group 0, 4 hosts in group 0
+    assert background_traffic(target, background, GROUPS, "groups-touched") == pytest.approx(5 / 16 * 2 / 4 * 100)
     assert background_traffic(target, background, GROUPS, "shared-groups") == pytest.approx(50.0)
-    # a target in groups 0 and 2: Na = 8, N'c = 5
-    assert background_traffic((0, 8), [(2, 3), (9, 10, 11)], GROUPS) == pytest.approx(5 / 16 * 5 / 8 * 100)
+    # a target in groups 0 and 2: 8 hosts there, 5 communicating
+    assert background_traffic((0, 8), [(2, 3), (9, 10, 11)], GROUPS, "groups-touched") == pytest.approx(5 / 16 * 5 / 8 * 100)
     # a mapping works as well as a list
-    assert background_traffic(target, background, dict(enumerate(GROUPS))) == pytest.approx(15.625)
+    assert background_traffic(target, background, dict(enumerate(GROUPS)), "groups-touched") == pytest.approx(15.625)
 
 
 def test_b_is_zero_without_background_and_in_other_groups():
     assert background_traffic((0, 1), [], GROUPS) == 0.0
-    assert background_traffic((0, 1), [(4, 5, 6, 7), (12,)], GROUPS) == 0.0
+    assert background_traffic((0, 1), [(12,)], GROUPS) == 0.0  # one-node jobs do not communicate
+    assert background_traffic((0, 1), [(4, 5, 6, 7), (12,)], GROUPS, "groups-touched") == 0.0
     assert background_traffic((0, 1), [(4, 5, 6, 7), (12,)], GROUPS, "shared-groups") == 0.0
 
 
 def test_b_rises_as_jobs_join_the_target_group():
     target = (0,)
     background: list[tuple[int, ...]] = [(8, 9)]
-    values = {name: [background_traffic(target, background, GROUPS, name)] for name in ("salimi-beni", "shared-groups")}
+    values = {name: [background_traffic(target, background, GROUPS, name, intensive=ALL)]
+              for name in ("groups-touched", "shared-groups")}
     for host in (1, 2, 3):
         background.append((host,))
         for name, series in values.items():
-            series.append(background_traffic(target, background, GROUPS, name))
+            series.append(background_traffic(target, background, GROUPS, name, intensive=ALL))
     for name, series in values.items():
         assert all(a < b for a, b in itertools.pairwise(series)), (name, series)
-    assert values["salimi-beni"][-1] == pytest.approx(5 / 16 * 3 / 4 * 100)
+    assert values["groups-touched"][-1] == pytest.approx(5 / 16 * 3 / 4 * 100)
 
 
 def test_b_counts_only_intensive_jobs():
     background = [(2, 3), (8, 9, 10)]
-    assert background_traffic((0, 1), background, GROUPS, intensive=[False, True]) == 0.0  # N'c = 0
-    assert background_traffic((0, 1), background, GROUPS, intensive=lambda i: i == 0) == pytest.approx(2 / 16 * 2 / 4 * 100)
+    assert background_traffic((0, 1), background, GROUPS, "groups-touched", intensive=[False, True]) == 0.0
+    assert background_traffic((0, 1), background, GROUPS, "groups-touched", intensive=lambda i: i == 0) == pytest.approx(
+        2 / 16 * 2 / 4 * 100)
     with pytest.raises(ValueError, match="intensive has 1 entries but there are 2"):
         background_traffic((0, 1), background, GROUPS, intensive=[True])
 
 
-def test_b_shared_hosts_count_once():
-    assert background_traffic((0,), [(1, 2), (2, 3)], GROUPS) == pytest.approx(3 / 16 * 3 / 4 * 100)
+def test_b_shared_hosts_count_once_in_nc():
+    assert background_traffic((0,), [(1, 2), (2, 3)], GROUPS, "groups-touched") == pytest.approx(3 / 16 * 3 / 4 * 100)
 
 
 def test_b_errors():
-    with pytest.raises(ValueError, match="known: salimi-beni, shared-groups"):
+    with pytest.raises(ValueError, match="known: groups-touched, salimi-beni, shared-groups"):
         background_traffic((0,), [], GROUPS, "salimi")
     with pytest.raises(ValueError, match="target_hosts is empty"):
         background_traffic((), [], GROUPS)
-    with pytest.raises(ValueError, match="host 99 has no group"):
-        background_traffic((0,), [(99,)], GROUPS)
+    with pytest.raises(ValueError, match="host 98 has no group"):
+        background_traffic((0,), [(98, 99)], GROUPS)
     with pytest.raises(ValueError, match="host 16 has no group"):
         background_traffic((16,), [], GROUPS)
 
@@ -410,7 +445,7 @@ def test_b_errors():
 def test_register_heuristic():
     register_heuristic("jobs-in-groups", lambda c: float(sum(1 for b in c.background if any(GROUPS[h] in c.target_groups for h in b))))
     try:
-        assert background_traffic((0,), [(1,), (2, 3), (8,)], GROUPS, "jobs-in-groups") == 2.0
+        assert background_traffic((0,), [(1,), (2, 3), (8,)], GROUPS, "jobs-in-groups", intensive=ALL) == 2.0
         with pytest.raises(ValueError, match="already exists"):
             register_heuristic("jobs-in-groups", lambda c: 0.0)
         register_heuristic("jobs-in-groups", lambda c: 1.0, replace=True)
@@ -429,10 +464,14 @@ def test_end_to_end_sacct_to_b():
     target = next(j for j in jobs if j.job_id == "2005+0")
     others = [j for j in concurrent_with(jobs, target.start, target.end) if j is not target and not j.job_id.startswith("2005+")]
     mapped = {j.job_id: h for j, h in map_snapshot([target, *others], fabric)}
-    b = background_traffic(mapped[target.job_id], [mapped[j.job_id] for j in others], groups)
+    background = [mapped[j.job_id] for j in others]
     # target on hosts 10, 11 (group 2); others: 1001 on 0-3, 6, 8 (groups 0, 1, 2), 1123_4 on 9
-    # (group 2), 3000 on 13, 14 (group 3): Nc = 9, N'c = 2 (hosts 8, 9), Na = 4
-    assert b == pytest.approx(9 / 16 * 2 / 4 * 100)
+    # (group 2, one node), 3000 on 13, 14 (group 3). Published: the communicating jobs (2+ nodes)
+    # hold 8 hosts (Nc = N'c = 8), all jobs 9 (Na); groups-touched with every job: 9 foreign
+    # hosts, 2 of them (8, 9) in the target's group of 4.
+    assert background_traffic(mapped[target.job_id], background, groups) == pytest.approx(8 / 16 * 8 / 9 * 100)
+    assert background_traffic(mapped[target.job_id], background, groups, "groups-touched",
+                              intensive=lambda i: True) == pytest.approx(9 / 16 * 2 / 4 * 100)
 
 
 def test_sacct_truncated_state_keeps_the_word():

@@ -6,8 +6,9 @@ Three steps, each usable alone:
 1. ``read_sacct`` / ``read_swf``: the log as ``SchedulerJob`` records (started jobs only).
 2. ``running_at`` / ``concurrent_with`` and ``map_snapshot``: the jobs running beside a target,
    as host indices of our fabric (by name for sacct, placed with a seeded RNG for SWF).
-3. ``background_traffic``: the heuristic b, with pluggable definitions (the paper does not publish
-   what its symbols mean; see docs/scheduler-logs.md).
+3. ``background_traffic``: the heuristic b, as the authors define its symbols (their Bench 2022
+   talk), with pluggable definitions for which jobs communicate and for locality-aware variants
+   (docs/scheduler-logs.md).
 """
 
 from __future__ import annotations
@@ -476,10 +477,13 @@ def _lowest_block(busy: np.ndarray, need: int) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class BackgroundCounts:
-    """What a heuristic sees: the target, the background jobs that count, and the usual counts.
+    """What a heuristic sees: the target, the counted (communicating) background jobs, all of them,
+    and the usual counts. A host held by two jobs (Marconi100 shares nodes) counts once in the
+    unique counts and once per job in the counts "with duplication".
 
-    nc: distinct hosts held by counted background jobs; nt: hosts in the fabric; na: hosts in the
-    groups the target touches; nc_in_target_groups (N'c): those of nc in the target's groups."""
+    nt: hosts in the fabric. nc: distinct hosts of the communicating jobs; nc_with_duplicates: their
+    host counts summed; na_with_duplicates: the host counts of all running jobs summed. na: hosts
+    in the groups the target touches; nc_in_target_groups: those of nc in the target's groups."""
 
     target: frozenset[int]
     background: tuple[frozenset[int], ...]
@@ -489,12 +493,27 @@ class BackgroundCounts:
     nt: int
     nc_in_target_groups: int
     na: int
+    nc_with_duplicates: int = 0
+    na_with_duplicates: int = 0
+    every_job: tuple[frozenset[int], ...] = ()
 
 
 Heuristic = Callable[[BackgroundCounts], float]
 
 
 def _salimi_beni(c: BackgroundCounts) -> float:
+    """The published definition (Salimi Beni & Cosenza, Bench 2022 talk): b = Nc/Nt * N'c/Na * 100
+    with Nc the unique nodes contributing to communication, Nt the cluster's nodes, N'c the nodes
+    contributing to communication counted with duplication, Na all allocated running nodes with
+    duplication. It does not depend on where the target sits."""
+    if c.na_with_duplicates == 0:
+        return 0.0
+    return (c.nc / c.nt) * (c.nc_with_duplicates / c.na_with_duplicates) * 100.0
+
+
+def _groups_touched(c: BackgroundCounts) -> float:
+    """Our locality-aware variant: the same product with the second factor restricted to the
+    groups the target touches (communicating hosts there over all hosts there)."""
     return (c.nc / c.nt) * (c.nc_in_target_groups / c.na) * 100.0
 
 
@@ -504,8 +523,9 @@ def _shared_groups(c: BackgroundCounts) -> float:
 
 #: Definitions of b by name; add your own with ``register_heuristic``.
 HEURISTICS: dict[str, Heuristic] = {
-    "salimi-beni": _salimi_beni,  # (Nc/Nt) * (N'c/Na) * 100, our reading of the symbols
-    "shared-groups": _shared_groups,  # N'c/Na * 100: only the foreign load in our groups
+    "salimi-beni": _salimi_beni,  # the published symbols; communicating = jobs of 2+ nodes by default
+    "groups-touched": _groups_touched,  # (Nc/Nt) * (communicating hosts in our groups / hosts there) * 100
+    "shared-groups": _shared_groups,  # only the communicating load in our groups, * 100
 }
 
 
@@ -531,8 +551,9 @@ def background_traffic(
 
     ``background_hosts``: host indices of each other running job. ``group_of_host``: host index ->
     group (Dragonfly+ group, or pod/leaf of a fat tree); its length is the fabric's host count.
-    ``intensive``: which background jobs count as communication-intensive, as a predicate on the
-    job's position in ``background_hosts`` or a mask of the same length (None: all count)."""
+    ``intensive``: which background jobs contribute to communication, as a predicate on the job's
+    position in ``background_hosts`` or a mask of the same length. None: jobs on 2 or more hosts
+    (their MPI traffic crosses the network; a one-node job's stays inside the node)."""
     if definition not in HEURISTICS:
         raise ValueError(f"unknown background-traffic definition {definition!r}; known: {', '.join(sorted(HEURISTICS))}")
     nt = len(group_of_host)
@@ -548,7 +569,7 @@ def background_traffic(
         raise ValueError("target_hosts is empty; b needs the target job's hosts")
     background = [frozenset(hosts) for hosts in background_hosts]
     if intensive is None:
-        counted = background
+        counted = [b for b in background if len(b) >= 2]
     elif callable(intensive):
         counted = [b for i, b in enumerate(background) if intensive(i)]
     else:
@@ -558,8 +579,8 @@ def background_traffic(
 
     target_groups = frozenset(group(h) for h in target)
     foreign = frozenset().union(*counted) if counted else frozenset()
-    for h in foreign:
-        group(h)  # every background host must be on the fabric
+    for h in sorted(frozenset().union(*background)) if background else ():
+        group(h)  # every background host must be on the fabric, counted or not
     hosts = group_of_host.keys() if isinstance(group_of_host, Mapping) else range(nt)
     counts = BackgroundCounts(
         target=target,
@@ -570,5 +591,8 @@ def background_traffic(
         nt=nt,
         nc_in_target_groups=sum(1 for h in foreign if group(h) in target_groups),
         na=sum(1 for h in hosts if group_of_host[h] in target_groups),
+        nc_with_duplicates=sum(len(b) for b in counted),
+        na_with_duplicates=sum(len(b) for b in background),
+        every_job=tuple(background),
     )
     return float(HEURISTICS[definition](counts))
