@@ -159,3 +159,43 @@ def test_cli_runs_a_tail_study_and_reports_a_bad_one(tmp_path):
     result = runner.invoke(app, ["study", str(bad), "--out", str(tmp_path / "bad-out")])
     assert result.exit_code == 2
     assert f"{bad}: snapshots: " in result.stderr
+
+
+SWF = """\
+; Version: 2.2
+; MaxNodes: 64
+; MaxProcs: 64
+1 0 10 36000 16 -1 -1 16 -1 -1 1 1 1 -1 1 -1 -1 -1
+2 5 10 36000 24 -1 -1 24 -1 -1 1 2 1 -1 1 -1 -1 -1
+3 8 10 36000 1 -1 -1 1 -1 -1 1 3 1 -1 1 -1 -1 -1
+"""
+
+
+def test_snapshots_from_an_swf_log_are_placed_with_their_node_counts(tmp_path):
+    log = tmp_path / "jobs.swf"
+    log.write_text(SWF)
+    s = study(snapshots=2, localities=["spread-groups"], routings=["minimal"], baseline=False,
+              background={"source": "swf", "log": str(log), "placement": "random"},
+              target={"nodes": 4, "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 64,
+                                               "iterations": 20}})
+    runner = TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False)
+    snap = runner.snapshot(1)
+    assert sorted(len(h) for h in snap.background) == [1, 16, 24]  # all three run through the log
+    assert len({h for hosts in snap.background for h in hosts}) == 41
+    outcome = run(s, tmp_path / "out")
+    assert set(outcome.tables["tail_runs"]["status"]) == {"completed"}
+
+
+def test_cli_names_a_malformed_sacct_line(tmp_path):
+    log = tmp_path / "jobs.txt"
+    log.write_text(SACCT + "104|104|bad|dan|gpu|normal|RUNNING|2024-01-01T00:00:00|not-a-date|Unknown|0|2|2|r[60-61]\n")
+    text = EXAMPLE.read_text().replace('scenario = "scenario.toml"', f'scenario = "{EXAMPLE.parent / "scenario.toml"}"')
+    text = text.replace('source = "synthetic"', f'source = "sacct"\nlog = "{log}"\nhost_names = "r[01-64]"')
+    text = text.replace('placement = "random"\n', "")
+    for key in ("occupancy", "job_nodes", "single_node_fraction"):
+        text = "\n".join(line for line in text.splitlines() if not line.startswith(key))
+    path = tmp_path / "study.toml"
+    path.write_text(text)
+    result = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert f"{log}:4:" in result.stderr and "Start" in result.stderr, result.stderr
