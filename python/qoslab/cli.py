@@ -508,7 +508,12 @@ def print_description(fabric: dict[str, Any]) -> None:
 
 
 def print_qos(scenario: Scenario) -> None:
-    table = Table(title=f"QoS ({scenario.fabric.data_vls} data VLs)", title_justify="left")
+    title = f"QoS ({scenario.fabric.data_vls} data VLs)"
+    layers, step = scenario.routing.vls or 1, scenario.qos_vls()
+    if layers > 1:
+        title += (f": routing uses {layers} VL layers, so QoS has VL0..VL{step - 1} and VL v + {step} "
+                  f"carries VL v's traffic on the next layer, with its weight")
+    table = Table(title=title, title_justify="left")
     for column in ("ports", "SL2VL (SL0..15)", "VLArb high", "VLArb low", "high_limit"):
         table.add_column(column)
     for port, label in (("ca", "HCA"), ("swe", "switch")):
