@@ -147,7 +147,7 @@ def test_bad_study_files_name_the_key(changes, key, expected):
 
 
 def test_cli_runs_a_tail_study_and_reports_a_bad_one(tmp_path):
-    text = EXAMPLE.read_text().replace("snapshots = 40", "snapshots = 2").replace("iterations = 300", "iterations = 20")
+    text = EXAMPLE.read_text().replace("snapshots = 40", "snapshots = 2").replace("iterations = 1000", "iterations = 20")
     path = tmp_path / "study.toml"
     path.write_text(text.replace('scenario = "scenario.toml"', f'scenario = "{EXAMPLE.parent / "scenario.toml"}"'))
     runner = CliRunner()
