@@ -398,7 +398,9 @@ impl Simulation {
     fn prefetch_upcoming(&self) {
         if self.deep_prefetch {
             self.prefetch_port(4);
+            self.prefetch_source(4);
             self.prefetch_port_lines(3);
+            self.prefetch_source_port(2);
             self.prefetch_request(2);
             self.prefetch_head_packet(1);
         } else {
@@ -420,6 +422,26 @@ impl Simulation {
     fn prefetch_port(&self, ahead: usize) {
         if let Some(port) = self.upcoming_port(ahead) {
             prefetch(&self.ports[port as usize]);
+        }
+    }
+
+    /// A traffic source about to create a message: its state (more than a line).
+    #[inline]
+    fn prefetch_source(&self, ahead: usize) {
+        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
+            let src = &self.sources[s as usize];
+            prefetch_all(src);
+        }
+    }
+
+    /// The HCA port that source's message will be filed with: its port line and VL line.
+    #[inline]
+    fn prefetch_source_port(&self, ahead: usize) {
+        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
+            let src = &self.sources[s as usize];
+            let port = self.graph().host_port(src.host);
+            prefetch(&self.ports[port as usize]);
+            prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
         }
     }
 
@@ -1154,12 +1176,30 @@ impl Simulation {
 /// Asks the cache for the line holding `item` (a hint; nothing on other architectures).
 #[inline(always)]
 fn prefetch<T>(item: &T) {
+    prefetch_addr(item as *const T as usize);
+}
+
+#[inline(always)]
+fn prefetch_addr(addr: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it never faults, even on an invalid address.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(item as *const T as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(addr as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = item;
+    let _ = addr;
+}
+
+/// Asks for every line `item` spans (for structs larger than a line or not aligned to one).
+#[inline(always)]
+fn prefetch_all<T>(item: &T) {
+    let start = item as *const T as usize;
+    let end = start + std::mem::size_of::<T>();
+    let mut line = start & !63;
+    while line < end {
+        // Only addresses inside `item` are formed: `line` is clipped to its first byte.
+        prefetch_addr(line.max(start));
+        line += 64;
+    }
 }
