@@ -403,6 +403,7 @@ impl Simulation {
             self.prefetch_source_port(2);
             self.prefetch_request(2);
             self.prefetch_head_packet(1);
+            self.prefetch_poked_output(1);
         } else {
             self.prefetch_port(3);
             self.prefetch_port_lines(1);
@@ -479,6 +480,20 @@ impl Simulation {
                 let queue = &self.queues[ps.tx_queue as usize];
                 if queue.head != NONE && queue.out_port != port {
                     prefetch(&self.ports[queue.out_port as usize]);
+                }
+            }
+        }
+    }
+
+    /// That output's line for the waiting packet's VL (arbitration there reads it first).
+    #[inline]
+    fn prefetch_poked_output(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
+            let ps = &self.ports[port as usize];
+            if ps.transmitting {
+                let queue = &self.queues[ps.tx_queue as usize];
+                if queue.head != NONE && queue.out_port != port {
+                    prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
                 }
             }
         }
@@ -847,10 +862,19 @@ impl Simulation {
         }
         if upstream != NONE {
             prefetch(&self.ports[upstream as usize]);
+            // Often (nearly half the time on a loaded fabric) a return is already on its way
+            // there, and this one queues behind it.
+            if self.deep_prefetch {
+                prefetch(&self.returns[upstream as usize]);
+            }
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
+        // An HCA's send and the last hop's delivery update the packet's message.
+        if self.deep_prefetch && (upstream == NONE || delivers) {
+            prefetch(&self.messages.items[message as usize]);
+        }
         // Where the packet goes at the next switch, worked out now (when fixed) so that the lines
         // filing it there will touch (the output's port state and VL) are requested early and
         // their misses overlap with this hop's others, instead of following them.
