@@ -100,7 +100,9 @@ impl Router {
     }
 
     /// Route at switch number `switch` (node id minus host count) for a packet from `src` to `dst`.
-    #[inline]
+    // Always inlined: the engine calls it per packet-hop from two places, and a call would
+    // cost more than the lookup.
+    #[inline(always)]
     pub fn route(&self, switch: u32, src: u32, dst: u32) -> Route {
         if !self.table.is_empty() {
             return Route::Port(self.table[(switch * self.hosts + dst) as usize] as u32);

@@ -34,8 +34,9 @@ use state::{CreditReturn, CreditReturns, Message, Packet, PortVl, Queue, Slab};
 
 /// SLs per HCA send queue set.
 const SLS: u32 = 16;
-/// How many events ahead the port state of an event is prefetched.
-const PREFETCH_AHEAD: usize = 3;
+/// Fabrics with more ports than this take the deep prefetch chain (`prefetch_upcoming`): their
+/// hot per-port state (about 200 bytes a port) is several MB, well beyond the L2 cache.
+const DEEP_PREFETCH_PORTS: usize = 16384;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
 /// Simulated time between searches for a routing deadlock (each costs one pass over the queues).
@@ -147,6 +148,8 @@ pub struct Simulation {
     refused_rng: Pcg64Mcg,
 
     events: EventQueue,
+    /// Large fabric: prefetch the whole chain of lines upcoming events will touch.
+    deep_prefetch: bool,
     now: Time,
     event_count: u64,
     pending_sum: u128,
@@ -300,6 +303,7 @@ impl Simulation {
             routing_rng: stream_rng(cfg.seed, RNG_ROUTING, 0),
             refused_rng: stream_rng(cfg.seed, RNG_REFUSED, 0),
             events: EventQueue::new(),
+            deep_prefetch: np > DEEP_PREFETCH_PORTS,
             now: 0,
             event_count: 0,
             pending_sum: 0,
@@ -408,16 +412,70 @@ impl Simulation {
         &self.status
     }
 
-    /// On large fabrics almost every event starts with cache misses on its port's state. The
-    /// next events are known, so their first lines are requested while this one is handled:
-    /// the port line a few events ahead, and, once that has arrived, the lines it points to
-    /// (the input feeding it, its busiest VL) for the event after next.
+    /// On large fabrics almost every event starts with cache misses on its port's state, and
+    /// each line leads to the next (port -> its VL's first request and the queue it sends from
+    /// -> that queue's head packet). The next events are known, so their lines are requested
+    /// while this one is handled, one link of the chain per event, so that each request has
+    /// about an event's time to complete before the next stage reads it. Small fabrics, whose
+    /// state stays in the caches, only take the first two links: the deeper stages cost more
+    /// instructions than the misses they save there.
     #[inline]
     fn prefetch_upcoming(&self) {
-        if let Some((EventKind::TxEnd | EventKind::Wake, port)) = self.events.upcoming(PREFETCH_AHEAD) {
+        if self.deep_prefetch {
+            self.prefetch_port(4);
+            self.prefetch_source(4);
+            self.prefetch_port_lines(3);
+            self.prefetch_source_port(2);
+            self.prefetch_request(2);
+            self.prefetch_head_packet(1);
+            self.prefetch_poked_output(1);
+        } else {
+            self.prefetch_port(3);
+            self.prefetch_port_lines(1);
+        }
+    }
+
+    /// The port an upcoming event is for (None for other kinds, or beyond the current slot).
+    #[inline]
+    fn upcoming_port(&self, ahead: usize) -> Option<u32> {
+        match self.events.upcoming(ahead) {
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => Some(port),
+            _ => None,
+        }
+    }
+
+    #[inline]
+    fn prefetch_port(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
             prefetch(&self.ports[port as usize]);
         }
-        if let Some((EventKind::TxEnd | EventKind::Wake, port)) = self.events.upcoming(1) {
+    }
+
+    /// A traffic source about to create a message: its state (more than a line).
+    #[inline]
+    fn prefetch_source(&self, ahead: usize) {
+        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
+            let src = &self.sources[s as usize];
+            prefetch_all(src);
+        }
+    }
+
+    /// The HCA port that source's message will be filed with: its port line and VL line.
+    #[inline]
+    fn prefetch_source_port(&self, ahead: usize) {
+        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
+            let src = &self.sources[s as usize];
+            let port = self.graph().host_port(src.host);
+            prefetch(&self.ports[port as usize]);
+            prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
+        }
+    }
+
+    /// The lines a port's line points to: the queue it sends from, its first requested VL and
+    /// its credit returns.
+    #[inline]
+    fn prefetch_port_lines(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
             let ps = &self.ports[port as usize];
             if ps.tx_queue != NONE {
                 prefetch(&self.queues[ps.tx_queue as usize]);
@@ -427,6 +485,55 @@ impl Simulation {
             }
             if ps.returns_behind {
                 prefetch(&self.returns[port as usize]);
+            }
+        }
+    }
+
+    /// The queue of the oldest request on the port's first requested VL, and the output that
+    /// the queue it sends from waits for next (ending a transmission pokes that output).
+    #[inline]
+    fn prefetch_request(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
+            let ps = &self.ports[port as usize];
+            if ps.request_mask != 0 {
+                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+                if first != NONE {
+                    prefetch(&self.queues[first as usize]);
+                }
+            }
+            if ps.transmitting {
+                let queue = &self.queues[ps.tx_queue as usize];
+                if queue.head != NONE && queue.out_port != port {
+                    prefetch(&self.ports[queue.out_port as usize]);
+                }
+            }
+        }
+    }
+
+    /// That output's line for the waiting packet's VL (arbitration there reads it first).
+    #[inline]
+    fn prefetch_poked_output(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
+            let ps = &self.ports[port as usize];
+            if ps.transmitting {
+                let queue = &self.queues[ps.tx_queue as usize];
+                if queue.head != NONE && queue.out_port != port {
+                    prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
+                }
+            }
+        }
+    }
+
+    /// The packet at the head of that oldest request's queue, which the port will send next.
+    #[inline]
+    fn prefetch_head_packet(&self, ahead: usize) {
+        if let Some(port) = self.upcoming_port(ahead) {
+            let ps = &self.ports[port as usize];
+            if ps.request_mask != 0 {
+                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+                if first != NONE && self.queues[first as usize].head != NONE {
+                    prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
+                }
             }
         }
     }
@@ -496,7 +603,7 @@ impl Simulation {
             });
             self.packets_created += 1;
             if self.queues[q as usize].push(id, &mut self.packets.items) {
-                self.register_head(q, None);
+                self.register_head(q, None, None);
             }
         }
     }
@@ -523,15 +630,17 @@ impl Simulation {
     }
 
     /// Routes the new head of queue `q` and files its request with the output port it needs.
-    /// `site`: the switch input the queue buffers for (None for an HCA send queue).
-    fn register_head(&mut self, q: u32, site: Option<InputSite>) {
+    /// `site`: the switch input the queue buffers for (None for an HCA send queue). `routed`:
+    /// the head's output port and VL if the caller already worked them out (`fixed_route`).
+    fn register_head(&mut self, q: u32, site: Option<InputSite>, routed: Option<(u32, u8)>) {
         let head = self.queues[q as usize].head;
         let pk = &self.packets.items[head as usize];
         let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
-        let (out_port, out_vl) = match site {
-            None => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
-            Some(site) if self.router.dragonfly.is_some() => self.route_dragonfly(site, head),
-            Some(site) => self.route(site, src, dst, sl),
+        let (out_port, out_vl) = match (routed, site) {
+            (Some(r), _) => r,
+            (None, None) => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
+            (None, Some(site)) if self.router.dragonfly.is_some() => self.route_dragonfly(site, head),
+            (None, Some(site)) => self.route(site, src, dst, sl),
         };
         let queue = &mut self.queues[q as usize];
         queue.out_port = out_port;
@@ -610,6 +719,19 @@ impl Simulation {
         packet.phase = hop.phase;
         let vl = self.sl2vl.switch_vl(switch, input, hop.port, pk.sl) as u32 + hop.phase as u32 * self.qos_vls;
         (base + hop.port, vl as u8)
+    }
+
+    /// The output port and VL at `site` when they depend on the packet alone (no per-packet
+    /// choice among up ports, which draws random numbers and must happen once, at filing).
+    #[inline]
+    fn fixed_route(&self, site: InputSite, src: u32, dst: u32, sl: u8) -> Option<(u32, u8)> {
+        if self.router.dragonfly.is_some() {
+            return None; // Dragonfly+ routes depend on the packet's path state: routed at filing
+        }
+        match self.router.route(site.switch, src, dst) {
+            Route::Port(local) => Some((site.base + local, self.sl2vl.switch_vl(site.switch, site.local, local, sl))),
+            Route::AnyUp { .. } => None,
+        }
     }
 
     /// Adaptive choice: the up port with the most free downstream credits on the packet's VL,
@@ -795,10 +917,35 @@ impl Simulation {
         }
         if upstream != NONE {
             prefetch(&self.ports[upstream as usize]);
+            // Often (nearly half the time on a loaded fabric) a return is already on its way
+            // there, and this one queues behind it.
+            if self.deep_prefetch {
+                prefetch(&self.returns[upstream as usize]);
+            }
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
+        // An HCA's send and the last hop's delivery update the packet's message.
+        if self.deep_prefetch && (upstream == NONE || delivers) {
+            prefetch(&self.messages.items[message as usize]);
+        }
+        // Where the packet goes at the next switch, worked out now (when fixed) so that the lines
+        // filing it there will touch (the output's port state and VL) are requested early and
+        // their misses overlap with this hop's others, instead of following them.
+        let mut next_site = None;
+        let mut next_route = None;
+        if !delivers {
+            let ps = &self.ports[port as usize];
+            let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
+            let site = InputSite { switch, base: down - local, local };
+            next_site = Some(site);
+            next_route = self.fixed_route(site, pk.src, pk.dst, pk.sl);
+            if let Some((out, out_vl)) = next_route {
+                prefetch(&self.ports[out as usize]);
+                prefetch(&self.port_vls[(out * self.vls + out_vl as u32) as usize]);
+            }
+        }
         let done = if self.port_rates.is_empty() {
             // Nearly every packet is a full one: its serialization time is worked out once.
             now + if wire == self.full_wire { self.full_ser } else { self.rate.serialization(wire) }
@@ -840,7 +987,7 @@ impl Simulation {
         }
         self.queues[q as usize].busy = true;
         if self.queues[q as usize].head != NONE {
-            self.register_head(q, site);
+            self.register_head(q, site, None);
         }
         if upstream == NONE {
             self.on_hca_sent(message);
@@ -854,9 +1001,7 @@ impl Simulation {
             self.packets.items[id as usize].eligible_at = now + self.link_latency + self.switch_latency;
             let dq = down * self.vls + vl as u32;
             if self.queues[dq as usize].push(id, &mut self.packets.items) {
-                let ps = &self.ports[port as usize];
-                let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
-                self.register_head(dq, Some(InputSite { switch, base: down - local, local }));
+                self.register_head(dq, next_site, next_route);
             }
         }
     }
@@ -1111,12 +1256,30 @@ impl Simulation {
 /// Asks the cache for the line holding `item` (a hint; nothing on other architectures).
 #[inline(always)]
 fn prefetch<T>(item: &T) {
+    prefetch_addr(item as *const T as usize);
+}
+
+#[inline(always)]
+fn prefetch_addr(addr: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is only a hint; it never faults, even on an invalid address.
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(item as *const T as *const i8);
+        _mm_prefetch::<_MM_HINT_T0>(addr as *const i8);
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = item;
+    let _ = addr;
+}
+
+/// Asks for every line `item` spans (for structs larger than a line or not aligned to one).
+#[inline(always)]
+fn prefetch_all<T>(item: &T) {
+    let start = item as *const T as usize;
+    let end = start + std::mem::size_of::<T>();
+    let mut line = start & !63;
+    while line < end {
+        // Only addresses inside `item` are formed: `line` is clipped to its first byte.
+        prefetch_addr(line.max(start));
+        line += 64;
+    }
 }
