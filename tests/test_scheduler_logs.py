@@ -353,7 +353,7 @@ def test_map_swf_jobs_end_to_end():
 GROUPS = [h // 4 for h in range(16)]  # 4 groups x 4 hosts
 
 
-ALL = lambda i: True  # noqa: E731  every background job communicates (one-node ones too)
+ALL = lambda i: True  # every background job communicates (one-node ones too)
 
 
 def test_b_published_definition_by_hand():
@@ -383,6 +383,40 @@ def test_b_published_definition_never_falls_when_a_communicating_job_starts():
         series.append(background_traffic((0,), background, GROUPS))
     assert series[0] == 0.0
     assert all(x < y for x, y in itertools.pairwise(series)), series
+
+
+def test_b_published_definition_monotone_on_random_snapshots():
+    """Adding a communicating multi-node job never lowers b: Nc cannot fall, and
+    (N'c + k) / (Na + k) >= N'c / Na because N'c <= Na. Nodes may be shared between jobs, and
+    which jobs communicate is decided by a mask as well as by the default."""
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        jobs = [tuple(rng.choice(16, size=rng.integers(1, 6), replace=False)) for _ in range(rng.integers(0, 6))]
+        mask = [bool(x) for x in rng.integers(0, 2, size=len(jobs))]
+        new = tuple(rng.choice(16, size=rng.integers(2, 6), replace=False))
+        target = (int(rng.integers(16)),)
+        assert background_traffic(target, jobs + [new], GROUPS) >= background_traffic(target, jobs, GROUPS) - 1e-12
+        assert background_traffic(target, jobs + [new], GROUPS, intensive=mask + [True]) >= background_traffic(
+            target, jobs, GROUPS, intensive=mask) - 1e-12
+        # and whatever b is, it is in [0, 100]
+        assert 0.0 <= background_traffic(target, jobs, GROUPS, intensive=mask) <= 100.0
+
+
+def test_b_counts_seen_by_a_definition():
+    seen = []
+    register_heuristic("spy", lambda c: seen.append(c) or 0.0)
+    try:
+        background_traffic((0, 1), [(2, 3), (3, 4, 5), (12,)], GROUPS, "spy")
+    finally:
+        del HEURISTICS["spy"]
+    (c,) = seen
+    assert (c.nc_unique, c.nt, c.nc_with_duplicates, c.na_with_duplicates) == (4, 16, 5, 6)
+    assert c.nc == c.nc_unique
+    assert c.background == (frozenset({2, 3}), frozenset({3, 4, 5}))
+    assert len(c.every_job) == 3 and c.target == frozenset({0, 1}) and c.target_groups == frozenset({0})
+    assert (c.nc_in_target_groups, c.na) == (2, 4)  # hosts 2, 3 of group 0's four (groups-touched)
+    with pytest.raises(AttributeError):
+        c.nt = 1  # type: ignore[misc]
 
 
 def test_b_groups_touched_by_hand_four_groups():

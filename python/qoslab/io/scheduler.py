@@ -477,25 +477,42 @@ def _lowest_block(busy: np.ndarray, need: int) -> np.ndarray | None:
 
 @dataclass(frozen=True)
 class BackgroundCounts:
-    """What a heuristic sees: the target, the counted (communicating) background jobs, all of them,
-    and the usual counts. A host held by two jobs (Marconi100 shares nodes) counts once in the
-    unique counts and once per job in the counts "with duplication".
+    """What a heuristic sees: the target, the background jobs and the counts b is made of.
 
-    nt: hosts in the fabric. nc: distinct hosts of the communicating jobs; nc_with_duplicates: their
-    host counts summed; na_with_duplicates: the host counts of all running jobs summed. na: hosts
-    in the groups the target touches; nc_in_target_groups: those of nc in the target's groups."""
+    "Communicating" jobs are those ``background_traffic`` was told contribute to communication
+    (by default the jobs on 2 or more hosts). "With duplicates" counts a host once per job that
+    holds it (Marconi100 shares nodes between jobs); "unique" counts it once.
+
+    Attributes:
+        target: the target job's host indices.
+        background: the communicating background jobs, as host sets.
+        every_job: all background jobs, communicating or not.
+        group_of_host: host index -> group, as given.
+        target_groups: the groups the target's hosts are in.
+        nc_unique: Nc of the slides, distinct hosts of the communicating jobs.
+        nt: Nt, hosts in the fabric (the length of ``group_of_host``).
+        nc_with_duplicates: N'c, the host counts of the communicating jobs summed.
+        na_with_duplicates: Na, the host counts of all background jobs summed.
+        nc_in_target_groups: hosts of ``nc_unique`` in the target's groups (groups-touched).
+        na: all hosts in the target's groups (the groups-touched denominator, not the slides' Na).
+    """
 
     target: frozenset[int]
     background: tuple[frozenset[int], ...]
+    every_job: tuple[frozenset[int], ...]
     group_of_host: Mapping[int, int] | Sequence[int]
     target_groups: frozenset[int]
-    nc: int
+    nc_unique: int
     nt: int
+    nc_with_duplicates: int
+    na_with_duplicates: int
     nc_in_target_groups: int
     na: int
-    nc_with_duplicates: int = 0
-    na_with_duplicates: int = 0
-    every_job: tuple[frozenset[int], ...] = ()
+
+    @property
+    def nc(self) -> int:
+        """Alias of ``nc_unique`` (the name definitions written before it used)."""
+        return self.nc_unique
 
 
 Heuristic = Callable[[BackgroundCounts], float]
@@ -508,13 +525,13 @@ def _salimi_beni(c: BackgroundCounts) -> float:
     duplication. It does not depend on where the target sits."""
     if c.na_with_duplicates == 0:
         return 0.0
-    return (c.nc / c.nt) * (c.nc_with_duplicates / c.na_with_duplicates) * 100.0
+    return (c.nc_unique / c.nt) * (c.nc_with_duplicates / c.na_with_duplicates) * 100.0
 
 
 def _groups_touched(c: BackgroundCounts) -> float:
     """Our locality-aware variant: the same product with the second factor restricted to the
     groups the target touches (communicating hosts there over all hosts there)."""
-    return (c.nc / c.nt) * (c.nc_in_target_groups / c.na) * 100.0
+    return (c.nc_unique / c.nt) * (c.nc_in_target_groups / c.na) * 100.0
 
 
 def _shared_groups(c: BackgroundCounts) -> float:
@@ -553,7 +570,11 @@ def background_traffic(
     group (Dragonfly+ group, or pod/leaf of a fat tree); its length is the fabric's host count.
     ``intensive``: which background jobs contribute to communication, as a predicate on the job's
     position in ``background_hosts`` or a mask of the same length. None: jobs on 2 or more hosts
-    (their MPI traffic crosses the network; a one-node job's stays inside the node)."""
+    (their MPI traffic crosses the network; a one-node job's stays inside the node). The same
+    choice applies to every definition. ``definition``: a name in ``HEURISTICS``; the default,
+    "salimi-beni", is the published b and does not depend on where the target sits. The target
+    itself is not background: it is in none of the counts (Na included), only in the group ones.
+    With no background job (Na = 0) b is 0."""
     if definition not in HEURISTICS:
         raise ValueError(f"unknown background-traffic definition {definition!r}; known: {', '.join(sorted(HEURISTICS))}")
     nt = len(group_of_host)
@@ -585,14 +606,14 @@ def background_traffic(
     counts = BackgroundCounts(
         target=target,
         background=tuple(counted),
+        every_job=tuple(background),
         group_of_host=group_of_host,
         target_groups=target_groups,
-        nc=len(foreign),
+        nc_unique=len(foreign),
         nt=nt,
-        nc_in_target_groups=sum(1 for h in foreign if group(h) in target_groups),
-        na=sum(1 for h in hosts if group_of_host[h] in target_groups),
         nc_with_duplicates=sum(len(b) for b in counted),
         na_with_duplicates=sum(len(b) for b in background),
-        every_job=tuple(background),
+        nc_in_target_groups=sum(1 for h in foreign if group(h) in target_groups),
+        na=sum(1 for h in hosts if group_of_host[h] in target_groups),
     )
     return float(HEURISTICS[definition](counts))
