@@ -306,6 +306,18 @@ def dragonfly_plus() -> list[Check]:
     checks.append(Check("group shift, adaptive: sends non-minimally what minimal paths cannot carry",
                         "1 - 0.25 / accepted, less 0.05", 1 - 0.25 / a - 0.05, _nonminimal_fraction(adaptive), 0.0,
                         "fraction", "ge"))
+    # 8 spines, 8 links per group pair: every spine reaches every group, so only the spines'
+    # global ports show the shift's congestion. Minimal: 8 links for 16 hosts, 0.5.
+    wide = {"kind": "dragonfly-plus", "groups": 5, "leaves_per_group": 4, "spines_per_group": 8, "hosts_per_leaf": 4,
+            "global_links_per_spine": 4}
+    shift16 = [{"pattern": "shift", "shift": 16, "load": "saturate"}]
+    minimal = _run({"topology": wide, "traffic": shift16, "run": run, "fabric": fabric})
+    adaptive = _run({"topology": wide, "routing": {"algorithm": "adaptive"}, "traffic": shift16, "run": run,
+                     "fabric": fabric})
+    checks.append(Check("group shift, every spine reaching every group, minimal: the pair's links",
+                        "links per pair / hosts per group = 8/16", 0.5, minimal["accepted_load"], 0.01, "fraction"))
+    checks.append(Check("group shift, every spine reaching every group, adaptive: beats minimal by 0.1",
+                        "minimal bound 0.5 + 0.1", 0.6, adaptive["accepted_load"], 0.0, "fraction", "ge"))
     light = _run({"topology": _dragonfly(2), "routing": {"algorithm": "adaptive"}, "traffic": [{"load": 0.1}],
                   "run": run})
     checks.append(Check("uniform load 0.1, adaptive: follows minimal paths", "non-minimal share 0, within 0.01",

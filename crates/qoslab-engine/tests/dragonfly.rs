@@ -107,6 +107,25 @@ fn adaptive_routing_follows_minimal_at_low_load_and_valiant_under_the_adversaria
 }
 
 #[test]
+fn adaptive_routing_diverts_at_the_spine_when_every_spine_reaches_every_group() {
+    // 5 groups of 4 leaves x 4 hosts, 8 spines with 4 global links each: 8 links per group pair,
+    // so every spine reaches every group and the leaf's up-links look alike for both paths; the
+    // congestion of a group shift shows only at the spines' global ports. Minimal: 8 links for
+    // 16 hosts, 0.5. Adaptive must carry more, sending at least 1 - 0.5 / accepted non-minimally.
+    let topology = json!({"kind": "dragonfly-plus", "groups": 5, "leaves_per_group": 4, "spines_per_group": 8,
+                          "hosts_per_leaf": 4, "global_links_per_spine": 4});
+    let shift = source(80, "shift", 16, None);
+    let (_, min) = run(config(topology.clone(), json!({"algorithm": "minimal"}), 4, 65536, shift.clone(), 200.0));
+    let (_, ada) = run(config(topology, json!({"algorithm": "adaptive", "vls": 2}), 4, 65536, shift, 200.0));
+    conserved(&ada);
+    let (m, a, fa) = (accepted(&min), accepted(&ada), nonminimal_fraction(&ada));
+    eprintln!("spine-level UGAL: minimal {m:.3}, adaptive {a:.3} with {fa:.3} non-minimal");
+    assert!(m <= 0.5 * 1.02 && m >= 0.5 * 0.9, "minimal {m:.3}");
+    assert!(a > 0.6, "adaptive {a:.3}: it must beat the minimal bound 0.5");
+    assert!(fa >= 1.0 - 0.5 / a - 0.05, "adaptive {fa:.3} non-minimal at accepted {a:.3}");
+}
+
+#[test]
 fn non_minimal_routing_on_one_vl_is_refused() {
     let cfg = config(dragonfly(2), json!({"algorithm": "valiant", "vls": 1}), 4, 32768, source(40, "uniform", 0, Some(0.1)), 10.0);
     let e = Simulation::new(cfg).err().expect("refused");

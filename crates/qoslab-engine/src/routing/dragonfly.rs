@@ -162,6 +162,15 @@ impl DragonflyRouter {
                 if target == group {
                     return Hop { port: dst_leaf, phase, via };
                 }
+                if self.mode == Mode::Adaptive && via == NO_VIA && phase == 0 && df.groups > 2 {
+                    // A minimal packet at its source group's spine: the global ports are where
+                    // congestion between groups shows, so UGAL decides again here (the leaf only
+                    // sees its up-links, the same ones for both paths when every spine reaches
+                    // every group).
+                    if let Some(hop) = self.ugal_at_spine(group, index, dst_group, dst, rng, &mut load) {
+                        return hop;
+                    }
+                }
                 match self.global_from(group, index, target, dst, rng, &mut load, phase) {
                     Some(port) => Hop { port, phase, via },
                     // Leaves only send a packet to a spine with a link to its next group; this
@@ -170,6 +179,25 @@ impl DragonflyRouter {
                 }
             }
         }
+    }
+
+    /// UGAL-L at a source-group spine: the least-loaded global port towards the destination's
+    /// group against one towards a random other group this spine reaches; the non-minimal one
+    /// when the minimal is loaded beyond twice it plus a packet. None: no link to the destination
+    /// group here (a forwarding-table entry) or no other group reachable.
+    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, dst_group: u32, dst: u32, rng: &mut R, load: &mut L) -> Option<Hop> {
+        let df = &self.df;
+        let min_port = self.global_from(group, spine, dst_group, dst, rng, load, 0)?;
+        let h = df.global_per_spine;
+        let first = rng.gen_range(0..h);
+        let via = (0..h)
+            .map(|k| df.port_group(group, spine, df.leaves + (first + k) % h))
+            .find(|&g| g != dst_group)?;
+        let non_port = self.global_from(group, spine, via, dst, rng, load, 0)?;
+        if load(min_port, 0) <= 2 * load(non_port, 0) + self.ugal_threshold {
+            return Some(Hop { port: min_port, phase: 0, via: NO_VIA });
+        }
+        Some(Hop { port: non_port, phase: 0, via: via as u16 })
     }
 
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by

@@ -42,6 +42,8 @@ pub struct DragonflyPlus {
     /// Global ports of spine j of group a towards group b: `spine_ports[spine_port_at[(a*g+b)*s+j]..]`.
     spine_ports: Vec<u32>,
     spine_port_at: Vec<u32>,
+    /// Group that global port k of spine j of group a leads to, at `(a * s + j) * h + k`.
+    port_group: Vec<u32>,
 }
 
 impl DragonflyPlus {
@@ -51,6 +53,9 @@ impl DragonflyPlus {
             if v == 0 {
                 return Err(ConfigError::new(key(name), "expected at least 1"));
             }
+        }
+        if groups > u16::MAX as u32 {
+            return Err(ConfigError::new(key("groups"), format!("at most {} groups", u16::MAX)));
         }
         if groups < 2 {
             return Err(ConfigError::new(key("groups"), "expected at least 2 groups (one group is a two-level fat tree: use xgft)"));
@@ -160,6 +165,15 @@ impl DragonflyPlus {
                 }
             }
         }
+        let mut port_group = vec![NONE; (groups * spines * global_per_spine) as usize];
+        for a in 0..groups {
+            for b in 0..groups {
+                for k in 0..if a == b { 0 } else { c } {
+                    let (spine, port) = pair_links[((a * groups + b) * c + k) as usize];
+                    port_group[((a * spines + spine) * global_per_spine + port - leaves) as usize] = b;
+                }
+            }
+        }
         let graph = Graph { hosts, switches, port_base, port_node, port_peer, node_names };
         Ok(DragonflyPlus {
             groups,
@@ -174,6 +188,7 @@ impl DragonflyPlus {
             pair_spine_at,
             spine_ports,
             spine_port_at,
+            port_group,
         })
     }
 
@@ -221,6 +236,12 @@ impl DragonflyPlus {
     pub fn ports_towards(&self, a: u32, spine: u32, b: u32) -> &[u32] {
         let i = ((a * self.groups + b) * self.spines + spine) as usize;
         &self.spine_ports[self.spine_port_at[i] as usize..self.spine_port_at[i + 1] as usize]
+    }
+
+    /// The group global port `port` (local, `leaves..leaves + h`) of spine `spine` of group a reaches.
+    #[inline]
+    pub fn port_group(&self, a: u32, spine: u32, port: u32) -> u32 {
+        self.port_group[((a * self.spines + spine) * self.global_per_spine + port - self.leaves) as usize]
     }
 
     /// Hops between switches on a minimal path: 0 on one leaf, 2 in one group, 3 across groups.
