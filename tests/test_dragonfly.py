@@ -79,6 +79,8 @@ def test_exported_opensm_tables_carry_the_routing_layers(tmp_path):
     conf = (tmp_path / "out" / "opensm.conf").read_text()
     # data_vls 4 = 2 routing layers x 2 QoS VLs: VL k+2 is VL k's copy with the same weight.
     assert "qos_swe_vlarb_low 0:200,2:200,1:50,3:50" in conf, conf
+    assert "Routing uses 2 VL layers" in conf and "VL v + 2 repeats VL v's weight" in conf
+    assert "VL escalation" in (tmp_path / "out" / "README.md").read_text()
 
 
 RING = 5  # switches; minhop's unique 2-hop paths run both ways round: a channel cycle each way

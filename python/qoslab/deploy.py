@@ -73,9 +73,20 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     origin = f"policy {policy!r} of " if policy else ""
     header = [f"QoS written by qoslab from {origin}{scenario.source or 'a scenario'}",
               "Add these lines to opensm.conf (or pass the file with opensm -F) and restart or re-sweep OpenSM."]
+    layers, step = scenario.routing.vls or 1, scenario.qos_vls()
+    if layers > 1:
+        header.append(f"Routing uses {layers} VL layers ({scenario.routing.algorithm} on a Dragonfly+): QoS has "
+                      f"VL0..VL{step - 1}, and VL v + {step} repeats VL v's weight for packets after a non-minimal turn.")
+        header.append("Moving packets to the higher layer is the switches' adaptive-routing configuration, not "
+                      "OpenSM's. To simulate this file again, give only the QoS VLs and routing.vls.")
     tables = {port: scenario.engine_port_qos(port) for port in ("ca", "swe")}
     conf = write_opensm_conf(tables, scenario.fabric.data_vls, policy_file, header)
     notes: list[str] = []
+    if layers > 1:
+        notes.append(f"Routing takes {layers} VL layers: the VLArb tables in opensm.conf list every QoS VL once per "
+                     f"layer (VL v and VL v + {step}, same weight). The switches must move non-minimal packets to "
+                     "the higher layer themselves (Dragonfly+ adaptive routing's VL escalation); OpenSM's SL2VL "
+                     "tables cannot.")
     if scenario.qos.sl2vl_pairs:
         notes.append("The scenario sets SL2VL tables per (input, output) port pair of single switches "
                      "(qos.sl2vl_pairs): opensm.conf has one SL2VL table per port type, so these are NOT in "

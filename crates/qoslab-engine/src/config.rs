@@ -340,10 +340,10 @@ impl EngineConfig {
         // SL2VL gives a VL of the first routing layer; higher layers are copies of it.
         let qos_vls = f.data_vls / layers;
         for (name, q) in [("qos.ca", &self.qos.ca), ("qos.swe", &self.qos.swe)] {
-            check_port_qos(name, q, f.data_vls, qos_vls)?;
+            check_port_qos(name, q, f.data_vls, qos_vls, layers)?;
         }
         for (i, o) in self.qos.sl2vl_overrides.iter().enumerate() {
-            check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, qos_vls, f.data_vls)?;
+            check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, qos_vls, f.data_vls, layers)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {
             let key = |k: &str| format!("traffic[{i}].{k}");
@@ -385,7 +385,7 @@ impl EngineConfig {
     }
 }
 
-fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8) -> Result<(), ConfigError> {
+fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8, layers: u8) -> Result<(), ConfigError> {
     if table.len() != 16 {
         return Err(ConfigError::new(key, format!("expected 16 entries (SL0..SL15), got {}", table.len())));
     }
@@ -400,8 +400,7 @@ fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8) -> Result<(),
             return Err(ConfigError::new(
                 key,
                 format!(
-                    "SL{sl} maps to VL{vl}, but routing uses {} VL layers of {qos_vls}: QoS has VL0..VL{} (data_vls = {data_vls})",
-                    data_vls / qos_vls,
+                    "SL{sl} maps to VL{vl}, but routing uses {layers} VL layers of {qos_vls}: QoS has VL0..VL{} (data_vls = {data_vls})",
                     qos_vls - 1
                 ),
             ));
@@ -410,8 +409,8 @@ fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8) -> Result<(),
     Ok(())
 }
 
-fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8, qos_vls: u8) -> Result<(), ConfigError> {
-    check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, qos_vls, data_vls)?;
+fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8, qos_vls: u8, layers: u8) -> Result<(), ConfigError> {
+    check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, qos_vls, data_vls, layers)?;
     for (table, entries) in [("vlarb_high", &q.vlarb_high), ("vlarb_low", &q.vlarb_low)] {
         if entries.len() > 64 {
             return Err(ConfigError::new(format!("{name}.{table}"), "at most 64 entries"));
