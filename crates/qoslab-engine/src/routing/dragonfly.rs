@@ -94,7 +94,14 @@ impl DragonflyRouter {
                     if i != dst_group {
                         via = i as u16;
                     }
-                } else if input < p && dst_group != group && self.mode == Mode::Adaptive && df.groups > 2 {
+                } else if input < p
+                    && dst_group != group
+                    && self.mode == Mode::Adaptive
+                    && df.groups > 2
+                    // When every spine reaches the destination's group, both candidates would
+                    // compare the same up-links: the source spine decides instead.
+                    && df.spines_towards(group, dst_group).len() < df.spines as usize
+                {
                     // Source leaf: a non-minimal candidate through a group other than ours and the
                     // destination's.
                     let r = rng.gen_range(0..df.groups - 2);
@@ -167,7 +174,7 @@ impl DragonflyRouter {
                     // congestion between groups shows, so UGAL decides again here (the leaf only
                     // sees its up-links, the same ones for both paths when every spine reaches
                     // every group).
-                    if let Some(hop) = self.ugal_at_spine(group, index, dst_group, dst, rng, &mut load) {
+                    if let Some(hop) = self.ugal_at_spine(group, index, dst_group, rng, &mut load) {
                         return hop;
                     }
                 }
@@ -185,19 +192,30 @@ impl DragonflyRouter {
     /// group against one towards a random other group this spine reaches; the non-minimal one
     /// when the minimal is loaded beyond twice it plus a packet. None: no link to the destination
     /// group here (a forwarding-table entry) or no other group reachable.
-    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, dst_group: u32, dst: u32, rng: &mut R, load: &mut L) -> Option<Hop> {
+    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, dst_group: u32, rng: &mut R, load: &mut L) -> Option<Hop> {
         let df = &self.df;
-        let min_port = self.global_from(group, spine, dst_group, dst, rng, load, 0)?;
+        let (min_port, min_load) = self.least_loaded_global(group, spine, dst_group, rng, load)?;
         let h = df.global_per_spine;
         let first = rng.gen_range(0..h);
         let via = (0..h)
             .map(|k| df.port_group(group, spine, df.leaves + (first + k) % h))
             .find(|&g| g != dst_group)?;
-        let non_port = self.global_from(group, spine, via, dst, rng, load, 0)?;
-        if load(min_port, 0) <= 2 * load(non_port, 0) + self.ugal_threshold {
+        let (non_port, non_load) = self.least_loaded_global(group, spine, via, rng, load)?;
+        if min_load <= 2 * non_load + self.ugal_threshold {
             return Some(Hop { port: min_port, phase: 0, via: NO_VIA });
         }
         Some(Hop { port: non_port, phase: 0, via: via as u16 })
+    }
+
+    /// The least-loaded of (up to ADAPTIVE_CHOICES) global ports of a spine towards group `to`.
+    fn least_loaded_global<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, to: u32, rng: &mut R, load: &mut L) -> Option<(u32, i64)> {
+        let mine = self.df.ports_towards(group, spine, to);
+        if mine.is_empty() {
+            return None;
+        }
+        let start = rng.gen_range(0..mine.len());
+        let n = mine.len();
+        Some(least_loaded_with_load((0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| mine[(start + k) % n]), 0, load))
     }
 
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by
@@ -214,7 +232,8 @@ impl DragonflyRouter {
                 let spines = df.spines_towards(group, to);
                 let start = rng.gen_range(0..spines.len());
                 let n = spines.len();
-                least_loaded((0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| p + spines[(start + k) % n]), phase, load)
+                let candidates = (0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| p + spines[(start + k) % n]);
+                return least_loaded_with_load(candidates, phase, load);
             }
         };
         (port, load(port, phase))
@@ -247,17 +266,23 @@ impl DragonflyRouter {
     }
 }
 
-/// The first port of `ports` with the lowest load (callers rotate the order for fair ties).
+/// The first port of `ports` with the lowest load, and that load (callers rotate the order for
+/// fair ties).
 #[inline]
-fn least_loaded<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(ports: I, phase: u8, load: &mut L) -> u32 {
-    let mut best = (i64::MAX, u32::MAX);
+fn least_loaded_with_load<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(ports: I, phase: u8, load: &mut L) -> (u32, i64) {
+    let mut best = (u32::MAX, i64::MAX);
     for port in ports {
         let l = load(port, phase);
-        if l < best.0 {
-            best = (l, port);
+        if l < best.1 {
+            best = (port, l);
         }
     }
-    best.1
+    best
+}
+
+#[inline]
+fn least_loaded<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(ports: I, phase: u8, load: &mut L) -> u32 {
+    least_loaded_with_load(ports, phase, load).0
 }
 
 #[cfg(test)]
