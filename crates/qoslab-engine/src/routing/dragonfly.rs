@@ -15,7 +15,7 @@ use crate::topology::dragonfly::{DragonflyPlus, Role};
 use rand::Rng;
 
 /// Equivalent ports an adaptive choice compares, from a random starting one.
-pub const ADAPTIVE_CHOICES: u32 = 4;
+pub const ADAPTIVE_CHOICES: u32 = 2;
 
 /// No intermediate group (a minimal path, or not decided yet).
 pub const NO_VIA: u16 = u16::MAX;
