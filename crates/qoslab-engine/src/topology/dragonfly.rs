@@ -100,12 +100,7 @@ impl DragonflyPlus {
         }
         port_base.push(next);
         let total_ports = next as usize;
-        let mut port_node = vec![0u32; total_ports];
-        for n in 0..nodes as usize {
-            for p in port_base[n]..port_base[n + 1] {
-                port_node[p as usize] = n as u32;
-            }
-        }
+        let port_node = super::port_nodes(&port_base);
         let leaf_node = |g: u32, i: u32| hosts + g * per_group_switches + i;
         let spine_node = |g: u32, j: u32| hosts + g * per_group_switches + leaves + j;
         let mut port_peer = vec![NONE; total_ports];

@@ -50,12 +50,7 @@ impl Explicit {
         }
         port_base.push(next as u32);
         let total = next as usize;
-        let mut port_node = vec![0u32; total];
-        for n in 0..(hosts + switches) as usize {
-            for p in port_base[n]..port_base[n + 1] {
-                port_node[p as usize] = n as u32;
-            }
-        }
+        let port_node = super::port_nodes(&port_base);
         let mut port_peer = vec![NONE; total];
         let mut port_gbps = vec![0.0; total];
         let nodes = hosts + switches;

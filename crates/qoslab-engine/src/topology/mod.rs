@@ -59,6 +59,15 @@ impl Graph {
     }
 }
 
+/// The node of every port, from the first port of each node (`port_base`, ending with the total).
+pub fn port_nodes(port_base: &[u32]) -> Vec<u32> {
+    let mut port_node = vec![0u32; *port_base.last().unwrap_or(&0) as usize];
+    for (n, ports) in port_base.windows(2).enumerate() {
+        port_node[ports[0] as usize..ports[1] as usize].fill(n as u32);
+    }
+    port_node
+}
+
 /// A built topology: the graph plus what its routing needs to know about its structure.
 pub enum Topology {
     Xgft(xgft::Xgft),

@@ -101,12 +101,7 @@ impl Xgft {
         }
         port_base.push(next);
         let total_ports = next as usize;
-        let mut port_node = vec![0u32; total_ports];
-        for n in 0..nodes as usize {
-            for p in port_base[n]..port_base[n + 1] {
-                port_node[p as usize] = n as u32;
-            }
-        }
+        let port_node = super::port_nodes(&port_base);
         let mut port_peer = vec![NONE; total_ports];
         let node_of = |level: usize, a: u64, b: u64| -> u32 {
             if level == 0 {
