@@ -164,9 +164,7 @@ def study(
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
-    from qoslab.study.model import Study
     from qoslab.study.runner import StudyRunner
-    from qoslab.sweep.executors import make_executor
 
     with user_errors(str(study_file) if study_file else None):
         if study_file is None:
@@ -174,18 +172,13 @@ def study(
 
             loaded = default_study()
         else:
-            from qoslab.scenario import read_toml
+            from qoslab.study import load_study
+            from qoslab.study.tail_model import TailStudy
 
-            data = read_toml(study_file)
-            if isinstance(data, dict) and data.get("kind") == "tail-latency":
-                return _tail_study(data, study_file, out, scheduler, workers)
-            loaded = Study.from_dict(data, str(study_file))
-        cfg = loaded.executor
-        kind = "dask" if scheduler else cfg.kind
-        try:
-            executor = make_executor(kind, workers or cfg.workers, scheduler or cfg.scheduler, cfg.slurm)
-        except (OSError, TimeoutError, ValueError) as error:
-            raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+            loaded = load_study(study_file)
+            if isinstance(loaded, TailStudy):
+                return _tail_study(loaded, study_file, out, scheduler, workers)
+        executor = _study_executor(loaded.executor, scheduler, workers)
         console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
                       f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
         try:
@@ -200,21 +193,24 @@ def study(
     print_study(outcome)
 
 
-def _tail_study(data: dict[str, Any], study_file: Path, out: Path, scheduler: str | None, workers: int | None) -> None:
-    """`qoslab study` on a ``kind = "tail-latency"`` file (docs/dragonfly.md)."""
-    from qoslab.io.scheduler import SchedulerLogError
-    from qoslab.study.tail_model import TailStudy
-    from qoslab.study.tail_runner import TailStudyRunner
+def _study_executor(cfg: Any, scheduler: str | None, workers: int | None) -> Any:
+    """The executor a study file's [executor] table asks for, as overridden on the command line."""
     from qoslab.sweep.executors import make_executor
 
+    try:
+        return make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers, scheduler or cfg.scheduler,
+                             cfg.slurm)
+    except (OSError, TimeoutError, ValueError) as error:
+        raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+
+
+def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None) -> None:
+    """`qoslab study` on a ``kind = "tail-latency"`` file (docs/dragonfly.md)."""
+    from qoslab.io.scheduler import SchedulerLogError
+    from qoslab.study.tail_runner import TailStudyRunner
+
     with user_errors(str(study_file)):
-        loaded = TailStudy.from_dict(data, str(study_file))
-        cfg = loaded.executor
-        try:
-            executor = make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers,
-                                     scheduler or cfg.scheduler, cfg.slurm)
-        except (OSError, TimeoutError, ValueError) as error:
-            raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+        executor = _study_executor(loaded.executor, scheduler, workers)
         try:
             runner = TailStudyRunner(loaded, out, executor, console)
             console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots "

@@ -4,9 +4,16 @@ repetitions, and where the runs execute. Everything is checked before any simula
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from qoslab.errors import ScenarioError, from_validation_error, problem
 from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyError
@@ -28,7 +35,7 @@ class ExecutorConfig(_Table):
     slurm: dict[str, Any] = Field(default_factory=dict)  # dask_jobqueue.SLURMCluster keywords
 
     @model_validator(mode="after")
-    def _keys_of_kind(self) -> "ExecutorConfig":
+    def _keys_of_kind(self) -> ExecutorConfig:
         if self.kind == "dask" and not self.scheduler:
             raise problem('kind = "dask" needs the scheduler address (scheduler = "tcp://host:8786")', "scheduler")
         if self.kind != "dask" and self.scheduler:
@@ -38,20 +45,14 @@ class ExecutorConfig(_Table):
         return self
 
 
-class Study(_Table):
-    name: str | None = None
-    description: str | None = None
-    # The base scenario: a file (relative to the study file) or an inline table. Its jobs are the
-    # ones compared; their placement is drawn once per repetition and shared by every run of it.
-    scenario: str | dict[str, Any]
-    repetitions: Annotated[int, Field(ge=1, le=10000)] = 1  # repetition r uses seed = scenario seed + r
-    seeds: list[Annotated[int, Field(ge=0, lt=2**64)]] | None = None  # explicit seeds instead
-    policies: Annotated[list[AnyPolicy], Field(min_length=1)]
-    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+class StudyFile(_Table):
+    """What every study file shares: a base scenario (a file relative to the study file, or an
+    inline table), an executor, and being read from a file whose name errors carry."""
+
+    DEFAULT_TITLE: ClassVar[str] = "qoslab study"
 
     _source: str | None = PrivateAttr(default=None)
     _base: Scenario | None = PrivateAttr(default=None)
-    _expanded: list[Policy] = PrivateAttr(default_factory=list)
 
     def __init__(self, **data: Any):
         try:
@@ -59,10 +60,8 @@ class Study(_Table):
         except ValidationError as error:
             raise _study_error(error, None) from None
 
-    # -- construction --------------------------------------------------------------------------
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "Study":
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> Any:
         if not isinstance(data, dict):
             raise ScenarioError([("", "expected a table of study keys")], source)
         try:
@@ -74,24 +73,52 @@ class Study(_Table):
         return study
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> "Study":
+    def from_toml(cls, path: str | Path) -> Any:
         return cls.from_dict(read_toml(path), str(path))
+
+    def _prepare(self) -> None:
+        raise NotImplementedError
 
     @property
     def source(self) -> str | None:
         return self._source
 
-    # -- derived -------------------------------------------------------------------------------
-
     def base(self) -> Scenario:
         assert self._base is not None
         return self._base
 
+    def resolve(self, path: str) -> Path:
+        """A path of the study file, relative to the file's folder."""
+        base = Path(self._source).parent if self._source else Path.cwd()
+        return (base / path) if not Path(path).is_absolute() else Path(path)
+
     def scenario_source(self) -> str | None:
         """The file the base scenario comes from (relative paths inside it are relative to it)."""
-        if isinstance(self.scenario, str):
-            return str(self._resolve(self.scenario))
+        if isinstance(self.scenario, str):  # type: ignore[attr-defined]
+            return str(self.resolve(self.scenario))  # type: ignore[attr-defined]
         return self._source
+
+    def title(self) -> str:
+        return self.name or (Path(self._source).stem if self._source else self.DEFAULT_TITLE)  # type: ignore[attr-defined]
+
+    def _error(self, key: str, message: str) -> ScenarioError:
+        return ScenarioError([(key, message)], self._source)
+
+
+class Study(StudyFile):
+    name: str | None = None
+    description: str | None = None
+    # The base scenario: a file (relative to the study file) or an inline table. Its jobs are the
+    # ones compared; their placement is drawn once per repetition and shared by every run of it.
+    scenario: str | dict[str, Any]
+    repetitions: Annotated[int, Field(ge=1, le=10000)] = 1  # repetition r uses seed = scenario seed + r
+    seeds: list[Annotated[int, Field(ge=0, lt=2**64)]] | None = None  # explicit seeds instead
+    policies: Annotated[list[AnyPolicy], Field(min_length=1)]
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+
+    _expanded: list[Policy] = PrivateAttr(default_factory=list)
+
+    # -- derived -------------------------------------------------------------------------------
 
     def seed_list(self) -> list[int]:
         if self.seeds is not None:
@@ -103,19 +130,12 @@ class Study(_Table):
         """The policies after expansion ("every assignment"), the default baseline first."""
         return list(self._expanded)
 
-    def title(self) -> str:
-        return self.name or (Path(self._source).stem if self._source else "qoslab study")
-
     # -- checks --------------------------------------------------------------------------------
-
-    def _resolve(self, path: str) -> Path:
-        base = Path(self._source).parent if self._source else Path.cwd()
-        return (base / path) if not Path(path).is_absolute() else Path(path)
 
     def _prepare(self) -> None:
         """Loads the base scenario and checks every policy against it: all before any run."""
         if isinstance(self.scenario, str):
-            base = Scenario.from_toml(self._resolve(self.scenario))
+            base = Scenario.from_toml(self.resolve(self.scenario))
         else:
             try:
                 base = Scenario.from_dict(self.scenario, self._source)
@@ -148,8 +168,6 @@ class Study(_Table):
             expanded.insert(0, expanded.pop(labels.index("default")))
         self._expanded = expanded
 
-    def _error(self, key: str, message: str) -> ScenarioError:
-        return ScenarioError([(key, message)], self._source)
 
 
 _STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {(): Study, ("executor",): ExecutorConfig}

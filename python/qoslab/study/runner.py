@@ -90,7 +90,7 @@ class StudyRunner:
         todo = []
         for spec in specs:
             self.run_ids.append(spec.run_id)
-            if self._finished(spec.run_id):
+            if self.store.finished(spec.run_id):
                 self.reused += 1
             else:
                 todo.append(spec)
@@ -104,13 +104,6 @@ class StudyRunner:
             for record in self.executor.run(todo):
                 self.store.put(record)
                 progress.advance(task)
-
-    def _finished(self, run_id: str) -> bool:
-        """Stored and not an error: errors (a bug, a lost worker) are tried again on resume;
-        deadlocks and time limits are results and are kept."""
-        if not self.store.has(run_id):
-            return False
-        return self.store.get(run_id)["run"]["status"] != "error"
 
     def _context(self, rep: Repetition, needs: set[str]) -> PolicyContext:
         ctx = self.plan.context(rep)

@@ -4,14 +4,13 @@ from a synthetic scheduler or from real scheduler logs (Salimi Beni & Cosenza, d
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, PrivateAttr, ValidationError, model_validator
+from pydantic import Field, model_validator
 
 from qoslab.errors import ScenarioError, problem, show
 from qoslab.scenario import DragonflyPlus, Scenario
-from qoslab.study.model import ExecutorConfig, _study_error, _Table
+from qoslab.study.model import ExecutorConfig, StudyFile, _Table
 from qoslab.workloads import AnyWorkload
 
 LOCALITIES = ("same-group", "spread-groups", "scheduler", "random")
@@ -74,7 +73,7 @@ class Background(_Table):
         return self
 
 
-class TailStudy(_Table):
+class TailStudy(StudyFile):
     kind: Literal["tail-latency"]
     name: str | None = None
     description: str | None = None
@@ -90,44 +89,7 @@ class TailStudy(_Table):
     tail_quantile: Annotated[float, Field(gt=0, lt=1)] = 0.9
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
-    _source: str | None = PrivateAttr(default=None)
-    _base: Scenario | None = PrivateAttr(default=None)
-
-    def __init__(self, **data: Any):
-        try:
-            super().__init__(**data)
-        except ValidationError as error:
-            raise _study_error(error, None) from None
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> TailStudy:
-        try:
-            study = cls(**data)
-        except ScenarioError as error:
-            raise error.with_source(source) from None
-        study._source = source
-        study._prepare()
-        return study
-
-    @property
-    def source(self) -> str | None:
-        return self._source
-
-    def title(self) -> str:
-        return self.name or (Path(self._source).stem if self._source else "tail-latency study")
-
-    def base(self) -> Scenario:
-        assert self._base is not None
-        return self._base
-
-    def resolve(self, path: str) -> Path:
-        base = Path(self._source).parent if self._source else Path.cwd()
-        return (base / path) if not Path(path).is_absolute() else Path(path)
-
-    def scenario_source(self) -> str | None:
-        if isinstance(self.scenario, str):
-            return str(self.resolve(self.scenario))
-        return self._source
+    DEFAULT_TITLE: ClassVar[str] = "tail-latency study"
 
     def _prepare(self) -> None:
         from qoslab.io.scheduler import HEURISTICS
@@ -153,5 +115,3 @@ class TailStudy(_Table):
                 raise self._error("background.log", f"{path}: file not found")
         self._base = base
 
-    def _error(self, key: str, message: str) -> ScenarioError:
-        return ScenarioError([(key, message)], self._source)

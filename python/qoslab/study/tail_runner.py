@@ -190,7 +190,7 @@ class TailStudyRunner:
 
     def run(self) -> TailOutcome:
         specs, plan = self.plan()
-        todo = [s for s in specs if not self._finished(s.run_id)]
+        todo = [s for s in specs if not self.store.finished(s.run_id)]
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=self.console, disable=not self.show_progress or not todo) as progress:
             task = progress.add_task(f"tail-latency runs ({self.executor.workers} workers)", total=len(specs),
@@ -199,9 +199,6 @@ class TailStudyRunner:
                 self.store.put(record)
                 progress.advance(task)
         return self._finish(specs, plan, len(specs) - len(todo))
-
-    def _finished(self, run: str) -> bool:
-        return self.store.has(run) and self.store.get(run)["run"]["status"] != "error"
 
     def _finish(self, specs: list[RunSpec], plan: pd.DataFrame, reused: int) -> TailOutcome:
         tables = tail_tables(self.store, plan, self.study.target.name)

@@ -28,6 +28,11 @@ class RunStore:
     def has(self, run_id: str) -> bool:
         return (self.root / run_id / RECORD).is_file()
 
+    def finished(self, run_id: str) -> bool:
+        """Stored and not an error: errors (a bug, a lost worker) are tried again on resume;
+        deadlocks and time limits are results and are kept."""
+        return self.has(run_id) and self.get(run_id)["run"]["status"] != "error"
+
     def put(self, record: RunRecord) -> None:
         run_id = record["run"]["run_id"]
         final = self.root / run_id
