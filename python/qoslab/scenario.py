@@ -248,10 +248,6 @@ class DragonflyPlus(_Table):
     def group_of_host(self, host: int) -> int:
         return host // self.hosts_per_group()
 
-    def leaf_of_host(self, host: int) -> int:
-        """Leaf number across the fabric (group-major)."""
-        return host // self.hosts_per_leaf
-
     def engine(self) -> dict[str, Any]:
         return {"kind": self.kind, "groups": self.groups, "leaves_per_group": self.leaves_per_group,
                 "spines_per_group": self.spines_per_group, "hosts_per_leaf": self.hosts_per_leaf,
@@ -526,7 +522,7 @@ class Scenario(_Table):
         t = self.topology
         if not isinstance(t, DragonflyPlus):
             return None
-        return [h // t.hosts_per_group() for h in range(t.host_count())]
+        return [t.group_of_host(h) for h in range(t.host_count())]
 
     def qos_warnings(self) -> list[str]:
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL

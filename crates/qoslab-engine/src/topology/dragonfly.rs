@@ -250,17 +250,6 @@ impl DragonflyPlus {
         }
     }
 
-    /// Distinct minimal paths between two hosts: one spine each in a group, one global link each
-    /// across groups (a pair's links start and end at fixed spines, and each spine reaches every
-    /// leaf by one cable).
-    pub fn minimal_paths(&self, a: u32, b: u32) -> u32 {
-        match self.minimal_switch_hops(a, b) {
-            0 => 1,
-            2 => self.spines,
-            _ => self.links_per_pair,
-        }
-    }
-
     pub fn describe(&self) -> serde_json::Value {
         json!({
             "kind": "dragonfly-plus",
@@ -312,6 +301,59 @@ mod tests {
         }
         assert_eq!(pairs.len(), 10);
         assert!(pairs.values().all(|&n| n == 2)); // seen from both ends
+    }
+
+    /// Shortest switch paths between the leaves of hosts a and b, counted over the cabling (each
+    /// cable a distinct path), by breadth-first search: independent of any routing.
+    fn shortest_paths(d: &DragonflyPlus, a: u32, b: u32) -> (u32, u64) {
+        let g = &d.graph;
+        let leaf = |h: u32| g.port_node[g.port_peer[g.host_port(h) as usize] as usize];
+        let (from, to) = (leaf(a), leaf(b));
+        let mut dist = vec![u32::MAX; g.nodes() as usize];
+        let mut count = vec![0u64; g.nodes() as usize];
+        dist[from as usize] = 0;
+        count[from as usize] = 1;
+        let mut queue = std::collections::VecDeque::from([from]);
+        while let Some(u) = queue.pop_front() {
+            for p in g.port_base[u as usize]..g.port_base[u as usize + 1] {
+                let v = g.port_node[g.port_peer[p as usize] as usize];
+                if g.is_host(v) {
+                    continue;
+                }
+                if dist[v as usize] == u32::MAX {
+                    dist[v as usize] = dist[u as usize] + 1;
+                    queue.push_back(v);
+                }
+                if dist[v as usize] == dist[u as usize] + 1 {
+                    count[v as usize] += count[u as usize];
+                }
+            }
+        }
+        (dist[to as usize], count[to as usize])
+    }
+
+    #[test]
+    fn hop_counts_and_path_diversity_match_the_formulas() {
+        // Within a group: s paths of 2 hops (one per spine); between groups: c paths of 3 hops
+        // (one per global link of the pair), c = s * h / (g - 1).
+        for (g, l, s, p, h) in [(5, 3, 2, 2, 2), (4, 2, 3, 2, 2), (3, 4, 4, 2, 4)] {
+            let d = DragonflyPlus::build(g, l, s, p, h).unwrap();
+            let c = s * h / (g - 1);
+            for a in 0..d.graph.hosts {
+                for b in 0..d.graph.hosts {
+                    let (hops, paths) = shortest_paths(&d, a, b);
+                    let expected = if a / p == b / p {
+                        (0, 1)
+                    } else if d.group_of_host(a) == d.group_of_host(b) {
+                        (2, s as u64)
+                    } else {
+                        (3, c as u64)
+                    };
+                    assert_eq!((hops, paths), expected, "{a}->{b} in ({g},{l},{s},{p},{h})");
+                    assert_eq!(hops, d.minimal_switch_hops(a, b));
+                }
+            }
+        }
     }
 
     #[test]
