@@ -113,32 +113,120 @@ def bare_queue(pending, operations):
     return _engine.bench_event_queue(int(pending), int(operations), 1)
 
 
-# The machines this runs on drift in speed over minutes, so the Dragonfly+ goal (a hop rate
-# within 20% of the fat tree's) is also measured alternating the three cases, best of 3.
-PAIRED = [("fat-tree-1024 uniform load 0.5", FULL_1024), ("dragonfly-plus-972 uniform load 0.5 minimal", DRAGONFLY_972),
-          ("dragonfly-plus-972 uniform load 0.5 adaptive", DRAGONFLY_972)]
+# The machines this runs on drift in speed over minutes (the same run can take twice as long a few
+# minutes later), so goals that compare two rates are measured alternating the cases, best of N.
+PAIRED_DRAGONFLY = [("fat-tree-1024 uniform load 0.5", FULL_1024, 500.0),
+                    ("dragonfly-plus-972 uniform load 0.5 minimal", DRAGONFLY_972, 500.0),
+                    ("dragonfly-plus-972 uniform load 0.5 adaptive", DRAGONFLY_972, 500.0)]
+PAIRED_SIZE = [("fat-tree-1024 uniform load 0.5", FULL_1024, 500.0),
+               ("fat-tree-8192 uniform load 0.5", FULL_8192, 80.0)]
 
 
-def dragonfly_against_fat_tree(ctx, scale, rounds=3, duration_us=500.0):
+def alternating(ctx, cases, scale, rounds):
+    """Best packet-hop rate of each case over `rounds` rounds that run the cases in turn."""
     best: dict[str, float] = {}
     for _ in range(rounds):
-        for name, topology in PAIRED:
+        for name, topology, duration_us in cases:
             queue = ctx.Queue()
             proc = ctx.Process(target=run_scenario, args=(name, topology, 0.5, duration_us * scale, queue))
             proc.start()
             row = queue.get()
             proc.join()
             best[name] = max(best.get(name, 0.0), row["packet_hops_per_second"])
-    tree = best[PAIRED[0][0]]
-    return {"rounds": rounds, "duration_us": duration_us * scale, "best_packet_hops_per_second": best,
-            "minimal_over_fat_tree": best[PAIRED[1][0]] / tree, "adaptive_over_fat_tree": best[PAIRED[2][0]] / tree}
+    return {"rounds": rounds, "duration_us": {name: d * scale for name, _, d in cases},
+            "best_packet_hops_per_second": best}
+
+
+# Instruction counts do not drift with the machine: callgrind counts what Simulation::run and the
+# bare queue's hold loop execute. Short runs (callgrind is ~50x slower); simulated microseconds.
+INSTRUCTION_RUNS = {
+    "fat-tree-1024 uniform load 0.5": 40.0,
+    "fat-tree-1024 uniform saturated": 40.0,
+    "xgft-slimmed-1024 uniform load 0.5": 150.0,
+    "xgft-slimmed-1024 uniform saturated": 150.0,
+    "fat-tree-8192 uniform load 0.5": 8.0,
+    "dragonfly-plus-972 uniform load 0.5 minimal": 40.0,
+    "dragonfly-plus-972 uniform load 0.5 adaptive": 40.0,
+}
+BARE_OPERATIONS = 1_000_000
+
+
+def instruction_child(plan_path):
+    """Runs inside callgrind: each scenario, then the hold loop at its pending count; prints rows."""
+    from qoslab import Scenario, _engine, simulate
+
+    rows = []
+    for name, topology, load, duration_us in json.loads(Path(plan_path).read_text()):
+        routing = {"algorithm": name.rsplit(" ", 1)[-1]} if topology["kind"] == "dragonfly-plus" else {}
+        scenario = Scenario(name=name, topology=topology, routing=routing,
+                            traffic=[{"pattern": "uniform", "load": load, "message_bytes": 4096}],
+                            run={"duration_us": duration_us, "warmup_us": duration_us / 10})
+        summary = simulate(scenario).summary
+        _engine.bench_event_queue(max(int(summary["mean_pending_events"]), 1), BARE_OPERATIONS, 1)
+        rows.append({"name": name, "simulated_us": duration_us, "packet_hops": summary["packet_hops"],
+                     "events": summary["events"], "mean_pending_events": summary["mean_pending_events"]})
+    print(json.dumps(rows))
+
+
+def instruction_counts():
+    """Instructions per packet-hop (inside Simulation::run) and per bare-queue event, by callgrind."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    if shutil.which("valgrind") is None:
+        sys.exit("benchmarks/run.py --instructions: valgrind is not installed (apt-get install valgrind)")
+    plan = [(name, topology, load, INSTRUCTION_RUNS[name]) for name, topology, load, _ in SCENARIOS]
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "plan.json").write_text(json.dumps(plan))
+        out = Path(tmp, "cg.out")
+        # Each function's counts are dumped (and reset) as it returns: dumps alternate between a
+        # scenario's Simulation::run and its hold loop.
+        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+                   "--toggle-collect=*Simulation::run", "--toggle-collect=*hold_model",
+                   "--dump-after=*Simulation::run", "--dump-after=*hold_model",
+                   f"--callgrind-out-file={out}", sys.executable, __file__, "--instructions-child", str(Path(tmp, "plan.json"))]
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            sys.exit(f"benchmarks/run.py --instructions: the run under callgrind failed:\n{done.stderr[-2000:]}")
+        rows = json.loads(done.stdout.strip().splitlines()[-1])
+        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
+        counts = [callgrind_total(p) for p in dumps]
+    counts = [c for c in counts if c > 0]
+    if len(counts) < 2 * len(rows):
+        sys.exit(f"benchmarks/run.py --instructions: expected {2 * len(rows)} callgrind dumps, found {len(counts)}")
+    for i, row in enumerate(rows):
+        run_ir, bare_ir = counts[2 * i], counts[2 * i + 1]
+        row["instructions_per_packet_hop"] = run_ir / row["packet_hops"]
+        row["instructions_per_event"] = run_ir / row["events"]
+        row["bare_queue_instructions_per_event"] = bare_ir / BARE_OPERATIONS
+        row["instruction_ratio_to_bare_queue"] = row["bare_queue_instructions_per_event"] / row["instructions_per_packet_hop"]
+        print(f"{row['name']:40s} {row['instructions_per_packet_hop']:7.0f} instructions/hop  "
+              f"bare queue {row['bare_queue_instructions_per_event']:5.0f}/event  "
+              f"ratio {row['instruction_ratio_to_bare_queue']:.2f}", flush=True)
+    return rows
+
+
+def callgrind_total(path):
+    for line in Path(path).read_text().splitlines():
+        if line.startswith("totals:") or line.startswith("summary:"):
+            return int(line.split()[1])
+    return 0
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default=str(Path(__file__).with_name("results.json")))
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every simulated duration")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the alternating rate comparisons")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count instructions per packet-hop with callgrind (needs valgrind; ~5 min)")
+    parser.add_argument("--instructions-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.instructions_child:
+        return instruction_child(args.instructions_child)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     ctx = multiprocessing.get_context("spawn")
     results = []
     for name, topology, load, duration in SCENARIOS:
@@ -154,9 +242,19 @@ def main(argv=None):
         print(f"{name:40s} {row['packet_hops_per_second'] / 1e6:6.2f} M hops/s  "
               f"ratio {row['ratio_to_bare_queue']:.2f}  {row['wall_seconds']:6.2f} s  "
               f"{row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
-    paired = dragonfly_against_fat_tree(ctx, args.scale)
-    print(f"{'dragonfly+/fat tree, alternating (best of 3)':40s} minimal {paired['minimal_over_fat_tree']:.2f}  "
-          f"adaptive {paired['adaptive_over_fat_tree']:.2f}", flush=True)
+    paired = alternating(ctx, PAIRED_DRAGONFLY, args.scale, args.rounds)
+    best = paired["best_packet_hops_per_second"]
+    tree = best[PAIRED_DRAGONFLY[0][0]]
+    paired["minimal_over_fat_tree"] = best[PAIRED_DRAGONFLY[1][0]] / tree
+    paired["adaptive_over_fat_tree"] = best[PAIRED_DRAGONFLY[2][0]] / tree
+    print(f"{f'dragonfly+/fat tree, alternating (best of {args.rounds})':40s} "
+          f"minimal {paired['minimal_over_fat_tree']:.2f}  adaptive {paired['adaptive_over_fat_tree']:.2f}", flush=True)
+    sizes = alternating(ctx, PAIRED_SIZE, args.scale, args.rounds)
+    best = sizes["best_packet_hops_per_second"]
+    sizes["rate_8192_over_1024"] = best[PAIRED_SIZE[1][0]] / best[PAIRED_SIZE[0][0]]
+    print(f"{f'8192/1024 hosts, alternating (best of {args.rounds})':40s} {sizes['rate_8192_over_1024']:.2f}  "
+          f"best 1024 rate {best[PAIRED_SIZE[0][0]] / 1e6:.2f} M hops/s", flush=True)
+    instructions = instruction_counts() if args.instructions else None
     queue = ctx.Queue()
     proc = ctx.Process(target=run_jobs, args=(args.scale, queue))
     proc.start()
@@ -166,7 +264,6 @@ def main(argv=None):
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
     by_name = {r["name"]: r for r in results}
     rate_1024 = by_name["fat-tree-1024 uniform load 0.5"]["packet_hops_per_second"]
-    rate_8192 = by_name["fat-tree-8192 uniform load 0.5"]["packet_hops_per_second"]
     report = {
         "machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                     "cpus": multiprocessing.cpu_count()},
@@ -174,16 +271,23 @@ def main(argv=None):
         "scenarios": results,
         "jobs": jobs_row,
         "dragonfly_alternating": paired,
+        "size_alternating": sizes,
+        "instructions": instructions,
         "goals": GOALS,
         "figures": {
             "min_packet_hops_per_second": min(r["packet_hops_per_second"] for r in results),
             "min_ratio_to_bare_queue": min(r["ratio_to_bare_queue"] for r in results),
             "max_peak_memory_bytes_1024": max(r["peak_memory_bytes"] for r in results if r["hosts"] == 1024),
-            "rate_8192_over_1024": rate_8192 / rate_1024,
+            "best_packet_hops_per_second_1024": max(best[PAIRED_SIZE[0][0]], rate_1024),
+            "rate_8192_over_1024": sizes["rate_8192_over_1024"],
             "dragonfly_rate_over_fat_tree_rate": min(paired["minimal_over_fat_tree"], paired["adaptive_over_fat_tree"]),
             "mpi_rate_over_open_loop_rate": jobs_row["packet_hops_per_second"] / rate_1024,
         },
     }
+    if instructions:
+        report["figures"]["max_instructions_per_packet_hop"] = max(r["instructions_per_packet_hop"] for r in instructions)
+        report["figures"]["min_instruction_ratio_to_bare_queue"] = min(
+            r["instruction_ratio_to_bare_queue"] for r in instructions)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["figures"], indent=2))
     print(f"wrote {args.out}")

@@ -335,6 +335,8 @@ impl Simulation {
 
     /// Runs to the configured duration, or until `should_stop` says so (checked every few
     /// thousand events). Returns whether the run was interrupted.
+    // Out of line so that instruction counters (`benchmarks/run.py --instructions`) can find it.
+    #[inline(never)]
     pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
         self.start_sources();
         self.with_mpi(|mpi, sim| mpi.start(0, sim));
