@@ -234,3 +234,47 @@ def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp
     assert '"halo")' in prolog and 'echo "export UCX_IB_SL=1"' in prolog
     policy = (tmp_path / "qos-policy.conf").read_text()
     assert "name: halo" in policy and "qos-level-name: sl1" in policy and policy.count("0x0002c904") == 8
+
+
+def messy_scenario(tmp_path: Path, **keys) -> qoslab.Scenario:
+    (tmp_path / "fabric.topo").write_text(MESSY)
+    return qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(tmp_path / "fabric.topo")}, **keys)
+
+
+def test_hosts_by_name_on_an_imported_fabric_become_the_named_hosts_indices(tmp_path):
+    # MESSY's hosts, in natural name order: node001, node002/P1, node002/P2, node010.
+    traffic = messy_scenario(
+        tmp_path,
+        traffic=[{"pattern": "shift", "hosts": "node[001,010]", "destinations": ["node010", "node001"],
+                  "shift": 0, "load": 0.05, "arrival": "periodic"}],
+        run={"duration_us": 100, "warmup_us": 0, "messages": True},
+    )
+    assert traffic.host_names() == ["node001", "node002/P1", "node002/P2", "node010"]
+    assert traffic.traffic[0].hosts == [0, 3] and traffic.traffic[0].destinations == [3, 0]
+    assert traffic.resolved()["traffic"][0]["hosts"] == [0, 3]
+    # Shift 0: the i-th sender sends to the i-th destination, node001 -> node010 and back.
+    assert {(m["src"], m["dst"]) for m in qoslab.simulate(traffic).messages.to_pylist()} == {(0, 3), (3, 0)}
+
+    job = messy_scenario(tmp_path, jobs=[{"placement": "hosts", "hosts": "node002/P[2,1]",
+                                          "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}}],
+                         run={"messages": True})
+    assert job.placements() == [[2, 1]]  # hostlist order is rank order
+    assert {(m["src"], m["dst"]) for m in qoslab.simulate(job).messages.to_pylist()} == {(2, 1), (1, 2)}
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ("node003", r"traffic\[0\]\.hosts: host 'node003' is not in the fabric \(its hosts: .*node\[001,010\]"),
+    ("node[1-", r"traffic\[0\]\.hosts: expected .*host names like \"node\[001-016\]\", got \"node\[1-\""),
+    ("5", r"traffic\[0\]\.hosts: expected host indices as integers"),
+    (["node001", "node001"], r"traffic\[0\]\.hosts: host 'node001' listed twice"),
+    (["node001", 3], r"traffic\[0\]\.hosts: expected host indices .* or host names, not a mix"),
+])
+def test_bad_host_names_are_refused_naming_the_key(tmp_path, hosts, message):
+    with pytest.raises(ScenarioError, match=message):
+        messy_scenario(tmp_path, traffic=[{"hosts": hosts, "load": 0.1}])
+
+
+def test_host_names_on_a_generated_topology_are_refused():
+    with pytest.raises(ScenarioError, match=r"jobs\[0\]\.hosts: host names need a fabric whose hosts have names"):
+        qoslab.Scenario(jobs=[{"placement": "hosts", "hosts": "node[1-4]",
+                               "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}}])

@@ -364,7 +364,7 @@ BAD = [
     ({"traffic": [{"load": "saturate", "saturate_depth": 0}]}, "traffic[0].saturate_depth", "greater than or equal"),
     ({"traffic": [{"load": 0.5, "hosts": "0-32"}]}, "traffic[0].hosts", "host 32 does not exist"),
     ({"traffic": [{"load": 0.5, "hosts": "5-2"}]}, "traffic[0].hosts", "first <= last"),
-    ({"traffic": [{"load": 0.5, "hosts": "some"}]}, "traffic[0].hosts", 'expected "all"'),
+    ({"traffic": [{"load": 0.5, "hosts": "some"}]}, "traffic[0].hosts", "use indices or a range"),
     ({"traffic": [{"load": 0.5, "hosts": []}]}, "traffic[0].hosts", "at least one host"),
     ({"traffic": [{"load": 0.5, "hosts": [1, 1]}]}, "traffic[0].hosts", "listed twice"),
     ({"traffic": [{"load": 0.5, "destinations": [0, 99]}]}, "traffic[0].destinations", "host 99 does not exist"),

@@ -21,7 +21,7 @@ from qoslab.errors import ScenarioError, from_validation_error, problem, show
 from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 from qoslab.placement import PlacementError, place_jobs
-from qoslab.host_lists import Hosts, expand_hosts
+from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
 from qoslab.host_lists import is_int as _is_int
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
@@ -517,6 +517,11 @@ class Scenario(_Table):
         t = self.topology
         return t.hosts_per_leaf if isinstance(t, DragonflyPlus) else t.hosts_per_leaf()
 
+    def host_names(self) -> list[str] | None:
+        """Host i's name on an imported fabric (node descriptions); None where hosts are numbered."""
+        t = self.topology
+        return [e.name for e in t._fabric.endpoints()] if isinstance(t, Ibnetdiscover) else None
+
     def host_groups(self) -> list[int] | None:
         """Dragonfly+ group of every host (None on other topologies)."""
         t = self.topology
@@ -724,8 +729,22 @@ class Scenario(_Table):
                 raise problem(str(error), "routing.lft") from None
             routing.__dict__["lft"] = str(path.resolve())
 
+    def _resolve_host_names(self) -> None:
+        """Host lists given by name become indices (so the resolved scenario, and everything
+        after this, sees indices only)."""
+        owners = [(f"traffic[{i}].{field}", source, field)
+                  for i, source in enumerate(self.traffic) for field in ("hosts", "destinations")]
+        owners += [(f"jobs[{i}].hosts", job, "hosts") for i, job in enumerate(self.jobs)]
+        fabric_names = None
+        for key, owner, field in owners:
+            value = getattr(owner, field)
+            if has_names(value):
+                fabric_names = fabric_names or self.host_names()
+                owner.__dict__[field] = resolve_names(value, fabric_names, key)
+
     @model_validator(mode="after")
     def _check_against_fabric(self) -> "Scenario":
+        self._resolve_host_names()
         self.run.resolve(with_jobs=bool(self.jobs))
         self.run.check()
         self._resolve_routing()
