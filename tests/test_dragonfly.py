@@ -5,6 +5,7 @@ configuration, and a routing deadlock (minhop on a ring) reported as a cycle."""
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 from qoslab import _engine
@@ -81,6 +82,36 @@ def test_exported_opensm_tables_carry_the_routing_layers(tmp_path):
     assert "qos_swe_vlarb_low 0:200,2:200,1:50,3:50" in conf, conf
     assert "Routing uses 2 VL layers" in conf and "VL v + 2 repeats VL v's weight" in conf
     assert "VL escalation" in (tmp_path / "out" / "README.md").read_text()
+
+
+def test_import_folds_the_routing_layer_copies_back_into_the_scenarios_tables(tmp_path):
+    path = tmp_path / "df.toml"
+    path.write_text('[topology]\nkind = "dragonfly-plus"\npreset = "marconi100"\n\n[routing]\nalgorithm = "adaptive"\n\n'
+                    '[qos]\nsl2vl = "0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1"\nvlarb_low = "0:200,1:50"\nvlarb_high = "1:10"\n'
+                    'high_limit = 3\n')
+    runner = CliRunner()
+    assert runner.invoke(app, ["export", "opensm", str(path), "--out", str(tmp_path / "out")]).exit_code == 0
+    conf = str(tmp_path / "out" / "opensm.conf")
+    unfolded = runner.invoke(app, ["import", "opensm", conf])
+    assert unfolded.exit_code == 0 and "pass --routing-vls 2" in unfolded.output
+    folded = runner.invoke(app, ["import", "opensm", conf, "--routing-vls", "2"])
+    assert folded.exit_code == 0, folded.output
+    imported = tomllib.loads(folded.stdout)
+    assert imported["routing"] == {"vls": 2} and imported["fabric"] == {"data_vls": 4}
+    original = Scenario.from_toml(path)
+    again = Scenario(topology={"kind": "dragonfly-plus", "preset": "marconi100"},
+                       routing={"algorithm": "adaptive", **imported["routing"]},
+                       fabric=imported["fabric"], qos=imported["qos"])
+    for port in ("ca", "swe"):
+        assert again.port_qos(port) == original.port_qos(port)
+        assert again.engine_port_qos(port) == original.engine_port_qos(port)
+
+    # Tables that are not layer copies are refused, naming the key.
+    (tmp_path / "hand.conf").write_text("qos TRUE\nmax_op_vls 3\nqos_vlarb_high 0:0\nqos_swe_vlarb_low 0:200,2:100\nqos_swe_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\n"
+                                        "qos_ca_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\nqos_ca_vlarb_low 0:1,2:1\n")
+    refused = runner.invoke(app, ["import", "opensm", str(tmp_path / "hand.conf"), "--routing-vls", "2"])
+    assert refused.exit_code != 0
+    assert "qos_swe_vlarb_low: entries 0:200,2:100 are not one entry's 2 routing-layer copies (expected 0:200,2:200)" in refused.output
 
 
 RING = 5  # switches; minhop's unique 2-hop paths run both ways round: a channel cycle each way

@@ -316,18 +316,28 @@ def export_fabric_command(
 @import_app.command("opensm")
 def import_opensm_command(
     conf: Annotated[Path, typer.Argument(metavar="OPENSM.conf", help="An opensm.conf (or fragment).", show_default=False)],
+    routing_vls: Annotated[int, typer.Option(
+        "--routing-vls", min=1, help="Routing VL layers the tables were written for (a Dragonfly+ with "
+        "valiant/adaptive routing: 2); their copies fold back into one QoS table.")] = 1,
 ) -> None:
     """Prints the [qos] tables (and fabric.data_vls) a scenario needs to simulate what OpenSM
     would program from this file; OpenSM's wrapping and truncation are warned about by line."""
     from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
 
     try:
-        qos = read_opensm_conf(conf)
+        qos = read_opensm_conf(conf).fold_routing_layers(routing_vls)
     except OpenSmConfError as error:
         raise fail(f"error: {error}") from None
     for w in qos.warnings:
         err_console.print(Text(f"warning: {w}", style="yellow"))
+    guess = qos.layered_guess() if routing_vls == 1 else None
+    if guess:
+        err_console.print(Text(f"warning: {conf}: every VLArb entry is repeated for VL + {qos.data_vls // guess}, as "
+                               f"qoslab exports tables for routing.vls = {guess} (a Dragonfly+); if so, pass "
+                               f"--routing-vls {guess} to fold the copies back", style="yellow"))
     lines = ["[fabric]", f"data_vls = {qos.data_vls}", ""]
+    if qos.routing_vls > 1:
+        lines += ["[routing]", f"vls = {qos.routing_vls}", ""]
     for port, tables in qos.scenario_qos().items():
         lines.append(f"[qos.{port}]")
         for key, value in tables.items():

@@ -70,12 +70,62 @@ class OpenSmQos:
     data_vls: int
     tables: dict[str, dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
+    source: str = "<opensm.conf>"
+
+    routing_vls: int = 1
 
     def scenario_qos(self) -> dict[str, Any]:
         """The [qos] table of a scenario that simulates these settings."""
         return {port: {"sl2vl": t["sl2vl"], "vlarb_high": [list(e) for e in t["vlarb_high"] if e[1] > 0],
                        "vlarb_low": [list(e) for e in t["vlarb_low"] if e[1] > 0], "high_limit": t["high_limit"]}
                 for port, t in self.tables.items()}
+
+    def fold_routing_layers(self, layers: int) -> "OpenSmQos":
+        """The tables a scenario with routing.vls = `layers` wrote (qoslab export repeats each
+        VLArb entry for VL v + k * data_vls / layers, same weight; SL2VL names only the first
+        layer's VLs), folded back to that scenario's [qos] tables. Raises OpenSmConfError naming
+        the key where the tables are not such copies."""
+        if layers == 1:
+            return self
+        if layers < 1 or self.data_vls % layers:
+            raise OpenSmConfError(self.source, 0, f"--routing-vls {layers}: expected a divisor of the "
+                                  f"{self.data_vls} data VLs (max_op_vls)")
+        step = self.data_vls // layers
+        tables = {}
+        for port, t in self.tables.items():
+            prefix = PORT_TYPES[port]
+            folded = dict(t)
+            beyond = [sl for sl, vl in enumerate(t["sl2vl"]) if vl >= step]
+            if beyond:
+                raise OpenSmConfError(self.source, 0, f"{prefix}sl2vl: SL{beyond[0]} maps to VL{t['sl2vl'][beyond[0]]}, "
+                                      f"but with {layers} routing layers of {step} VLs QoS uses VL0..VL{step - 1} only")
+            for name in ("vlarb_high", "vlarb_low"):
+                entries = [e for e in t[name] if e[1] > 0]
+                groups = [entries[i:i + layers] for i in range(0, len(entries), layers)]
+                for group in groups:
+                    vl, weight = group[0]
+                    expected = [(vl + k * step, weight) for k in range(layers)]
+                    if vl >= step or group != expected:
+                        shown = ",".join(f"{v}:{w}" for v, w in group)
+                        want = ",".join(f"{v}:{w}" for v, w in expected) if vl < step else f"a first-layer VL (0..{step - 1})"
+                        raise OpenSmConfError(self.source, 0, f"{prefix}{name}: entries {shown} are not one entry's "
+                                              f"{layers} routing-layer copies (expected {want})")
+                folded[name] = [group[0] for group in groups]
+            tables[port] = folded
+        return OpenSmQos(self.enabled, self.data_vls, tables, list(self.warnings), self.source, layers)
+
+    def layered_guess(self) -> int | None:
+        """A routing.vls > 1 whose layer copies these tables are exactly (None if none fits)."""
+        if not any(e[1] > 0 for t in self.tables.values() for name in ("vlarb_high", "vlarb_low") for e in t[name]):
+            return None
+        for layers in (2, 3, 4, 5):
+            if self.data_vls % layers == 0 and self.data_vls // layers >= 1:
+                try:
+                    self.fold_routing_layers(layers)
+                except OpenSmConfError:
+                    continue
+                return layers
+        return None
 
 
 def _strtoul(text: str) -> int:
@@ -154,7 +204,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
             else:
                 t[name] = _vlarb(value, key, line, source, warnings)
         tables[port] = t
-    return OpenSmQos(enabled, data_vls, tables, warnings)
+    return OpenSmQos(enabled, data_vls, tables, warnings, source)
 
 
 def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) -> list[tuple[int, int]]:
