@@ -19,8 +19,10 @@ from qoslab.io.scheduler import (
     background_traffic,
     concurrent_with,
     map_snapshot,
+    parse_jobcomp,
     parse_sacct,
     parse_swf,
+    read_jobcomp,
     read_sacct,
     read_swf,
     register_heuristic,
@@ -161,6 +163,51 @@ def test_missing_file_is_an_error_not_a_traceback(tmp_path):
 
 # ------------------------------------------------------------------------------------------------
 # SWF
+
+# jobcomp/filetxt lines as the plugin writes them (one per finished job): a job name and a
+# work directory with spaces, an array task, a het job component, a job that never got nodes.
+JOBCOMP = textwrap.dedent("""\
+    JobId=1001 UserId=alice(1001) GroupId=hpc(100) Name=hacc run 3 JobState=COMPLETED Partition=m100_usr_prod TimeLimit=120 StartTime=2024-01-10T08:00:00 EndTime=2024-01-10T09:30:00 NodeList=r256n[01-04,07],r257n01 NodeCnt=6 ProcCnt=768 WorkDir=/m100/home/alice/my runs ReservationName= Tres=cpu=768,node=6 Account=prj1 QOS=normal WcKey= Cluster=m100 SubmitTime=2024-01-10T07:59:00 EligibleTime=2024-01-10T07:59:00 DerivedExitCode=0:0 ExitCode=0:0
+    JobId=1124 UserId=bob(1002) GroupId=hpc(100) Name=sweep JobState=TIMEOUT Partition=m100_usr_prod TimeLimit=30 StartTime=2024-01-10T08:15:00 EndTime=2024-01-10T08:45:00 NodeList=r258n12 NodeCnt=1 ProcCnt=128 WorkDir=/tmp ReservationName= Tres=cpu=128,node=1 Account=prj1 QOS=normal WcKey= Cluster=m100 SubmitTime=2024-01-10T08:10:00 EligibleTime=2024-01-10T08:10:00 ArrayJobId=1123 ArrayTaskId=4 DerivedExitCode=0:0 ExitCode=0:1
+
+    JobId=2006 UserId=carol(1003) GroupId=hpc(100) Name=coupled JobState=COMPLETED Partition=m100_usr_prod TimeLimit=60 StartTime=2024-01-10T08:30:00 EndTime=2024-01-10T09:00:00 NodeList=r259n[01-02] NodeCnt=2 ProcCnt=256 WorkDir=/tmp ReservationName= Tres=cpu=256,node=2 Account=prj2 QOS=normal WcKey= Cluster=m100 SubmitTime=2024-01-10T08:20:00 EligibleTime=2024-01-10T08:20:00 HetJobId=2005 HetJobOffset=1 DerivedExitCode=0:0 ExitCode=0:0
+    JobId=4100 UserId=erin(1005) GroupId=hpc(100) Name=gaveup JobState=CANCELLED Partition=m100_usr_prod TimeLimit=60 StartTime=Unknown EndTime=2024-01-10T08:41:00 NodeList=(null) NodeCnt=0 ProcCnt=0 WorkDir=/tmp ReservationName= Tres= Account=prj2 QOS=normal WcKey= Cluster=m100 SubmitTime=2024-01-10T08:40:00 EligibleTime=2024-01-10T08:40:00 DerivedExitCode=0:0 ExitCode=0:0
+""")
+
+
+def test_jobcomp_realistic(tmp_path):
+    (tmp_path / "slurm_jobcomp.log").write_text(JOBCOMP)
+    jobs = read_jobcomp(tmp_path / "slurm_jobcomp.log")
+    assert [j.job_id for j in jobs] == ["1001", "1124", "2006"]
+    hacc = jobs[0]
+    assert (hacc.name, hacc.user, hacc.state, hacc.line) == ("hacc run 3", "alice", "COMPLETED", 1)
+    assert hacc.nodes == ("r256n01", "r256n02", "r256n03", "r256n04", "r256n07", "r257n01")
+    assert hacc.submit == ts("2024-01-10T07:59:00") and hacc.end - hacc.start == 5400
+    assert jobs[1].state == "TIMEOUT" and jobs[1].nodes == ("r258n12",)
+    assert jobs[2].line == 4 and jobs[2].nodes == ("r259n01", "r259n02")
+    # The same jobs as the sacct dump of that cluster, by name and time.
+    by_sacct = {j.job_id: j for j in parse_sacct(SACCT)}
+    assert hacc.nodes == by_sacct["1001"].nodes and hacc.start == by_sacct["1001"].start
+
+
+JOB = ("JobId=7 UserId=u(1) GroupId=g(1) Name=x JobState=COMPLETED Partition=p TimeLimit=1 StartTime=2024-01-10T08:00:00 "
+       "EndTime=2024-01-10T08:01:00 NodeList=n[1-2] NodeCnt=2 ProcCnt=2 WorkDir=/ ReservationName= Tres= Account=a QOS=q "
+       "WcKey= Cluster=c SubmitTime=2024-01-10T08:00:00 EligibleTime=2024-01-10T08:00:00 DerivedExitCode=0:0 ExitCode=0:0")
+
+
+@pytest.mark.parametrize("bad, expected", [
+    ("7|7|x", "expected a jobcomp line starting with JobId="),
+    (JOB.split(" NodeList")[0], "expected NodeList=... on a jobcomp line (a line cut short?)"),
+    (JOB.replace("NodeCnt=2", "NodeCnt=3"), "NodeCnt is 3 but NodeList 'n[1-2]' expands to 2 distinct host(s)"),
+    (JOB.replace("n[1-2]", "n[1-"), "expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList"),
+    (JOB.replace("EndTime=2024-01-10T08:01:00", "EndTime=2024-01-10T07:01:00"), "expected EndTime >= StartTime"),
+    (JOB.replace("StartTime=2024-01-10T08:00:00", "StartTime=10/01/24"), "expected StartTime as YYYY-MM-DDTHH:MM:SS"),
+])
+def test_jobcomp_errors_name_file_line_and_expectation(bad, expected):
+    with pytest.raises(SchedulerLogError) as error:
+        parse_jobcomp(JOB + "\n\n" + bad + "\n", "jobcomp.log")
+    assert str(error.value).startswith("jobcomp.log:3: ") and expected in str(error.value), str(error.value)
+
 
 SWF = textwrap.dedent("""\
     ; Version: 2.2

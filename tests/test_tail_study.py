@@ -121,6 +121,22 @@ def test_snapshots_from_a_sacct_log_use_the_jobs_hosts(tmp_path):
     assert set(outcome.tables["tail_runs"]["status"]) == {"completed"}
 
 
+def test_snapshots_from_a_jobcomp_log_use_the_jobs_hosts(tmp_path):
+    log = tmp_path / "slurm_jobcomp.log"
+    log.write_text(
+        "JobId=100 UserId=alice(1) GroupId=g(1) Name=lammps JobState=COMPLETED Partition=gpu TimeLimit=600 "
+        "StartTime=2024-01-01T00:00:10 EndTime=2024-01-01T10:00:00 NodeList=r[01-08] NodeCnt=8 ProcCnt=8 WorkDir=/ "
+        "ReservationName= Tres= Account=a QOS=normal WcKey= Cluster=c SubmitTime=2024-01-01T00:00:00 "
+        "EligibleTime=2024-01-01T00:00:00 DerivedExitCode=0:0 ExitCode=0:0\n"
+        "JobId=102 UserId=carol(3) GroupId=g(1) Name=cfd JobState=COMPLETED Partition=gpu TimeLimit=600 "
+        "StartTime=2024-01-01T00:00:10 EndTime=2024-01-01T10:00:00 NodeList=r[33-40],r[49-52] NodeCnt=12 ProcCnt=12 "
+        "WorkDir=/ ReservationName= Tres= Account=a QOS=normal WcKey= Cluster=c SubmitTime=2024-01-01T00:00:00 "
+        "EligibleTime=2024-01-01T00:00:00 DerivedExitCode=0:0 ExitCode=0:0\n")
+    s = study(snapshots=1, background={"source": "jobcomp", "log": str(log), "host_names": "r[01-64]"})
+    snap = TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False).snapshot(0)
+    assert sorted(snap.background) == sorted([tuple(range(8)), tuple(range(32, 40)) + tuple(range(48, 52))])
+
+
 def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
     log = tmp_path / "jobs.txt"
     log.write_text(SACCT.replace("r17", "login9"))

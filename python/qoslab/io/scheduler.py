@@ -1,11 +1,13 @@
-"""Job-scheduler logs (Slurm ``sacct``, Standard Workload Format) turned into background-traffic
-snapshots on a fabric, and the background-traffic heuristic of Salimi Beni & Cosenza.
+"""Job-scheduler logs (Slurm ``sacct`` and ``jobcomp/filetxt``, Standard Workload Format) turned
+into background-traffic snapshots on a fabric, and the background-traffic heuristic of Salimi Beni
+& Cosenza.
 
 Three steps, each usable alone:
 
-1. ``read_sacct`` / ``read_swf``: the log as ``SchedulerJob`` records (started jobs only).
+1. ``read_sacct`` / ``read_jobcomp`` / ``read_swf``: the log as ``SchedulerJob`` records
+   (started jobs only).
 2. ``running_at`` / ``concurrent_with`` and ``map_snapshot``: the jobs running beside a target,
-   as host indices of our fabric (by name for sacct, placed with a seeded RNG for SWF).
+   as host indices of our fabric (by name for Slurm logs, placed with a seeded RNG for SWF).
 3. ``background_traffic``: the heuristic b, as the authors define its symbols (their Bench 2022
    talk), with pluggable definitions for which jobs communicate and for locality-aware variants
    (docs/scheduler-logs.md).
@@ -34,8 +36,10 @@ __all__ = [
     "background_traffic",
     "concurrent_with",
     "map_snapshot",
+    "parse_jobcomp",
     "parse_sacct",
     "parse_swf",
+    "read_jobcomp",
     "read_sacct",
     "read_swf",
     "register_heuristic",
@@ -187,24 +191,7 @@ def _sacct_row(fields: list[str], columns: dict[str, int], source: str, number: 
         raise SchedulerLogError(source, number, f"expected End >= Start, got Start {start_text} and End {end_text}")
     submit_text = get("Submit")
     submit = None if submit_text is None else _sacct_time(submit_text, "Submit", source, number)
-    if not node_text:
-        raise SchedulerLogError(source, number, "expected a NodeList (hostlist expression like r256n[01-04]) for a started job, got an empty field")
-    try:
-        nodes = tuple(hostlist.expand_hostlist(node_text))
-    except hostlist.BadHostlist as error:
-        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r} ({error})") from None
-    if not nodes or any(not n or any(c.isspace() for c in n) for n in nodes):
-        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r}")
-    for column in ("NNodes", "AllocNodes"):
-        value = get(column)
-        if value is None or value == "":
-            continue
-        if not value.isdigit():
-            raise SchedulerLogError(source, number, f"expected a node count in {column}, got {value!r}")
-        if int(value) != len(nodes):
-            raise SchedulerLogError(
-                source, number, f"{column} is {value} but NodeList {node_text!r} expands to {len(nodes)} distinct host(s); expected them equal"
-            )
+    nodes = _node_list(node_text, {column: get(column) for column in ("NNodes", "AllocNodes")}, source, number)
     state = (get("State") or "").split()
     return SchedulerJob(
         job_id=job_id,
@@ -221,6 +208,28 @@ def _sacct_row(fields: list[str], columns: dict[str, int], source: str, number: 
     )
 
 
+def _node_list(node_text: str, counts: Mapping[str, str | None], source: str, number: int) -> tuple[str, ...]:
+    """A started job's NodeList expanded, checked against the node-count fields it comes with."""
+    if not node_text:
+        raise SchedulerLogError(source, number, "expected a NodeList (hostlist expression like r256n[01-04]) for a started job, got an empty field")
+    try:
+        nodes = tuple(hostlist.expand_hostlist(node_text))
+    except hostlist.BadHostlist as error:
+        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r} ({error})") from None
+    if not nodes or any(not n or any(c.isspace() for c in n) for n in nodes):
+        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r}")
+    for column, value in counts.items():
+        if value is None or value == "":
+            continue
+        if not value.isdigit():
+            raise SchedulerLogError(source, number, f"expected a node count in {column}, got {value!r}")
+        if int(value) != len(nodes):
+            raise SchedulerLogError(
+                source, number, f"{column} is {value} but NodeList {node_text!r} expands to {len(nodes)} distinct host(s); expected them equal"
+            )
+    return nodes
+
+
 def _sacct_time(text: str, column: str, source: str, number: int) -> float:
     try:
         # sacct prints local wall-clock time without a zone; a naive datetime's timestamp() reads it
@@ -230,6 +239,73 @@ def _sacct_time(text: str, column: str, source: str, number: int) -> float:
         raise SchedulerLogError(
             source, number, f"expected {column} as YYYY-MM-DDTHH:MM:SS (or Unknown), got {text!r}"
         ) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# Slurm jobcomp/filetxt
+
+# The keys jobcomp_filetxt.c writes, in order; a value may hold spaces (Name, WorkDir), so a line
+# is cut only where a space is followed by one of these keys and '='.
+_JOBCOMP_KEYS = (
+    "UserId", "GroupId", "Name", "JobState", "Partition", "TimeLimit", "StartTime", "EndTime", "NodeList",
+    "NodeCnt", "ProcCnt", "WorkDir", "ReservationName", "Tres", "Account", "QOS", "WcKey", "Cluster",
+    "SubmitTime", "EligibleTime", "ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset", "DerivedExitCode",
+    "ExitCode",
+)
+_JOBCOMP_CUT = re.compile(r" (?=(?:%s)=)" % "|".join(_JOBCOMP_KEYS))
+_JOBCOMP_REQUIRED = ("StartTime", "EndTime", "NodeList")
+
+
+def read_jobcomp(path: str | Path) -> list[SchedulerJob]:
+    """The jobs of a Slurm ``jobcomp/filetxt`` log (``/var/log/slurm_jobcomp.log``)."""
+    return parse_jobcomp(_read_text(path), str(path))
+
+
+def parse_jobcomp(text: str, source: str = "<text>") -> list[SchedulerJob]:
+    """Parses jobcomp/filetxt lines (``JobId=... UserId=alice(1001) ... NodeList=r[01-04] ...``).
+
+    The plugin logs a job when it ends, so every job has an end. Skipped, not errors: blank lines
+    and jobs that never got nodes (StartTime Unknown/None, NodeList ``(null)`` or ``None assigned``,
+    NodeCnt 0)."""
+    jobs: list[SchedulerJob] = []
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not line.startswith("JobId="):
+            raise SchedulerLogError(source, number, f"expected a jobcomp line starting with JobId=, got {line[:40]!r}")
+        fields: dict[str, str] = {}
+        for part in _JOBCOMP_CUT.split(line):
+            key, _, value = part.partition("=")
+            fields[key] = value.strip()
+        missing = [k for k in _JOBCOMP_REQUIRED if k not in fields]
+        if missing:
+            raise SchedulerLogError(source, number, f"expected {', '.join(missing)}=... on a jobcomp line (a line cut short?)")
+        node_text, count = fields["NodeList"], fields.get("NodeCnt")
+        if fields["StartTime"] in _NOT_SET or node_text in ("(null)", "") or node_text.startswith("None assigned") or count == "0":
+            continue
+        start = _sacct_time(fields["StartTime"], "StartTime", source, number)
+        end = None if fields["EndTime"] in _NOT_SET else _sacct_time(fields["EndTime"], "EndTime", source, number)
+        if end is not None and end < start:
+            raise SchedulerLogError(source, number, f"expected EndTime >= StartTime, got {fields['StartTime']} and {fields['EndTime']}")
+        submit_text = fields.get("SubmitTime")
+        submit = None if submit_text in (None, *_NOT_SET) else _sacct_time(submit_text, "SubmitTime", source, number)
+        nodes = _node_list(node_text, {"NodeCnt": count}, source, number)
+        state = fields.get("JobState", "").split()
+        jobs.append(SchedulerJob(
+            job_id=fields["JobId"],
+            name=fields.get("Name", ""),
+            user=fields.get("UserId", "").split("(")[0],  # "alice(1001)" -> alice
+            state=state[0] if state else "",
+            submit=submit,
+            start=start,
+            end=end,
+            nodes=nodes,
+            node_count=len(nodes),
+            line=number,
+            source=source,
+        ))
+    return jobs
 
 
 # ------------------------------------------------------------------------------------------------

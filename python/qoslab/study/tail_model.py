@@ -42,9 +42,9 @@ def _default_background_workloads() -> list[dict[str, Any]]:
 class Background(_Table):
     """Where the other users' jobs come from, and what they run."""
 
-    source: Literal["synthetic", "sacct", "swf"] = "synthetic"
-    log: str | None = None  # sacct -P output or an SWF file, relative to the study file
-    # sacct: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
+    source: Literal["synthetic", "sacct", "jobcomp", "swf"] = "synthetic"
+    log: str | None = None  # sacct -P output, a jobcomp/filetxt log or an SWF file, relative to the study file
+    # sacct, jobcomp: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
     host_names: str | None = None
     procs_per_node: Annotated[int, Field(ge=1)] = 1  # SWF: processors per node
     placement: Literal["scheduler", "random"] = "scheduler"  # synthetic and SWF jobs
@@ -61,9 +61,9 @@ class Background(_Table):
         if self.source != "synthetic" and self.log is None:
             raise problem(f'source = "{self.source}" needs the log file (log = "...")', "log")
         if self.source == "synthetic" and self.log is not None:
-            raise problem('log is only read with source = "sacct" or "swf"', "log")
-        if self.host_names is not None and self.source != "sacct":
-            raise problem('host_names is only used with source = "sacct"', "host_names")
+            raise problem('log is only read with source = "sacct", "jobcomp" or "swf"', "log")
+        if self.host_names is not None and self.source not in ("sacct", "jobcomp"):
+            raise problem('host_names is only used with source = "sacct" or "jobcomp"', "host_names")
         low, high = self.occupancy
         if not 0 <= low <= high < 1:
             raise problem(f"expected 0 <= low <= high < 1, got {show(list(self.occupancy))}", "occupancy")

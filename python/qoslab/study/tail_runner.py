@@ -26,6 +26,7 @@ from qoslab.io.scheduler import (
     SchedulerJob,
     background_traffic,
     map_snapshot,
+    read_jobcomp,
     read_sacct,
     read_swf,
     running_at,
@@ -82,6 +83,8 @@ class TailStudyRunner:
         bg = self.study.background
         if bg.source == "sacct":
             return read_sacct(self.study.resolve(bg.log))
+        if bg.source == "jobcomp":
+            return read_jobcomp(self.study.resolve(bg.log))
         if bg.source == "swf":
             return read_swf(self.study.resolve(bg.log), bg.procs_per_node)
         return None
@@ -120,7 +123,7 @@ class TailStudyRunner:
             end = max(j.end if j.end is not None else j.start for j in self.log)
             t = float(rng.uniform(start, end))
             running = running_at(self.log, t)
-            if bg.source == "sacct":
+            if bg.source in ("sacct", "jobcomp"):
                 background = [hosts for _, hosts in map_snapshot(running, self.host_names())]
             else:
                 running = [j for j in running if j.node_count <= self.hosts - self.study.target.nodes]
