@@ -8,7 +8,9 @@ import json
 import tomllib
 from pathlib import Path
 
-from qoslab import _engine
+import pytest
+from qoslab import _engine, simulate
+from qoslab.errors import ScenarioError
 from qoslab.cli import app
 from qoslab.scenario import Scenario
 from typer.testing import CliRunner
@@ -112,6 +114,36 @@ def test_import_folds_the_routing_layer_copies_back_into_the_scenarios_tables(tm
     refused = runner.invoke(app, ["import", "opensm", str(tmp_path / "hand.conf"), "--routing-vls", "2"])
     assert refused.exit_code != 0
     assert "qos_swe_vlarb_low: entries 0:200,2:100 are not one entry's 2 routing-layer copies (expected 0:200,2:200)" in refused.output
+
+
+def test_flowlets_keep_a_flow_on_its_path_while_its_packets_keep_coming():
+    # One global link per group pair, so no spine reaches every group and the source leaf decides.
+    # Two saturating flows from group 0 (hosts 0, 1) to group 1 (hosts 6, 7) share that one link:
+    # per-packet UGAL diverts part of each flow.
+    def flows(gap_us):
+        scenario = Scenario(topology=SMALL, routing={"algorithm": "adaptive", "flowlet_gap_us": gap_us},
+                            traffic=[{"pattern": "incast", "hosts": [0], "destinations": [6], "load": "saturate"},
+                                     {"pattern": "incast", "hosts": [1], "destinations": [7], "load": "saturate"}],
+                            run={"duration_us": 200, "warmup_us": 20})
+        summary = simulate(scenario).summary
+        return [(t["nonminimal_packets"], t["packets_delivered"]) for t in summary["by_traffic"]]
+
+    for nonminimal, delivered in flows(0):  # per packet: some of each flow go round
+        assert 0 < nonminimal < delivered
+    # Packets ~330 ns apart never fall within a 1 ns gap: every one starts a flowlet and decides.
+    assert any(0 < nonminimal < delivered for nonminimal, delivered in flows(0.001))
+    # A gap longer than the run: each flow keeps its first decision, whole (minimal or not).
+    for nonminimal, delivered in flows(1000.0):
+        assert delivered > 0 and nonminimal in (0, delivered)
+
+
+def test_flowlets_need_adaptive_routing_on_a_dragonfly():
+    for routing, topology in (({"algorithm": "minimal", "flowlet_gap_us": 5}, SMALL),
+                              ({"algorithm": "adaptive", "flowlet_gap_us": 5}, {"kind": "xgft", "m": [4, 4], "w": [1, 4]})):
+        with pytest.raises(ScenarioError, match="routing.flowlet_gap_us: flowlets apply to adaptive routing on a Dragonfly"):
+            Scenario(topology=topology, routing=routing)
+    with pytest.raises(ScenarioError, match="routing.flowlet_gap_us: expected greater than or equal to 0"):
+        Scenario(topology=SMALL, routing={"algorithm": "adaptive", "flowlet_gap_us": -1})
 
 
 RING = 5  # switches; minhop's unique 2-hop paths run both ways round: a channel cycle each way

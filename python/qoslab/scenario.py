@@ -274,6 +274,9 @@ class Routing(_Table):
     # VL layers routing consumes for deadlock freedom; QoS gets fabric.data_vls // vls VLs.
     # None: what the algorithm needs (2 for valiant/adaptive on a Dragonfly+, else 1).
     vls: Annotated[int, Field(ge=1, le=15)] | None = None
+    # Dragonfly+ adaptive: a flow (source, destination) keeps its last decision's path while its
+    # packets come less than this apart (flowlet switching); 0: every packet decides.
+    flowlet_gap_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
 
     _table: list[int] | None = PrivateAttr(default=None)
 
@@ -603,7 +606,8 @@ class Scenario(_Table):
     def engine_routing(self) -> dict[str, Any]:
         if self.routing.algorithm == "lft":
             return {"algorithm": "table", "table": self.routing._table, "vls": self.routing.vls}
-        return {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
+        return {"algorithm": self.routing.algorithm, "vls": self.routing.vls,
+                "flowlet_gap_us": float(self.routing.flowlet_gap_us)}
 
     def tool_fabric(self):
         """The fabric as the InfiniBand tools see it (GUIDs, port numbers from 1, link types):
@@ -714,6 +718,10 @@ class Scenario(_Table):
         if routing.vls > data_vls:
             raise problem(f"routing needs {routing.vls} VL layers but fabric.data_vls = {data_vls}: set "
                           f"fabric.data_vls to at least {routing.vls}", "routing.vls")
+        if routing.flowlet_gap_us > 0 and not (dragonfly and routing.algorithm == "adaptive"):
+            raise problem(f"flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is "
+                          f"{show(routing.algorithm)} on {self.topology.kind}); remove the key or set it to 0",
+                          "routing.flowlet_gap_us")
         if routing.algorithm == "lft" and routing.lft is None:
             raise problem('expected the path of an ibroute dump (or a folder of them) for algorithm "lft"',
                           "routing.lft")

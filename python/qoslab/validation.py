@@ -259,7 +259,7 @@ def _dragonfly(global_links_per_spine: int) -> dict[str, Any]:
 
 
 def _nonminimal_fraction(s: dict[str, Any]) -> float:
-    return s["nonminimal_packets"] / s["conservation"]["packets_delivered"]
+    return s["nonminimal_packets"] / s["packets_delivered"]
 
 
 def dragonfly_plus() -> list[Check]:

@@ -86,6 +86,10 @@ pub struct RoutingConfig {
     /// `sl2vl + k * (data_vls / vls)`, so QoS has `data_vls / vls` VLs.
     #[serde(default = "one_layer")]
     pub vls: u8,
+    /// Dragonfly+ adaptive routing: a flow (source, destination) keeps the path of its last
+    /// decision while its packets come less than this apart (flowlets); 0 decides per packet.
+    #[serde(default)]
+    pub flowlet_gap_us: f64,
 }
 
 fn one_layer() -> u8 {
@@ -335,6 +339,16 @@ impl EngineConfig {
             return Err(ConfigError::new(
                 "routing.vls",
                 format!("expected 1..{} VL layers (fabric.data_vls = {}), got {layers}", f.data_vls, f.data_vls),
+            ));
+        }
+        let gap = self.routing.flowlet_gap_us;
+        if !(gap.is_finite() && gap >= 0.0) {
+            return Err(ConfigError::new("routing.flowlet_gap_us", format!("expected a time >= 0 in µs, got {gap}")));
+        }
+        if gap > 0.0 && self.routing.algorithm != RoutingAlgorithm::Adaptive {
+            return Err(ConfigError::new(
+                "routing.flowlet_gap_us",
+                format!("flowlets apply to adaptive routing only (routing.algorithm is {:?})", self.routing.algorithm).to_lowercase(),
             ));
         }
         // SL2VL gives a VL of the first routing layer; higher layers are copies of it.

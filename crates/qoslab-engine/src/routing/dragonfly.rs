@@ -36,6 +36,20 @@ pub struct Hop {
     pub phase: u8,
     /// Intermediate group (NO_VIA for a minimal path).
     pub via: u16,
+    /// This hop took the packet's source-group decision (minimal or not) under `Decision::Once`.
+    pub decided: bool,
+}
+
+/// How a packet's minimal-or-not decision (UGAL, adaptive mode) is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Per packet: at the source leaf (where it matters) and again at the source spine.
+    PerPacket,
+    /// Flowlets: once, at the packet's first decision point. `Some(via)`: the flow's active
+    /// flowlet took that path (NO_VIA: minimal), so it is followed without comparing loads.
+    Once(Option<u16>),
+    /// Taken already, at an earlier switch (a flowlet packet).
+    Done,
 }
 
 pub struct DragonflyRouter {
@@ -61,8 +75,10 @@ impl DragonflyRouter {
 
     /// Routes a packet for `dst` at switch number `switch`, arrived on local port `input`, with
     /// path state (`via`, `phase`). `load(local_port, phase)` is the adaptive cost of an output:
-    /// queued requests plus occupied downstream buffer, in credits.
+    /// queued requests plus occupied downstream buffer, in credits. `decision`: how adaptive
+    /// routing takes its minimal-or-not decision for this packet.
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn route<R: Rng, L: FnMut(u32, u8) -> i64>(
         &self,
         switch: u32,
@@ -70,6 +86,7 @@ impl DragonflyRouter {
         dst: u32,
         via: u16,
         phase: u8,
+        decision: Decision,
         rng: &mut R,
         mut load: L,
     ) -> Hop {
@@ -81,7 +98,7 @@ impl DragonflyRouter {
         match role {
             Role::Leaf => {
                 if group == dst_group && index == dst_leaf {
-                    return Hop { port: dst % p, phase, via };
+                    return Hop { port: dst % p, phase, via, decided: false };
                 }
                 let (mut via, mut phase) = (via, phase);
                 if input < p && dst_group != group && self.mode == Mode::Valiant {
@@ -98,10 +115,18 @@ impl DragonflyRouter {
                     && dst_group != group
                     && self.mode == Mode::Adaptive
                     && df.groups > 2
+                    && decision != Decision::Done
                     // When every spine reaches the destination's group, both candidates would
                     // compare the same up-links: the source spine decides instead.
                     && df.spines_towards(group, dst_group).len() < df.spines as usize
                 {
+                    let once = matches!(decision, Decision::Once(_));
+                    if let Decision::Once(Some(pinned)) = decision {
+                        // The flow's flowlet: its path, whatever the loads now.
+                        let to = if pinned == NO_VIA { dst_group } else { pinned as u32 };
+                        let (port, _) = self.best_up(group, to, dst, rng, &mut load, 0);
+                        return Hop { port, phase: 0, via: pinned, decided: true };
+                    }
                     // Source leaf: a non-minimal candidate through a group other than ours and the
                     // destination's.
                     let r = rng.gen_range(0..df.groups - 2);
@@ -119,9 +144,9 @@ impl DragonflyRouter {
                         let (min_port, min_load) = self.best_up(group, dst_group, dst, rng, &mut load, 0);
                         let (non_port, non_load) = self.best_up(group, i, dst, rng, &mut load, 0);
                         if min_load <= 2 * non_load + self.ugal_threshold {
-                            return Hop { port: min_port, phase: 0, via: NO_VIA };
+                            return Hop { port: min_port, phase: 0, via: NO_VIA, decided: once };
                         }
-                        return Hop { port: non_port, phase: 0, via: i as u16 };
+                        return Hop { port: non_port, phase: 0, via: i as u16, decided: once };
                     }
                 } else if via != NO_VIA && phase == 0 && via as u32 == group {
                     // The down-then-up turn in the intermediate group: second layer from here.
@@ -138,22 +163,22 @@ impl DragonflyRouter {
                             least_loaded((0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + (start + k) % df.spines), phase, &mut load) - p
                         }
                     };
-                    return Hop { port: p + spine, phase, via };
+                    return Hop { port: p + spine, phase, via, decided: false };
                 }
                 let (port, _) = self.best_up(group, target, dst, rng, &mut load, phase);
-                Hop { port, phase, via }
+                Hop { port, phase, via, decided: false }
             }
             Role::Spine => {
                 let from_global = input >= df.leaves;
                 if from_global && !(via != NO_VIA && phase == 0 && via as u32 == group) {
                     debug_assert_eq!(group, dst_group, "a packet arrived in a group that is neither its intermediate nor its destination");
-                    return Hop { port: dst_leaf, phase, via };
+                    return Hop { port: dst_leaf, phase, via, decided: false };
                 }
                 if from_global {
                     // Arrived in the intermediate group: straight on if this spine has a link to
                     // the destination group, else down to a leaf to reach one that has.
                     if let Some(port) = self.global_from(group, index, dst_group, dst, rng, &mut load, 1) {
-                        return Hop { port, phase: 1, via };
+                        return Hop { port, phase: 1, via, decided: false };
                     }
                     let leaf = match self.mode {
                         Mode::Minimal => dst % df.leaves,
@@ -163,26 +188,39 @@ impl DragonflyRouter {
                             least_loaded((0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| (start + k) % df.leaves), 0, &mut load)
                         }
                     };
-                    return Hop { port: leaf, phase: 0, via };
+                    return Hop { port: leaf, phase: 0, via, decided: false };
                 }
                 let target = if via != NO_VIA && phase == 0 { via as u32 } else { dst_group };
                 if target == group {
-                    return Hop { port: dst_leaf, phase, via };
+                    return Hop { port: dst_leaf, phase, via, decided: false };
                 }
-                if self.mode == Mode::Adaptive && via == NO_VIA && phase == 0 && df.groups > 2 {
+                let mut decided = false;
+                if self.mode == Mode::Adaptive && via == NO_VIA && phase == 0 && df.groups > 2 && decision != Decision::Done {
                     // A minimal packet at its source group's spine: the global ports are where
                     // congestion between groups shows, so UGAL decides again here (the leaf only
                     // sees its up-links, the same ones for both paths when every spine reaches
                     // every group).
-                    if let Some(hop) = self.ugal_at_spine(group, index, dst_group, rng, &mut load) {
-                        return hop;
+                    decided = matches!(decision, Decision::Once(_));
+                    match decision {
+                        Decision::Once(Some(NO_VIA)) => {} // the flowlet's minimal path, below
+                        Decision::Once(Some(pinned)) if !df.ports_towards(group, index, pinned as u32).is_empty() => {
+                            let port = self.global_from(group, index, pinned as u32, dst, rng, &mut load, 0).expect("a port");
+                            return Hop { port, phase: 0, via: pinned, decided };
+                        }
+                        // Per packet, a new flowlet, or a flowlet through a group this spine
+                        // has no link to: compare loads.
+                        _ => {
+                            if let Some(hop) = self.ugal_at_spine(group, index, dst_group, rng, &mut load) {
+                                return Hop { decided, ..hop };
+                            }
+                        }
                     }
                 }
                 match self.global_from(group, index, target, dst, rng, &mut load, phase) {
-                    Some(port) => Hop { port, phase, via },
+                    Some(port) => Hop { port, phase, via, decided },
                     // Leaves only send a packet to a spine with a link to its next group; this
                     // entry exists for forwarding tables, which need one for every destination.
-                    None => Hop { port: dst % df.leaves, phase, via },
+                    None => Hop { port: dst % df.leaves, phase, via, decided: false },
                 }
             }
         }
@@ -202,9 +240,9 @@ impl DragonflyRouter {
             .find(|&g| g != dst_group)?;
         let (non_port, non_load) = self.least_loaded_global(group, spine, via, rng, load)?;
         if min_load <= 2 * non_load + self.ugal_threshold {
-            return Some(Hop { port: min_port, phase: 0, via: NO_VIA });
+            return Some(Hop { port: min_port, phase: 0, via: NO_VIA, decided: false });
         }
-        Some(Hop { port: non_port, phase: 0, via: via as u16 })
+        Some(Hop { port: non_port, phase: 0, via: via as u16, decided: false })
     }
 
     /// The least-loaded of (up to ADAPTIVE_CHOICES) global ports of a spine towards group `to`.
@@ -306,7 +344,7 @@ mod tests {
                 return (hops - 1, globals, phases);
             }
             let input = g.local_port(port);
-            let hop = router.route(node - g.hosts, input, dst, via, phase, &mut rng, |_, _| 0);
+            let hop = router.route(node - g.hosts, input, dst, via, phase, Decision::PerPacket, &mut rng, |_, _| 0);
             (via, phase) = (hop.via, hop.phase);
             phases.push(phase);
             let out = g.port_base[node as usize] + hop.port;

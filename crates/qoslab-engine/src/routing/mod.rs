@@ -90,7 +90,7 @@ impl Router {
                 return None;
             }
             let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(0);
-            return Some(d.route(switch, 0, dst, dragonfly::NO_VIA, 0, &mut rng, |_, _| 0).port);
+            return Some(d.route(switch, 0, dst, dragonfly::NO_VIA, 0, dragonfly::Decision::PerPacket, &mut rng, |_, _| 0).port);
         }
         let per_destination = !self.table.is_empty() || self.algorithm == RoutingAlgorithm::Dmodk;
         match self.route(switch, 0, dst) {
@@ -291,7 +291,7 @@ mod tests {
 
     fn tree(m: Vec<u32>, w: Vec<u32>, alg: RoutingAlgorithm) -> (Topology, Router) {
         let t = Topology::build(&TopologyConfig::Xgft { m, w }).unwrap();
-        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1 }, 66).unwrap();
+        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1, flowlet_gap_us: 0.0 }, 66).unwrap();
         (t, r)
     }
 
@@ -365,16 +365,16 @@ mod tests {
         let (t, minhop) = tree(vec![2, 2], vec![1, 2], RoutingAlgorithm::Minhop);
         let g = t.graph();
         let mut table: Vec<u16> = (0..g.switches).flat_map(|s| (0..g.hosts).map(move |d| (s, d))).map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16).collect();
-        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1 };
+        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &ok, 66).is_ok());
         // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
         table[2 * 4 + 3] = 0;
         table[0 * 4 + 3] = 2;
-        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1 };
+        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
         let e = Router::new(&t, &looped, 66).err().expect("a loop");
         assert!(e.message.contains("loop"), "{}", e.message);
         table[0 * 4 + 3] = NO_ROUTE;
-        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1 };
+        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &hole, 66).err().expect("a hole").message.contains("no route"));
     }
 }

@@ -22,7 +22,7 @@ use crate::fabric::vl_arbiter::{ArbState, ArbTables};
 use crate::mpi::{program::PackedTrace, Mpi, Transport};
 use std::collections::HashMap;
 use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
-use crate::routing::dragonfly::NO_VIA;
+use crate::routing::dragonfly::{Decision, NO_VIA};
 use crate::routing::{Route, Router};
 use crate::stats::{FlowStats, PortVlCounters, Window};
 use crate::topology::{Graph, Topology, NONE};
@@ -41,6 +41,8 @@ const DEEP_PREFETCH_PORTS: usize = 16384;
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
 /// Simulated time between searches for a routing deadlock (each costs one pass over the queues).
 const DEADLOCK_CHECK_PS: Time = 50_000_000;
+/// Set in `Packet::phase` once a flowlet packet's minimal-or-not decision is taken.
+const PATH_DECIDED: u8 = 0x80;
 
 /// A switch input port, as routing needs it: its switch, the switch's first port id, its number.
 #[derive(Debug, Clone, Copy)]
@@ -153,8 +155,10 @@ pub struct Simulation {
     now: Time,
     event_count: u64,
     pending_sum: u128,
-    /// Delivered packets that took a non-minimal (Valiant) Dragonfly+ path.
-    nonminimal_packets: u64,
+    /// Dragonfly+ adaptive flowlets: the gap that ends one (0: decisions per packet), and per
+    /// flow (source << 32 | destination) the last decision's path and time.
+    flowlet_gap: Time,
+    flowlets: HashMap<u64, (u16, Time)>,
     packet_hops: u64,
     packets_created: u64,
     packets_delivered_total: u64,
@@ -180,6 +184,9 @@ impl Simulation {
         cfg.validate()?;
         let topology = Topology::build(&cfg.topology)?;
         let router = Router::new(&topology, &cfg.routing, credits_for(cfg.fabric.mtu_bytes + cfg.fabric.header_bytes))?;
+        if cfg.routing.flowlet_gap_us > 0.0 && router.dragonfly.is_none() {
+            return Err(ConfigError::new("routing.flowlet_gap_us", "flowlets apply to adaptive routing on a dragonfly-plus topology"));
+        }
         let g = topology.graph();
         let f = &cfg.fabric;
         let vls = f.data_vls as u32;
@@ -308,7 +315,8 @@ impl Simulation {
             event_count: 0,
             pending_sum: 0,
             packet_hops: 0,
-            nonminimal_packets: 0,
+            flowlet_gap: us_to_ps(cfg.routing.flowlet_gap_us),
+            flowlets: HashMap::new(),
             packets_created: 0,
             packets_delivered_total: 0,
             messages_created: 0,
@@ -715,10 +723,24 @@ impl Simulation {
             let pv = &port_vls[(port * vls + vl) as usize];
             pv.requested_credits as i64 + buffer - pv.credits as i64 + ports[port as usize].transmitting as i64
         };
-        let hop = router.route(switch, input, pk.dst, pk.via, pk.phase, &mut self.routing_rng, load);
+        let decided_before = pk.phase & PATH_DECIDED != 0;
+        let flow = (pk.src as u64) << 32 | pk.dst as u64;
+        let decision = if self.flowlet_gap == 0 {
+            Decision::PerPacket
+        } else if decided_before {
+            Decision::Done
+        } else {
+            let now = self.now;
+            Decision::Once(self.flowlets.get(&flow).filter(|f| now - f.1 < self.flowlet_gap).map(|f| f.0))
+        };
+        let hop = router.route(switch, input, pk.dst, pk.via, pk.phase & !PATH_DECIDED, decision, &mut self.routing_rng, load);
+        if hop.decided {
+            // A new flowlet, or the next packet of one: either way its timer restarts now.
+            self.flowlets.insert(flow, (hop.via, self.now));
+        }
         let packet = &mut self.packets.items[id as usize];
         packet.via = hop.via;
-        packet.phase = hop.phase;
+        packet.phase = hop.phase | if hop.decided || decided_before { PATH_DECIDED } else { 0 };
         let vl = self.sl2vl.switch_vl(switch, input, hop.port, pk.sl) as u32 + hop.phase as u32 * self.qos_vls;
         (base + hop.port, vl as u8)
     }
@@ -1057,7 +1079,6 @@ impl Simulation {
         let (wire, payload) = (pk.wire_bytes as u64, pk.wire_bytes as u64 - self.header as u64);
         self.packets.remove(id);
         self.packets_delivered_total += 1;
-        self.nonminimal_packets += (pk.via != NO_VIA) as u64;
         let m = &mut self.messages.items[pk.message as usize];
         m.packets_left -= 1;
         m.last_delivery = m.last_delivery.max(tail);
@@ -1068,6 +1089,7 @@ impl Simulation {
                 s.delivered_wire_bytes += wire;
                 s.delivered_payload_bytes += payload;
                 s.delivered_packets += 1;
+                s.nonminimal_packets += (pk.via != NO_VIA) as u64;
             }
         }
         if m.packets_left > 0 {

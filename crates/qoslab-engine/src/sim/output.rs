@@ -65,7 +65,6 @@ impl Simulation {
         summary.insert("window_ns".into(), json!([ps_to_ns(self.window.start), ps_to_ns(self.window.end)]));
         summary.insert("events".into(), json!(self.event_count));
         summary.insert("packet_hops".into(), json!(self.packet_hops));
-        summary.insert("nonminimal_packets".into(), json!(self.nonminimal_packets));
         summary.insert("mean_pending_events".into(), json!(mean_pending));
         summary.insert("by_sl".into(), Value::Object(by_sl));
         summary.insert("by_traffic".into(), Value::Array(by_traffic));

@@ -34,6 +34,8 @@ pub struct FlowStats {
     pub delivered_wire_bytes: u64,
     pub delivered_payload_bytes: u64,
     pub delivered_packets: u64,
+    /// Of those, the packets that took a non-minimal (Valiant) Dragonfly+ path.
+    pub nonminimal_packets: u64,
     pub delivered_messages: u64,
     /// Arrivals of open-loop sources refused because their send queue was full.
     pub refused_messages: u64,
@@ -48,6 +50,7 @@ impl FlowStats {
             "offered_load": self.injected_wire_bytes as f64 / capacity_bytes,
             "accepted_load": self.delivered_wire_bytes as f64 / capacity_bytes,
             "packets_delivered": self.delivered_packets,
+            "nonminimal_packets": self.nonminimal_packets,
             "bytes_delivered": self.delivered_payload_bytes,
             "messages_delivered": self.delivered_messages,
             "messages_refused": self.refused_messages,
