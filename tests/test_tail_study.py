@@ -105,6 +105,18 @@ SACCT = """\
 """
 
 
+def test_a_routing_with_flowlets_runs_beside_the_plain_ones_under_its_own_label(tmp_path):
+    s = study(snapshots=1, baseline=False, localities=["spread-groups"],
+              routings=["adaptive", {"algorithm": "adaptive", "flowlet_gap_us": 20}])
+    specs, plan = TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False).plan()
+    assert list(plan["routing"]) == ["adaptive", "adaptive-flowlet-20us"]
+    assert [spec.scenario["routing"] for spec in specs] == [{"algorithm": "adaptive"},
+                                                             {"algorithm": "adaptive", "flowlet_gap_us": 20.0}]
+    # A plain routing keeps the run id it had before routings could carry flowlets (resume).
+    plain = study(snapshots=1, baseline=False, localities=["spread-groups"], routings=["adaptive"])
+    assert TailStudyRunner(plain, tmp_path / "o2", LocalExecutor(1), progress=False).plan()[0][0].run_id == specs[0].run_id
+
+
 def test_snapshots_from_a_sacct_log_use_the_jobs_hosts(tmp_path):
     log = tmp_path / "jobs.txt"
     log.write_text(SACCT)
@@ -155,6 +167,10 @@ def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
     ({"background": {"occupancy": [0.9, 0.2]}}, "background.occupancy", "expected 0 <= low <= high < 1"),
     ({"localities": ["corner"]}, "localities[0]", "same-group"),
     ({"colour": 1}, "colour", "unknown key"),
+    ({"routings": ["minimal", {"algorithm": "minimal", "flowlet_gap_us": 5}]}, "routings[1].flowlet_gap_us",
+     'flowlets apply to adaptive routing, not "minimal"'),
+    ({"routings": ["adaptive", {"algorithm": "adaptive"}]}, "routings[1]", "'adaptive' is listed twice"),
+    ({"routings": ["fastest"]}, "routings[0].algorithm", "minimal"),
 ])
 def test_bad_study_files_name_the_key(changes, key, expected):
     with pytest.raises(ScenarioError) as error:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from qoslab.errors import ScenarioError, problem, show
 from qoslab.scenario import DragonflyPlus, Scenario
@@ -14,7 +14,6 @@ from qoslab.study.model import ExecutorConfig, StudyFile, _Table
 from qoslab.workloads import AnyWorkload
 
 LOCALITIES = ("same-group", "spread-groups", "scheduler", "random")
-ROUTINGS = ("minimal", "valiant", "adaptive")
 
 
 def _default_target_workload() -> dict[str, Any]:
@@ -73,6 +72,35 @@ class Background(_Table):
         return self
 
 
+def _routing_choice(value: Any) -> Any:
+    """A routing name is shorthand for a table with only the algorithm."""
+    return {"algorithm": value} if isinstance(value, str) else value
+
+
+class RoutingChoice(_Table):
+    """One routing of the study: a Dragonfly+ algorithm, and flowlets for adaptive routing."""
+
+    algorithm: Literal["minimal", "valiant", "adaptive"]
+    flowlet_gap_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
+
+    @model_validator(mode="after")
+    def _flowlets(self) -> RoutingChoice:
+        if self.flowlet_gap_us > 0 and self.algorithm != "adaptive":
+            raise problem(f'flowlets apply to adaptive routing, not "{self.algorithm}"', "flowlet_gap_us")
+        return self
+
+    @property
+    def label(self) -> str:
+        """How runs and the report name it: the algorithm, with the flowlet gap when there is one."""
+        return self.algorithm if self.flowlet_gap_us == 0 else f"{self.algorithm}-flowlet-{self.flowlet_gap_us:g}us"
+
+    def scenario_routing(self) -> dict[str, Any]:
+        routing: dict[str, Any] = {"algorithm": self.algorithm}
+        if self.flowlet_gap_us:
+            routing["flowlet_gap_us"] = self.flowlet_gap_us
+        return routing
+
+
 class TailStudy(StudyFile):
     kind: Literal["tail-latency"]
     name: str | None = None
@@ -81,7 +109,9 @@ class TailStudy(StudyFile):
     target: Target
     localities: Annotated[list[Literal["same-group", "spread-groups", "scheduler", "random"]],
                           Field(min_length=1)] = ["same-group", "spread-groups"]
-    routings: Annotated[list[Literal["minimal", "valiant", "adaptive"]], Field(min_length=1)] = ["minimal", "adaptive"]
+    # names ("minimal", "valiant", "adaptive") or tables ({ algorithm = "adaptive", flowlet_gap_us = 20 })
+    routings: Annotated[list[Annotated[RoutingChoice, BeforeValidator(_routing_choice)]], Field(min_length=1)] = Field(
+        default_factory=lambda: [RoutingChoice(algorithm="minimal"), RoutingChoice(algorithm="adaptive")])
     snapshots: Annotated[int, Field(ge=1, le=100000)] = 20
     baseline: bool = True  # also each locality x routing with no background at all
     background: Background = Field(default_factory=Background)
@@ -109,6 +139,10 @@ class TailStudy(StudyFile):
             raise self._error("target.nodes", f"{self.target.nodes} nodes, but the fabric has {base.host_count()} hosts")
         if self.heuristic not in HEURISTICS:
             raise self._error("heuristic", f"unknown definition {self.heuristic!r} (known: {', '.join(sorted(HEURISTICS))})")
+        labels = [r.label for r in self.routings]
+        for i, label in enumerate(labels):
+            if labels.index(label) != i:
+                raise self._error(f"routings[{i}]", f"{label!r} is listed twice")
         if self.background.log is not None:
             path = self.resolve(self.background.log)
             if not path.is_file():

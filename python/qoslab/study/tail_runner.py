@@ -33,7 +33,7 @@ from qoslab.io.scheduler import (
 )
 from qoslab.jobs import Job
 from qoslab.placement import PlacementError, place_jobs
-from qoslab.study.tail_model import TailStudy
+from qoslab.study.tail_model import RoutingChoice, TailStudy
 from qoslab.sweep.execute import RunSpec, run_id
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.store import RunStore, write_tables
@@ -149,17 +149,17 @@ class TailStudyRunner:
                             self.groups)
         return placed[-1]
 
-    def spec(self, snap: Snapshot, locality: str, routing: str, target: list[int]) -> RunSpec:
+    def spec(self, snap: Snapshot, locality: str, routing: RoutingChoice, target: list[int]) -> RunSpec:
         t = self.study.target
         scenario = copy.deepcopy(self.data)
-        scenario["routing"] = {"algorithm": routing}
+        scenario["routing"] = routing.scenario_routing()
         scenario["jobs"] = [{"name": t.name, "placement": "hosts", "hosts": target, "ranks_per_node": t.ranks_per_node,
                              "restart": False, "workload": t.workload.model_dump()}]
         for k, (hosts, workload) in enumerate(zip(snap.background, snap.workloads)):
             if workload is not None:
                 scenario["jobs"].append({"name": f"bg{k}", "placement": "hosts", "hosts": list(hosts),
                                          "restart": True, "workload": workload})
-        label = f"{locality}-{routing}"
+        label = f"{locality}-{routing.label}"
         return RunSpec(run_id=run_id(max(snap.index, 0), f"s{snap.index}-{label}", scenario), repetition=snap.index,
                        seed=self.base.seed, policy=label, mode="shared", alone_job=None, scenario=scenario,
                        source=self.study.scenario_source())
@@ -182,7 +182,7 @@ class TailStudyRunner:
                 for routing in self.study.routings:
                     spec = self.spec(snap, locality, routing, target)
                     specs.append(spec)
-                    rows.append({"snapshot": snap.index, "locality": locality, "routing": routing, "run_id": spec.run_id,
+                    rows.append({"snapshot": snap.index, "locality": locality, "routing": routing.label, "run_id": spec.run_id,
                                  "b": float(b), "background": snap.label, "error": None,
                                  "background_jobs": len(snap.background),
                                  "background_hosts": len({h for hosts in snap.background for h in hosts}),
