@@ -606,8 +606,10 @@ class Scenario(_Table):
     def engine_routing(self) -> dict[str, Any]:
         if self.routing.algorithm == "lft":
             return {"algorithm": "table", "table": self.routing._table, "vls": self.routing.vls}
-        return {"algorithm": self.routing.algorithm, "vls": self.routing.vls,
-                "flowlet_gap_us": float(self.routing.flowlet_gap_us)}
+        routing = {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
+        if self.routing.flowlet_gap_us:
+            routing["flowlet_gap_us"] = float(self.routing.flowlet_gap_us)
+        return routing
 
     def tool_fabric(self):
         """The fabric as the InfiniBand tools see it (GUIDs, port numbers from 1, link types):
