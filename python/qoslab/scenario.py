@@ -583,6 +583,10 @@ class Scenario(_Table):
         """The scenario with every default filled in, as plain JSON types (provenance). It is itself
         a valid scenario: Scenario.from_dict(s.resolved()) gives the same engine config."""
         data = self.model_dump(mode="json")
+        if not self.routing.flowlet_gap_us:
+            # Off is the default: leaving it out keeps the run ids of studies stored before
+            # flowlets existed (ids hash the resolved scenario).
+            data["routing"].pop("flowlet_gap_us")
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)
