@@ -343,11 +343,11 @@ impl Simulation {
         let end = self.window.end;
         let mut interrupted = false;
         let (mut deadlock, mut next_deadlock_check) = (None, DEADLOCK_CHECK_PS);
-        while let Some(t) = self.events.peek_time() {
+        while let Some((t, kind, id)) = self.events.peek() {
             if t >= end || self.mpi_finished() {
                 break;
             }
-            let (t, kind, id) = self.events.pop().unwrap();
+            self.events.pop_peeked();
             self.prefetch_upcoming();
             self.now = t;
             self.event_count += 1;
@@ -421,118 +421,108 @@ impl Simulation {
     /// about an event's time to complete before the next stage reads it. Small fabrics, whose
     /// state stays in the caches, only take the first two links: the deeper stages cost more
     /// instructions than the misses they save there.
-    #[inline]
+    #[inline(always)]
     fn prefetch_upcoming(&self) {
         if self.deep_prefetch {
-            self.prefetch_port(4);
-            self.prefetch_source(4);
-            self.prefetch_port_lines(3);
-            self.prefetch_source_port(2);
-            self.prefetch_request(2);
-            self.prefetch_head_packet(1);
-            self.prefetch_poked_output(1);
+            self.prefetch_chain();
         } else {
-            self.prefetch_port(3);
-            self.prefetch_port_lines(1);
+            // Inline: these run on every event, and a call would cost about as much as they do.
+            if let Some(port) = self.events.upcoming_port(3) {
+                prefetch(&self.ports[port as usize]);
+            }
+            if let Some(port) = self.events.upcoming_port(1) {
+                self.prefetch_port_lines(port);
+            }
         }
     }
 
-    /// The port an upcoming event is for (None for other kinds, or beyond the current slot).
-    #[inline]
-    fn upcoming_port(&self, ahead: usize) -> Option<u32> {
-        self.events.upcoming_port(ahead)
-    }
-
-    #[inline]
-    fn prefetch_port(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            prefetch(&self.ports[port as usize]);
+    /// The deep chain: each upcoming event is looked up once, and its stage's lines requested.
+    #[inline(never)]
+    fn prefetch_chain(&self) {
+        let upcoming = self.events.upcoming_events();
+        match upcoming.event(4) {
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => prefetch(&self.ports[port as usize]),
+            Some((EventKind::Source, s)) => prefetch_all(&self.sources[s as usize]),
+            _ => {}
+        }
+        if let Some(port) = upcoming.port(3) {
+            self.prefetch_port_lines(port);
+        }
+        match upcoming.event(2) {
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => self.prefetch_request(port),
+            Some((EventKind::Source, s)) => self.prefetch_source_port(s),
+            _ => {}
+        }
+        if let Some(port) = upcoming.port(1) {
+            self.prefetch_head_packet(port);
+            self.prefetch_poked_output(port);
         }
     }
 
-    /// A traffic source about to create a message: its state (more than a line).
-    #[inline]
-    fn prefetch_source(&self, ahead: usize) {
-        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
-            let src = &self.sources[s as usize];
-            prefetch_all(src);
-        }
-    }
-
-    /// The HCA port that source's message will be filed with: its port line and VL line.
-    #[inline]
-    fn prefetch_source_port(&self, ahead: usize) {
-        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
-            let src = &self.sources[s as usize];
-            let port = self.graph().host_port(src.host);
-            prefetch(&self.ports[port as usize]);
-            prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
-        }
+    /// The HCA port a source's message will be filed with: its port line and VL line.
+    #[inline(always)]
+    fn prefetch_source_port(&self, s: u32) {
+        let src = &self.sources[s as usize];
+        let port = self.graph().host_port(src.host);
+        prefetch(&self.ports[port as usize]);
+        prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
     }
 
     /// The lines a port's line points to: the queue it sends from, its first requested VL and
     /// its credit returns.
-    #[inline]
-    fn prefetch_port_lines(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.tx_queue != NONE {
-                prefetch(&self.queues[ps.tx_queue as usize]);
-            }
-            if ps.request_mask != 0 {
-                prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
-            }
-            if ps.returns_behind {
-                prefetch(&self.returns[port as usize]);
-            }
+    #[inline(always)]
+    fn prefetch_port_lines(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.tx_queue != NONE {
+            prefetch(&self.queues[ps.tx_queue as usize]);
+        }
+        if ps.request_mask != 0 {
+            prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
+        }
+        if ps.returns_behind {
+            prefetch(&self.returns[port as usize]);
         }
     }
 
     /// The queue of the oldest request on the port's first requested VL, and the output that
     /// the queue it sends from waits for next (ending a transmission pokes that output).
-    #[inline]
-    fn prefetch_request(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.request_mask != 0 {
-                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-                if first != NONE {
-                    prefetch(&self.queues[first as usize]);
-                }
+    #[inline(always)]
+    fn prefetch_request(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.request_mask != 0 {
+            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if first != NONE {
+                prefetch(&self.queues[first as usize]);
             }
-            if ps.transmitting {
-                let queue = &self.queues[ps.tx_queue as usize];
-                if queue.head != NONE && queue.out_port != port {
-                    prefetch(&self.ports[queue.out_port as usize]);
-                }
+        }
+        if ps.transmitting {
+            let queue = &self.queues[ps.tx_queue as usize];
+            if queue.head != NONE && queue.out_port != port {
+                prefetch(&self.ports[queue.out_port as usize]);
             }
         }
     }
 
     /// That output's line for the waiting packet's VL (arbitration there reads it first).
-    #[inline]
-    fn prefetch_poked_output(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.transmitting {
-                let queue = &self.queues[ps.tx_queue as usize];
-                if queue.head != NONE && queue.out_port != port {
-                    prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
-                }
+    #[inline(always)]
+    fn prefetch_poked_output(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.transmitting {
+            let queue = &self.queues[ps.tx_queue as usize];
+            if queue.head != NONE && queue.out_port != port {
+                prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
             }
         }
     }
 
     /// The packet at the head of that oldest request's queue, which the port will send next.
-    #[inline]
-    fn prefetch_head_packet(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.request_mask != 0 {
-                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-                if first != NONE && self.queues[first as usize].head != NONE {
-                    prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
-                }
+    #[inline(always)]
+    fn prefetch_head_packet(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.request_mask != 0 {
+            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if first != NONE && self.queues[first as usize].head != NONE {
+                prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
             }
         }
     }
@@ -631,6 +621,7 @@ impl Simulation {
     /// Routes the new head of queue `q` and files its request with the output port it needs.
     /// `site`: the switch input the queue buffers for (None for an HCA send queue). `routed`:
     /// the head's output port and VL if the caller already worked them out (`fixed_route`).
+    #[inline(always)]
     fn register_head(&mut self, q: u32, site: Option<InputSite>, routed: Option<(u32, u8)>) {
         let head = self.queues[q as usize].head;
         let pk = &self.packets.items[head as usize];
