@@ -638,6 +638,7 @@ impl Simulation {
         queue.head_eligible_at = eligible;
         queue.head_credits = credits;
         queue.next_request = NONE;
+        let busy = queue.busy;
         let idx = self.port_vl(out_port, out_vl);
         let pv = &mut self.port_vls[idx];
         let last = pv.last_request;
@@ -648,8 +649,9 @@ impl Simulation {
         } else {
             self.queues[last as usize].next_request = q;
         }
-        self.ports[out_port as usize].request_mask |= 1 << out_vl;
-        if !self.ports[out_port as usize].transmitting && !self.queues[q as usize].busy {
+        let out = &mut self.ports[out_port as usize];
+        out.request_mask |= 1 << out_vl;
+        if !out.transmitting && !busy {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
     }
@@ -743,7 +745,7 @@ impl Simulation {
         best.1
     }
 
-    #[inline]
+    #[inline(always)]
     fn schedule_wake(&mut self, port: u32, at: Time) {
         if at < self.ports[port as usize].wake_at {
             self.ports[port as usize].wake_at = at;
@@ -759,16 +761,15 @@ impl Simulation {
     }
 
     fn on_tx_end(&mut self, port: u32) {
-        self.ports[port as usize].transmitting = false;
-        let q = self.ports[port as usize].tx_queue;
+        let ps = &mut self.ports[port as usize];
+        ps.transmitting = false;
+        let q = ps.tx_queue;
         let queue = &mut self.queues[q as usize];
         queue.busy = false;
         // The queue's next packet may now go, possibly to another output.
-        if queue.head != NONE {
-            let out = queue.out_port;
-            if out != port && !self.ports[out as usize].transmitting {
-                self.try_send(out);
-            }
+        let out = queue.out_port;
+        if queue.head != NONE && out != port {
+            self.try_send(out);
         }
         self.try_send(port);
     }
@@ -850,13 +851,15 @@ impl Simulation {
         let (mut last_ready_vl, mut last_ready_prev) = (0u8, NONE);
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
+        let mut stalled_mask = self.ports[port as usize].stalled_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
             let idx = (base + v) as usize;
-            let available = self.port_vls[idx].credits;
+            let pv = &self.port_vls[idx];
+            let available = pv.credits;
             let mut stalled = false;
-            let (mut prev, mut q) = (NONE, self.port_vls[idx].first_request);
+            let (mut prev, mut q) = (NONE, pv.first_request);
             while q != NONE {
                 let r = &self.queues[q as usize];
                 let next = r.next_request;
@@ -877,15 +880,17 @@ impl Simulation {
                 prev = q;
                 q = next;
             }
-            let was_stalled = self.ports[port as usize].stalled_mask & (1 << v) != 0;
+            let was_stalled = stalled_mask & (1 << v) != 0;
             if stalled != was_stalled {
                 self.port_vls[idx].counters.set_stalled(stalled, now, &self.window);
-                self.ports[port as usize].stalled_mask ^= 1 << v;
+                stalled_mask ^= 1 << v;
+                self.ports[port as usize].stalled_mask = stalled_mask;
             }
             credit_blocked |= stalled;
         }
-        let table = &self.arb_tables[(self.ports[port as usize].switch != NONE) as usize];
-        let grant = if ready != 0 { self.ports[port as usize].arb.select(table, ready) } else { None };
+        let ps = &mut self.ports[port as usize];
+        let table = &self.arb_tables[(ps.switch != NONE) as usize];
+        let grant = if ready != 0 { ps.arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
                 self.ports[port as usize].credit_waiting = true;
@@ -924,8 +929,11 @@ impl Simulation {
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
         let upstream = self.queues[q as usize].upstream;
+        // What this hop needs of the port's line, read once.
+        let ps = &self.ports[port as usize];
+        let (down, delivers, peer_switch, peer_local) = (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
+        let (switch, base) = (ps.switch, port - ps.local as u32);
         // Start the misses this packet-hop will take anyway, so that they overlap.
-        let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
         if !delivers {
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
         }
@@ -950,9 +958,7 @@ impl Simulation {
         let mut next_site = None;
         let mut next_route = None;
         if !delivers {
-            let ps = &self.ports[port as usize];
-            let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
-            let site = InputSite { switch, base: down - local, local };
+            let site = InputSite { switch: peer_switch, base: down - peer_local, local: peer_local };
             next_site = Some(site);
             next_route = self.fixed_route(site, pk.src, pk.dst, pk.sl);
             if let Some((out, out_vl)) = next_route {
@@ -989,9 +995,7 @@ impl Simulation {
             let input = q / self.vls;
             let in_vl = (q - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
-            let ps = &self.ports[port as usize];
-            let base = port - ps.local as u32;
-            site = Some(InputSite { switch: ps.switch, base, local: input - base });
+            site = Some(InputSite { switch, base, local: input - base });
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -999,8 +1003,9 @@ impl Simulation {
                 s.injected_wire_bytes += wire as u64;
             }
         }
-        self.queues[q as usize].busy = true;
-        if self.queues[q as usize].head != NONE {
+        let queue = &mut self.queues[q as usize];
+        queue.busy = true;
+        if queue.head != NONE {
             self.register_head(q, site, None);
         }
         if upstream == NONE {
