@@ -564,6 +564,7 @@ impl Simulation {
 
     /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
     /// appends them to the sender's HCA send queue for its SL.
+    #[inline(always)]
     fn inject(&mut self, mut m: Message) {
         let now = self.now;
         let (host, dst, sl, bytes) = (m.src, m.dst, m.sl, m.bytes);
