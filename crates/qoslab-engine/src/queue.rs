@@ -78,15 +78,36 @@ fn slot_of(key: u128) -> u64 {
     ((key >> TIME_SHIFT) as u64) >> SLOT_SHIFT
 }
 
+/// Kind by its 3-bit code: a table load instead of a chain of compares (codes 5..7 are never
+/// pushed).
+const KINDS: [EventKind; 1 << KIND_BITS] = [
+    EventKind::TxEnd,
+    EventKind::Wake,
+    EventKind::Source,
+    EventKind::RankResume,
+    EventKind::MpiArrival,
+    EventKind::MpiArrival,
+    EventKind::MpiArrival,
+    EventKind::MpiArrival,
+];
+
+// Each kind sits at its own code.
+const _: () = {
+    let mut code = 0;
+    while code <= EventKind::MpiArrival as usize {
+        assert!(KINDS[code] as usize == code);
+        code += 1;
+    }
+};
+
+#[inline]
+fn kind_code(key: u128) -> usize {
+    (key >> KIND_SHIFT) as usize & ((1 << KIND_BITS) - 1)
+}
+
 #[inline]
 fn kind_of(key: u128) -> EventKind {
-    match (key >> KIND_SHIFT) as u32 & ((1 << KIND_BITS) - 1) {
-        0 => EventKind::TxEnd,
-        1 => EventKind::Wake,
-        2 => EventKind::Source,
-        3 => EventKind::RankResume,
-        _ => EventKind::MpiArrival,
-    }
+    KINDS[kind_code(key)]
 }
 
 impl EventQueue {
@@ -154,6 +175,22 @@ impl EventQueue {
         Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
     }
 
+    /// The next event, left in place (`pop_peeked` takes it): the run loop looks at its time
+    /// before deciding to handle it, and this finds the key once for both.
+    #[inline]
+    pub fn peek(&mut self) -> Option<(Time, EventKind, u32)> {
+        let key = *self.next_key()?;
+        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+    }
+
+    /// Takes the event `peek` returned.
+    #[inline]
+    pub fn pop_peeked(&mut self) {
+        debug_assert!(self.next < self.current.len());
+        self.next += 1;
+        self.len -= 1;
+    }
+
     /// The earliest key, after moving to the next non-empty slot if the current one is done.
     #[inline]
     fn next_key(&mut self) -> Option<&u128> {
@@ -212,12 +249,21 @@ impl EventQueue {
         unreachable!("the wheel count says non-empty but no bucket is occupied")
     }
 
-    /// The event `ahead` places after the next one, if it is already sorted (it is in the
-    /// current slot); a hint for prefetching, which may change as events are pushed.
-    #[inline]
-    pub fn upcoming(&self, ahead: usize) -> Option<(EventKind, u32)> {
+    /// The port of the event `ahead` places after the next one if it is a port event (TxEnd or
+    /// Wake) already sorted into the current slot; a prefetch hint, which may change as events
+    /// are pushed.
+    #[inline(always)]
+    pub fn upcoming_port(&self, ahead: usize) -> Option<u32> {
         let key = *self.current.get(self.next + ahead)?;
-        Some((kind_of(key), (key & ID_MASK) as u32))
+        // TxEnd and Wake are codes 0 and 1.
+        (kind_code(key) <= EventKind::Wake as usize).then_some((key & ID_MASK) as u32)
+    }
+
+    /// The events after the next one that are already sorted (the rest of the current slot),
+    /// for prefetch hints that look several places ahead.
+    #[inline(always)]
+    pub fn upcoming_events(&self) -> Upcoming<'_> {
+        Upcoming(self.current.get(self.next..).unwrap_or(&[]))
     }
 
     #[inline]
@@ -231,6 +277,25 @@ impl EventQueue {
 
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+}
+
+/// A view of the sorted events after the next one (see `EventQueue::upcoming_events`).
+pub struct Upcoming<'a>(&'a [u128]);
+
+impl Upcoming<'_> {
+    /// Kind and id of the event `ahead` places after the next one.
+    #[inline(always)]
+    pub fn event(&self, ahead: usize) -> Option<(EventKind, u32)> {
+        let key = *self.0.get(ahead)?;
+        Some((kind_of(key), (key & ID_MASK) as u32))
+    }
+
+    /// Its port, if it is a port event (TxEnd or Wake, codes 0 and 1).
+    #[inline(always)]
+    pub fn port(&self, ahead: usize) -> Option<u32> {
+        let key = *self.0.get(ahead)?;
+        (kind_code(key) <= EventKind::Wake as usize).then_some((key & ID_MASK) as u32)
     }
 }
 

@@ -14,6 +14,10 @@ pub struct ArbTables {
     low: Vec<(u8, u32)>,
     high_mask: u16,
     low_mask: u16,
+    /// Per VL, bit i set when entry i of the table serves it (tables of up to 64 entries, as
+    /// InfiniBand's; longer ones leave these empty and are searched entry by entry).
+    high_positions: [u64; 16],
+    low_positions: [u64; 16],
     /// High-priority bytes allowed while low-priority packets wait; None = unbounded (255).
     high_limit_bytes: Option<u64>,
 }
@@ -25,9 +29,20 @@ impl ArbTables {
         };
         let (high, low) = (keep(high), keep(low));
         let mask = |t: &[(u8, u32)]| t.iter().fold(0u16, |m, e| m | (1 << e.0));
+        let positions = |t: &[(u8, u32)]| {
+            let mut p = [0u64; 16];
+            if t.len() <= 64 {
+                for (i, e) in t.iter().enumerate() {
+                    p[e.0 as usize] |= 1 << i;
+                }
+            }
+            p
+        };
         ArbTables {
             high_mask: mask(&high),
             low_mask: mask(&low),
+            high_positions: positions(&high),
+            low_positions: positions(&low),
             high,
             low,
             // 0 means "one packet", so at least one byte's worth is always allowed.
@@ -69,10 +84,10 @@ impl ArbState {
             Some(limit) => !low_ready || self.high_bytes < limit,
         };
         if high_ready && high_allowed {
-            let vl = pick(&t.high, &mut self.high_index, &mut self.high_used, ready);
+            let vl = pick(&t.high, &t.high_positions, &mut self.high_index, &mut self.high_used, ready);
             Some(Grant { vl, high: true, low_waiting: low_ready })
         } else if low_ready {
-            let vl = pick(&t.low, &mut self.low_index, &mut self.low_used, ready);
+            let vl = pick(&t.low, &t.low_positions, &mut self.low_index, &mut self.low_used, ready);
             Some(Grant { vl, high: false, low_waiting: true })
         } else {
             None
@@ -98,21 +113,44 @@ impl ArbState {
 /// Weighted round robin inside one table: stay on the current entry while it has weight left
 /// (so its last packet may overshoot), otherwise move on to the next entry whose VL is ready.
 #[inline]
-fn pick(entries: &[(u8, u32)], index: &mut u8, used: &mut u16, ready: u16) -> u8 {
+fn pick(entries: &[(u8, u32)], positions: &[u64; 16], index: &mut u8, used: &mut u16, ready: u16) -> u8 {
     let n = entries.len();
     // `index` only ever holds a position below n; wrapping by compare avoids a division.
     let mut i = *index as usize;
-    for _ in 0..=n {
-        let (vl, weight) = entries[i];
-        if ready & (1 << vl) != 0 && (*used as u32) < weight {
-            *index = i as u8;
-            return vl;
+    // Usually the current entry still has weight left and its VL is ready.
+    let (vl, weight) = entries[i];
+    if ready & (1 << vl) != 0 && (*used as u32) < weight {
+        return vl;
+    }
+    if n <= 64 {
+        // The next entry (cyclically, after the current one) whose VL is ready; weights are
+        // never 0, so it has weight left once `used` restarts. The same as the search below.
+        let mut candidates = 0u64;
+        let mut vls = ready;
+        while vls != 0 {
+            candidates |= positions[vls.trailing_zeros() as usize];
+            vls &= vls - 1;
         }
+        let after = candidates & (!0u64).checked_shl(i as u32 + 1).unwrap_or(0);
+        let next = if after != 0 { after } else { candidates };
+        if next != 0 {
+            let j = next.trailing_zeros() as usize;
+            *index = j as u8;
+            *used = 0;
+            return entries[j].0;
+        }
+    }
+    for _ in 0..n {
         i += 1;
         if i == n {
             i = 0;
         }
         *used = 0;
+        let (vl, weight) = entries[i];
+        if ready & (1 << vl) != 0 && (*used as u32) < weight {
+            *index = i as u8;
+            return vl;
+        }
     }
     unreachable!("pick is only called when a table entry covers a ready VL")
 }
@@ -176,6 +214,53 @@ mod tests {
         let t = ArbTables::new(&[], &[(0, 10), (1, 10), (2, 10)], 0);
         let b = serve(&t, 0b100, 640, 10);
         assert_eq!(b[2], 6400);
+    }
+
+    /// The weighted round robin as a plain search, entry by entry.
+    fn reference_pick(entries: &[(u8, u32)], index: &mut u8, used: &mut u16, ready: u16) -> u8 {
+        let mut i = *index as usize;
+        for _ in 0..=entries.len() {
+            let (vl, weight) = entries[i];
+            if ready & (1 << vl) != 0 && (*used as u32) < weight {
+                *index = i as u8;
+                return vl;
+            }
+            i = (i + 1) % entries.len();
+            *used = 0;
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn pick_matches_the_plain_search() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
+        for _ in 0..200 {
+            let entries: Vec<(u8, u32)> =
+                (0..rng.gen_range(1..=64)).map(|_| (rng.gen_range(0..16u8), rng.gen_range(1..=255u32))).collect();
+            let positions = {
+                let mut p = [0u64; 16];
+                for (i, e) in entries.iter().enumerate() {
+                    p[e.0 as usize] |= 1 << i;
+                }
+                p
+            };
+            let covered = entries.iter().fold(0u16, |m, e| m | (1 << e.0));
+            let (mut index, mut used) = (0u8, 0u16);
+            let (mut ref_index, mut ref_used) = (0u8, 0u16);
+            for _ in 0..200 {
+                let ready = rng.gen::<u16>() & covered;
+                if ready == 0 {
+                    continue;
+                }
+                let vl = pick(&entries, &positions, &mut index, &mut used, ready);
+                assert_eq!(vl, reference_pick(&entries, &mut ref_index, &mut ref_used, ready));
+                assert_eq!((index, used), (ref_index, ref_used));
+                let credits = rng.gen_range(1..=70u16);
+                used += credits;
+                ref_used += credits;
+            }
+        }
     }
 
     #[test]

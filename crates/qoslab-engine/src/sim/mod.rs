@@ -351,11 +351,11 @@ impl Simulation {
         let end = self.window.end;
         let mut interrupted = false;
         let (mut deadlock, mut next_deadlock_check) = (None, DEADLOCK_CHECK_PS);
-        while let Some(t) = self.events.peek_time() {
+        while let Some((t, kind, id)) = self.events.peek() {
             if t >= end || self.mpi_finished() {
                 break;
             }
-            let (t, kind, id) = self.events.pop().unwrap();
+            self.events.pop_peeked();
             self.prefetch_upcoming();
             self.now = t;
             self.event_count += 1;
@@ -429,121 +429,108 @@ impl Simulation {
     /// about an event's time to complete before the next stage reads it. Small fabrics, whose
     /// state stays in the caches, only take the first two links: the deeper stages cost more
     /// instructions than the misses they save there.
-    #[inline]
+    #[inline(always)]
     fn prefetch_upcoming(&self) {
         if self.deep_prefetch {
-            self.prefetch_port(4);
-            self.prefetch_source(4);
-            self.prefetch_port_lines(3);
-            self.prefetch_source_port(2);
-            self.prefetch_request(2);
-            self.prefetch_head_packet(1);
-            self.prefetch_poked_output(1);
+            self.prefetch_chain();
         } else {
-            self.prefetch_port(3);
-            self.prefetch_port_lines(1);
+            // Inline: these run on every event, and a call would cost about as much as they do.
+            if let Some(port) = self.events.upcoming_port(3) {
+                prefetch(&self.ports[port as usize]);
+            }
+            if let Some(port) = self.events.upcoming_port(1) {
+                self.prefetch_port_lines(port);
+            }
         }
     }
 
-    /// The port an upcoming event is for (None for other kinds, or beyond the current slot).
-    #[inline]
-    fn upcoming_port(&self, ahead: usize) -> Option<u32> {
-        match self.events.upcoming(ahead) {
-            Some((EventKind::TxEnd | EventKind::Wake, port)) => Some(port),
-            _ => None,
+    /// The deep chain: each upcoming event is looked up once, and its stage's lines requested.
+    #[inline(never)]
+    fn prefetch_chain(&self) {
+        let upcoming = self.events.upcoming_events();
+        match upcoming.event(4) {
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => prefetch(&self.ports[port as usize]),
+            Some((EventKind::Source, s)) => prefetch_all(&self.sources[s as usize]),
+            _ => {}
+        }
+        if let Some(port) = upcoming.port(3) {
+            self.prefetch_port_lines(port);
+        }
+        match upcoming.event(2) {
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => self.prefetch_request(port),
+            Some((EventKind::Source, s)) => self.prefetch_source_port(s),
+            _ => {}
+        }
+        if let Some(port) = upcoming.port(1) {
+            self.prefetch_head_packet(port);
+            self.prefetch_poked_output(port);
         }
     }
 
-    #[inline]
-    fn prefetch_port(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            prefetch(&self.ports[port as usize]);
-        }
-    }
-
-    /// A traffic source about to create a message: its state (more than a line).
-    #[inline]
-    fn prefetch_source(&self, ahead: usize) {
-        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
-            let src = &self.sources[s as usize];
-            prefetch_all(src);
-        }
-    }
-
-    /// The HCA port that source's message will be filed with: its port line and VL line.
-    #[inline]
-    fn prefetch_source_port(&self, ahead: usize) {
-        if let Some((EventKind::Source, s)) = self.events.upcoming(ahead) {
-            let src = &self.sources[s as usize];
-            let port = self.graph().host_port(src.host);
-            prefetch(&self.ports[port as usize]);
-            prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
-        }
+    /// The HCA port a source's message will be filed with: its port line and VL line.
+    #[inline(always)]
+    fn prefetch_source_port(&self, s: u32) {
+        let src = &self.sources[s as usize];
+        let port = self.graph().host_port(src.host);
+        prefetch(&self.ports[port as usize]);
+        prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
     }
 
     /// The lines a port's line points to: the queue it sends from, its first requested VL and
     /// its credit returns.
-    #[inline]
-    fn prefetch_port_lines(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.tx_queue != NONE {
-                prefetch(&self.queues[ps.tx_queue as usize]);
-            }
-            if ps.request_mask != 0 {
-                prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
-            }
-            if ps.returns_behind {
-                prefetch(&self.returns[port as usize]);
-            }
+    #[inline(always)]
+    fn prefetch_port_lines(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.tx_queue != NONE {
+            prefetch(&self.queues[ps.tx_queue as usize]);
+        }
+        if ps.request_mask != 0 {
+            prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
+        }
+        if ps.returns_behind {
+            prefetch(&self.returns[port as usize]);
         }
     }
 
     /// The queue of the oldest request on the port's first requested VL, and the output that
     /// the queue it sends from waits for next (ending a transmission pokes that output).
-    #[inline]
-    fn prefetch_request(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.request_mask != 0 {
-                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-                if first != NONE {
-                    prefetch(&self.queues[first as usize]);
-                }
+    #[inline(always)]
+    fn prefetch_request(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.request_mask != 0 {
+            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if first != NONE {
+                prefetch(&self.queues[first as usize]);
             }
-            if ps.transmitting {
-                let queue = &self.queues[ps.tx_queue as usize];
-                if queue.head != NONE && queue.out_port != port {
-                    prefetch(&self.ports[queue.out_port as usize]);
-                }
+        }
+        if ps.transmitting {
+            let queue = &self.queues[ps.tx_queue as usize];
+            if queue.head != NONE && queue.out_port != port {
+                prefetch(&self.ports[queue.out_port as usize]);
             }
         }
     }
 
     /// That output's line for the waiting packet's VL (arbitration there reads it first).
-    #[inline]
-    fn prefetch_poked_output(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.transmitting {
-                let queue = &self.queues[ps.tx_queue as usize];
-                if queue.head != NONE && queue.out_port != port {
-                    prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
-                }
+    #[inline(always)]
+    fn prefetch_poked_output(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.transmitting {
+            let queue = &self.queues[ps.tx_queue as usize];
+            if queue.head != NONE && queue.out_port != port {
+                prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
             }
         }
     }
 
     /// The packet at the head of that oldest request's queue, which the port will send next.
-    #[inline]
-    fn prefetch_head_packet(&self, ahead: usize) {
-        if let Some(port) = self.upcoming_port(ahead) {
-            let ps = &self.ports[port as usize];
-            if ps.request_mask != 0 {
-                let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-                if first != NONE && self.queues[first as usize].head != NONE {
-                    prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
-                }
+    #[inline(always)]
+    fn prefetch_head_packet(&self, port: u32) {
+        let ps = &self.ports[port as usize];
+        if ps.request_mask != 0 {
+            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if first != NONE && self.queues[first as usize].head != NONE {
+                prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
             }
         }
     }
@@ -585,6 +572,7 @@ impl Simulation {
 
     /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
     /// appends them to the sender's HCA send queue for its SL.
+    #[inline(always)]
     fn inject(&mut self, mut m: Message) {
         let now = self.now;
         let (host, dst, sl, bytes) = (m.src, m.dst, m.sl, m.bytes);
@@ -642,6 +630,7 @@ impl Simulation {
     /// Routes the new head of queue `q` and files its request with the output port it needs.
     /// `site`: the switch input the queue buffers for (None for an HCA send queue). `routed`:
     /// the head's output port and VL if the caller already worked them out (`fixed_route`).
+    #[inline(always)]
     fn register_head(&mut self, q: u32, site: Option<InputSite>, routed: Option<(u32, u8)>) {
         let head = self.queues[q as usize].head;
         let pk = &self.packets.items[head as usize];
@@ -658,6 +647,7 @@ impl Simulation {
         queue.head_eligible_at = eligible;
         queue.head_credits = credits;
         queue.next_request = NONE;
+        let busy = queue.busy;
         let idx = self.port_vl(out_port, out_vl);
         let pv = &mut self.port_vls[idx];
         let last = pv.last_request;
@@ -668,8 +658,9 @@ impl Simulation {
         } else {
             self.queues[last as usize].next_request = q;
         }
-        self.ports[out_port as usize].request_mask |= 1 << out_vl;
-        if !self.ports[out_port as usize].transmitting && !self.queues[q as usize].busy {
+        let out = &mut self.ports[out_port as usize];
+        out.request_mask |= 1 << out_vl;
+        if !out.transmitting && !busy {
             self.schedule_wake(out_port, eligible.max(self.now));
         }
     }
@@ -777,7 +768,7 @@ impl Simulation {
         best.1
     }
 
-    #[inline]
+    #[inline(always)]
     fn schedule_wake(&mut self, port: u32, at: Time) {
         if at < self.ports[port as usize].wake_at {
             self.ports[port as usize].wake_at = at;
@@ -793,16 +784,15 @@ impl Simulation {
     }
 
     fn on_tx_end(&mut self, port: u32) {
-        self.ports[port as usize].transmitting = false;
-        let q = self.ports[port as usize].tx_queue;
+        let ps = &mut self.ports[port as usize];
+        ps.transmitting = false;
+        let q = ps.tx_queue;
         let queue = &mut self.queues[q as usize];
         queue.busy = false;
         // The queue's next packet may now go, possibly to another output.
-        if queue.head != NONE {
-            let out = queue.out_port;
-            if out != port && !self.ports[out as usize].transmitting {
-                self.try_send(out);
-            }
+        let out = queue.out_port;
+        if queue.head != NONE && out != port {
+            self.try_send(out);
         }
         self.try_send(port);
     }
@@ -857,11 +847,20 @@ impl Simulation {
 
     /// Arbitrates an idle output port: picks a VL by the VL arbiter, then the oldest request on
     /// that VL whose packet is eligible, whose input is free and which fits the downstream credits.
+    /// About a third of the calls find the port sending or with nothing filed and no credits due;
+    /// those are answered here, inline, from the port's line.
+    #[inline(always)]
     fn try_send(&mut self, port: u32) {
-        let now = self.now;
-        if self.ports[port as usize].transmitting {
+        let ps = &self.ports[port as usize];
+        if ps.transmitting || (ps.request_mask == 0 && ps.next_return_at > self.now) {
             return;
         }
+        self.arbitrate(port);
+    }
+
+    #[inline(never)]
+    fn arbitrate(&mut self, port: u32) {
+        let now = self.now;
         self.apply_returned_credits(port);
         let mut mask = self.ports[port as usize].request_mask;
         if mask == 0 {
@@ -869,18 +868,21 @@ impl Simulation {
         }
         let base = port * self.vls;
         let mut ready: u16 = 0;
-        // Per VL: the request filed just before the first sendable one (NONE if that is the
-        // oldest), for unlinking it.
-        let mut candidate_prev = [NONE; 16];
+        // The last VL found ready and the request filed just before its first sendable one
+        // (NONE if that is the oldest), for unlinking it. Usually a port has one VL in use; when
+        // the arbiter grants another, that VL's list is searched again (`sendable_prev`).
+        let (mut last_ready_vl, mut last_ready_prev) = (0u8, NONE);
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
+        let mut stalled_mask = self.ports[port as usize].stalled_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
             let idx = (base + v) as usize;
-            let available = self.port_vls[idx].credits;
+            let pv = &self.port_vls[idx];
+            let available = pv.credits;
             let mut stalled = false;
-            let (mut prev, mut q) = (NONE, self.port_vls[idx].first_request);
+            let (mut prev, mut q) = (NONE, pv.first_request);
             while q != NONE {
                 let r = &self.queues[q as usize];
                 let next = r.next_request;
@@ -892,7 +894,7 @@ impl Simulation {
                             stalled = true;
                         } else {
                             ready |= 1 << v;
-                            candidate_prev[v as usize] = prev;
+                            (last_ready_vl, last_ready_prev) = (v as u8, prev);
                             stalled = false;
                             break;
                         }
@@ -901,15 +903,17 @@ impl Simulation {
                 prev = q;
                 q = next;
             }
-            let was_stalled = self.ports[port as usize].stalled_mask & (1 << v) != 0;
+            let was_stalled = stalled_mask & (1 << v) != 0;
             if stalled != was_stalled {
                 self.port_vls[idx].counters.set_stalled(stalled, now, &self.window);
-                self.ports[port as usize].stalled_mask ^= 1 << v;
+                stalled_mask ^= 1 << v;
+                self.ports[port as usize].stalled_mask = stalled_mask;
             }
             credit_blocked |= stalled;
         }
-        let table = &self.arb_tables[(self.ports[port as usize].switch != NONE) as usize];
-        let grant = if ready != 0 { self.ports[port as usize].arb.select(table, ready) } else { None };
+        let ps = &mut self.ports[port as usize];
+        let table = &self.arb_tables[(ps.switch != NONE) as usize];
+        let grant = if ready != 0 { ps.arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
                 self.ports[port as usize].credit_waiting = true;
@@ -924,18 +928,35 @@ impl Simulation {
             return;
         };
         let idx = (base + grant.vl as u32) as usize;
-        let prev = candidate_prev[grant.vl as usize];
+        let prev = if grant.vl == last_ready_vl { last_ready_prev } else { self.sendable_prev(idx) };
         let q = if prev == NONE { self.port_vls[idx].first_request } else { self.queues[prev as usize].next_request };
         self.unfile_request(idx, prev, q);
         self.transmit(port, q, grant.vl, grant);
+    }
+
+    /// The request filed just before the first sendable one on (port, VL) `idx` (NONE if that
+    /// is the oldest): the same one the scan in `arbitrate` found, as nothing changed since.
+    fn sendable_prev(&self, idx: usize) -> u32 {
+        let (now, available) = (self.now, self.port_vls[idx].credits);
+        let (mut prev, mut q) = (NONE, self.port_vls[idx].first_request);
+        loop {
+            let r = &self.queues[q as usize];
+            if r.head_eligible_at <= now && !r.busy && r.head_credits as u32 <= available {
+                return prev;
+            }
+            (prev, q) = (q, r.next_request);
+        }
     }
 
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
     fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: crate::fabric::vl_arbiter::Grant) {
         let now = self.now;
         let upstream = self.queues[q as usize].upstream;
+        // What this hop needs of the port's line, read once.
+        let ps = &self.ports[port as usize];
+        let (down, delivers, peer_switch, peer_local) = (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
+        let (switch, base) = (ps.switch, port - ps.local as u32);
         // Start the misses this packet-hop will take anyway, so that they overlap.
-        let (down, delivers) = (self.ports[port as usize].peer, self.ports[port as usize].peer_is_host);
         if !delivers {
             prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
         }
@@ -960,9 +981,7 @@ impl Simulation {
         let mut next_site = None;
         let mut next_route = None;
         if !delivers {
-            let ps = &self.ports[port as usize];
-            let (switch, local) = (ps.peer_switch, ps.peer_local as u32);
-            let site = InputSite { switch, base: down - local, local };
+            let site = InputSite { switch: peer_switch, base: down - peer_local, local: peer_local };
             next_site = Some(site);
             next_route = self.fixed_route(site, pk.src, pk.dst, pk.sl);
             if let Some((out, out_vl)) = next_route {
@@ -999,9 +1018,7 @@ impl Simulation {
             let input = q / self.vls;
             let in_vl = (q - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
-            let ps = &self.ports[port as usize];
-            let base = port - ps.local as u32;
-            site = Some(InputSite { switch: ps.switch, base, local: input - base });
+            site = Some(InputSite { switch, base, local: input - base });
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -1009,8 +1026,9 @@ impl Simulation {
                 s.injected_wire_bytes += wire as u64;
             }
         }
-        self.queues[q as usize].busy = true;
-        if self.queues[q as usize].head != NONE {
+        let queue = &mut self.queues[q as usize];
+        queue.busy = true;
+        if queue.head != NONE {
             self.register_head(q, site, None);
         }
         if upstream == NONE {
