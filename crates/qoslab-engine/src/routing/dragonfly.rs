@@ -92,13 +92,13 @@ impl DragonflyRouter {
     ) -> Hop {
         let df = &self.df;
         let (group, role, index) = df.switch_place(switch);
-        let dst_group = df.group_of_host(dst);
-        let dst_leaf = df.leaf_of_host(dst);
+        let place = df.host_place(dst);
+        let (dst_group, dst_leaf) = (place.group, place.leaf as u32);
         let p = df.hosts_per_leaf;
         match role {
             Role::Leaf => {
                 if group == dst_group && index == dst_leaf {
-                    return Hop { port: dst % p, phase, via, decided: false };
+                    return Hop { port: place.port as u32, phase, via, decided: false };
                 }
                 let (mut via, mut phase) = (via, phase);
                 if input < p && dst_group != group && self.mode == Mode::Valiant {

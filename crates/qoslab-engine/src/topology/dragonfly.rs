@@ -44,6 +44,18 @@ pub struct DragonflyPlus {
     spine_port_at: Vec<u32>,
     /// Group that global port k of spine j of group a leads to, at `(a * s + j) * h + k`.
     port_group: Vec<u32>,
+    /// Per host and per switch, where it sits: looked up, because routing asks on every hop and
+    /// working it out takes several integer divisions.
+    host_places: Vec<HostPlace>,
+    switch_places: Vec<(u32, Role, u32)>,
+}
+
+/// A host's group, its leaf (index in the group) and its port on that leaf.
+#[derive(Debug, Clone, Copy)]
+pub struct HostPlace {
+    pub group: u32,
+    pub leaf: u16,
+    pub port: u16,
 }
 
 impl DragonflyPlus {
@@ -170,6 +182,23 @@ impl DragonflyPlus {
             }
         }
         let graph = Graph { hosts, switches, port_base, port_node, port_peer, node_names };
+        let host_places = (0..hosts)
+            .map(|h| HostPlace {
+                group: h / (leaves * hosts_per_leaf),
+                leaf: ((h / hosts_per_leaf) % leaves) as u16,
+                port: (h % hosts_per_leaf) as u16,
+            })
+            .collect();
+        let switch_places = (0..switches)
+            .map(|sw| {
+                let (g, i) = (sw / per_group_switches, sw % per_group_switches);
+                if i < leaves {
+                    (g, Role::Leaf, i)
+                } else {
+                    (g, Role::Spine, i - leaves)
+                }
+            })
+            .collect();
         Ok(DragonflyPlus {
             groups,
             leaves,
@@ -184,6 +213,8 @@ impl DragonflyPlus {
             spine_ports,
             spine_port_at,
             port_group,
+            host_places,
+            switch_places,
         })
     }
 
@@ -192,25 +223,24 @@ impl DragonflyPlus {
     }
 
     #[inline]
+    pub fn host_place(&self, host: u32) -> HostPlace {
+        self.host_places[host as usize]
+    }
+
+    #[inline]
     pub fn group_of_host(&self, host: u32) -> u32 {
-        host / self.hosts_per_group()
+        self.host_places[host as usize].group
     }
 
     #[inline]
     pub fn leaf_of_host(&self, host: u32) -> u32 {
-        (host / self.hosts_per_leaf) % self.leaves
+        self.host_places[host as usize].leaf as u32
     }
 
     /// (group, role, index within the role) of switch number `switch` (node id - hosts).
     #[inline]
     pub fn switch_place(&self, switch: u32) -> (u32, Role, u32) {
-        let per = self.leaves + self.spines;
-        let (g, i) = (switch / per, switch % per);
-        if i < self.leaves {
-            (g, Role::Leaf, i)
-        } else {
-            (g, Role::Spine, i - self.leaves)
-        }
+        self.switch_places[switch as usize]
     }
 
     /// The k-th global link from group a to group b: (spine index in a, spine's local port).
