@@ -160,7 +160,7 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.spines),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.spines);
-                            least_loaded((0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + (start + k) % df.spines), phase, &mut load) - p
+                            least_loaded((0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + wrap(start + k, df.spines)), phase, &mut load) - p
                         }
                     };
                     return Hop { port: p + spine, phase, via, decided: false };
@@ -185,7 +185,7 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.leaves),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.leaves);
-                            least_loaded((0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| (start + k) % df.leaves), 0, &mut load)
+                            least_loaded((0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| wrap(start + k, df.leaves)), 0, &mut load)
                         }
                     };
                     return Hop { port: leaf, phase: 0, via, decided: false };
@@ -236,7 +236,7 @@ impl DragonflyRouter {
         let h = df.global_per_spine;
         let first = rng.gen_range(0..h);
         let via = (0..h)
-            .map(|k| df.port_group(group, spine, df.leaves + (first + k) % h))
+            .map(|k| df.port_group(group, spine, df.leaves + wrap(first + k, h)))
             .find(|&g| g != dst_group)?;
         let (non_port, non_load) = self.least_loaded_global(group, spine, via, rng, load)?;
         if min_load <= 2 * non_load + self.ugal_threshold {
@@ -253,7 +253,7 @@ impl DragonflyRouter {
         }
         let start = rng.gen_range(0..mine.len());
         let n = mine.len();
-        Some(least_loaded_with_load((0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| mine[(start + k) % n]), 0, load))
+        Some(least_loaded_with_load((0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| mine[wrap(start + k, n)]), 0, load))
     }
 
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by
@@ -270,7 +270,7 @@ impl DragonflyRouter {
                 let spines = df.spines_towards(group, to);
                 let start = rng.gen_range(0..spines.len());
                 let n = spines.len();
-                let candidates = (0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| p + spines[(start + k) % n]);
+                let candidates = (0..n.min(ADAPTIVE_CHOICES as usize)).map(|k| p + spines[wrap(start + k, n)]);
                 return least_loaded_with_load(candidates, phase, load);
             }
         };
@@ -298,9 +298,19 @@ impl DragonflyRouter {
             Mode::Valiant => mine[rng.gen_range(0..mine.len())],
             Mode::Adaptive => {
                 let start = rng.gen_range(0..mine.len());
-                least_loaded((0..mine.len().min(ADAPTIVE_CHOICES as usize)).map(|k| mine[(start + k) % mine.len()]), phase, load)
+                least_loaded((0..mine.len().min(ADAPTIVE_CHOICES as usize)).map(|k| mine[wrap(start + k, mine.len())]), phase, load)
             }
         })
+    }
+}
+
+/// `i mod n` for `i < 2n` (a rotation's start plus a step): a compare, not a division.
+#[inline]
+fn wrap<T: Copy + PartialOrd + std::ops::Sub<Output = T>>(i: T, n: T) -> T {
+    if i >= n {
+        i - n
+    } else {
+        i
     }
 }
 
