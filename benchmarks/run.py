@@ -250,10 +250,10 @@ def main(argv=None):
     print(f"{f'dragonfly+/fat tree, alternating (best of {args.rounds})':40s} "
           f"minimal {paired['minimal_over_fat_tree']:.2f}  adaptive {paired['adaptive_over_fat_tree']:.2f}", flush=True)
     sizes = alternating(ctx, PAIRED_SIZE, args.scale, args.rounds)
-    best = sizes["best_packet_hops_per_second"]
-    sizes["rate_8192_over_1024"] = best[PAIRED_SIZE[1][0]] / best[PAIRED_SIZE[0][0]]
+    best_1024, best_8192 = (sizes["best_packet_hops_per_second"][name] for name, _, _ in PAIRED_SIZE)
+    sizes["rate_8192_over_1024"] = best_8192 / best_1024
     print(f"{f'8192/1024 hosts, alternating (best of {args.rounds})':40s} {sizes['rate_8192_over_1024']:.2f}  "
-          f"best 1024 rate {best[PAIRED_SIZE[0][0]] / 1e6:.2f} M hops/s", flush=True)
+          f"best 1024 rate {best_1024 / 1e6:.2f} M hops/s", flush=True)
     instructions = instruction_counts() if args.instructions else None
     queue = ctx.Queue()
     proc = ctx.Process(target=run_jobs, args=(args.scale, queue))
@@ -278,7 +278,7 @@ def main(argv=None):
             "min_packet_hops_per_second": min(r["packet_hops_per_second"] for r in results),
             "min_ratio_to_bare_queue": min(r["ratio_to_bare_queue"] for r in results),
             "max_peak_memory_bytes_1024": max(r["peak_memory_bytes"] for r in results if r["hosts"] == 1024),
-            "best_packet_hops_per_second_1024": max(best[PAIRED_SIZE[0][0]], rate_1024),
+            "best_packet_hops_per_second_1024": max(best_1024, rate_1024),
             "rate_8192_over_1024": sizes["rate_8192_over_1024"],
             "dragonfly_rate_over_fat_tree_rate": min(paired["minimal_over_fat_tree"], paired["adaptive_over_fat_tree"]),
             "mpi_rate_over_open_loop_rate": jobs_row["packet_hops_per_second"] / rate_1024,

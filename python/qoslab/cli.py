@@ -178,30 +178,33 @@ def study(
             loaded = load_study(study_file)
             if isinstance(loaded, TailStudy):
                 return _tail_study(loaded, study_file, out, scheduler, workers)
-        executor = _study_executor(loaded.executor, scheduler, workers)
-        console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
-                      f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
-        try:
+        with _study_executor(loaded.executor, scheduler, workers, out) as executor:
+            console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
+                          f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
             outcome = StudyRunner(loaded, out, executor, console).run()
-        except KeyboardInterrupt:
-            raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
-                       EXIT_INTERRUPTED) from None
-        except OSError as error:
-            raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
-        finally:
-            executor.close()
     print_study(outcome)
 
 
-def _study_executor(cfg: Any, scheduler: str | None, workers: int | None) -> Any:
-    """The executor a study file's [executor] table asks for, as overridden on the command line."""
+@contextmanager
+def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: Path) -> Iterator[Any]:
+    """The executor a study file's [executor] table asks for, as overridden on the command line,
+    for the length of a study run; an interruption or an unwritable output ends it with a message."""
     from qoslab.sweep.executors import make_executor
 
     try:
-        return make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers, scheduler or cfg.scheduler,
-                             cfg.slurm)
+        executor = make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers,
+                                 scheduler or cfg.scheduler, cfg.slurm)
     except (OSError, TimeoutError, ValueError) as error:
         raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+    try:
+        yield executor
+    except KeyboardInterrupt:
+        raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
+                   EXIT_INTERRUPTED) from None
+    except OSError as error:
+        raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+    finally:
+        executor.close()
 
 
 def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None) -> None:
@@ -209,8 +212,7 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
     from qoslab.io.scheduler import SchedulerLogError
     from qoslab.study.tail_runner import TailStudyRunner
 
-    with user_errors(str(study_file)):
-        executor = _study_executor(loaded.executor, scheduler, workers)
+    with user_errors(str(study_file)), _study_executor(loaded.executor, scheduler, workers, out) as executor:
         try:
             runner = TailStudyRunner(loaded, out, executor, console)
             console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots "
@@ -221,13 +223,6 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
             raise fail(f"error: {error}") from None
         except ValueError as error:  # e.g. background.host_names not matching the fabric
             raise fail(f"error: {study_file}: {error}") from None
-        except KeyboardInterrupt:
-            raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
-                       EXIT_INTERRUPTED) from None
-        except OSError as error:
-            raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
-        finally:
-            executor.close()
     from qoslab.report.tail import BY, with_background_label
     from qoslab.analysis.tail import compare_groups
 

@@ -119,7 +119,7 @@ class OpenSmQos:
         if not any(e[1] > 0 for t in self.tables.values() for name in ("vlarb_high", "vlarb_low") for e in t[name]):
             return None
         for layers in (2, 3, 4, 5):
-            if self.data_vls % layers == 0 and self.data_vls // layers >= 1:
+            if self.data_vls % layers == 0:
                 try:
                     self.fold_routing_layers(layers)
                 except OpenSmConfError:

@@ -715,6 +715,7 @@ impl Simulation {
             pv.requested_credits as i64 + buffer - pv.credits as i64 + ports[port as usize].transmitting as i64
         };
         let decided_before = pk.phase & PATH_DECIDED != 0;
+        // Only flowlet decisions (Decision::Once) read or write the flow's entry.
         let flow = (pk.src as u64) << 32 | pk.dst as u64;
         let decision = if self.flowlet_gap == 0 {
             Decision::PerPacket
