@@ -231,9 +231,9 @@ def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp
     assert "MPI side" in bulk and "latency" in bulk
     assert "needs MPI-side support" in (tmp_path / "README.md").read_text() or "MPI-side" in bulk
     prolog = (tmp_path / "slurm-taskprolog.sh").read_text()
-    assert '"halo")' in prolog and 'echo "export UCX_IB_SL=1"' in prolog
+    assert "    halo)" in prolog and "echo 'export UCX_IB_SL=1'" in prolog
     policy = (tmp_path / "qos-policy.conf").read_text()
-    assert "name: halo" in policy and "qos-level-name: sl1" in policy and policy.count("0x0002c904") == 8
+    assert 'name: "halo"' in policy and "qos-level-name: sl1" in policy and policy.count("0x0002c904") == 8
 
 
 def messy_scenario(tmp_path: Path, **keys) -> qoslab.Scenario:

@@ -5,6 +5,7 @@ missing these tests skip, saying so. Every process a test starts is stopped by i
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shutil
@@ -87,6 +88,13 @@ class Fabric:
             self.stop(proc.pid)
         assert proc.returncode == 0, f"{args}: exit {proc.returncode}: {err}"
         return out
+
+    def start(self, *args: str) -> subprocess.Popen:
+        """A tool left running (OpenSM as the subnet's master), stopped by close()."""
+        proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                env=self.env, cwd=self.folder, start_new_session=True)
+        self.pids.append(proc.pid)
+        return proc
 
     def stop(self, pid: int) -> None:
         try:
@@ -259,3 +267,65 @@ def test_ibroute_dumps_drive_an_lft_simulation_along_the_dumped_paths(routed):
             loaded.add((guid_by_name[row["src"]], row["src_port"] + 1))
     expected = {hop for s in range(16) for hop in paths[(s, (s + 5) % 16)]}
     assert loaded == expected
+
+
+# Job names OpenSM's qos-policy.conf syntax would break on unquoted (keywords, ',', '#', blanks) or
+# a shell would run: the exported policy file must still load, and give each job its SL.
+POLICY_JOBS = {
+    "hostile": [("port-groups, #1 sl: 3", 1), ("a$(touch /tmp/x)", 2), ("plain", 0)],
+    "no-jobs": [],
+}
+
+
+@pytest.fixture(scope="module", params=sorted(POLICY_JOBS))
+def running_sm(request, tmp_path_factory):
+    """OpenSM left running on an ibsim fabric with the exported opensm.conf and qos-policy.conf."""
+    folder = tmp_path_factory.mktemp(f"sm-{request.param}")
+    jobs = [{"name": name, "nodes": 4, "placement": "contiguous", "sl": sl,
+             "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}} for name, sl in POLICY_JOBS[request.param]]
+    scenario = qoslab.Scenario(**{**SCENARIO, "jobs": jobs})
+    net = folder / "fabric.net"
+    net.write_text(write_ibsim(scenario.tool_fabric()))
+    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"))
+    fabric = Fabric(folder)
+    try:
+        fabric.start_ibsim(net)
+        log = folder / "opensm.log"
+        # -d2: OpenSM flushes its log at each message, so "SUBNET UP" is seen when it happens.
+        fabric.start("opensm", "-F", str(folder / "export" / "opensm.conf"), "-f", str(log), "-s", "0", "-d2")
+        for _ in range(600):
+            if log.exists() and "SUBNET UP" in log.read_text():
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"OpenSM did not bring the subnet up: {log.read_text()[-2000:] if log.exists() else ''}")
+        yield scenario, fabric, log.read_text()
+    finally:
+        fabric.close()
+
+
+def path_sl(fabric: Fabric, src_guid: int, dst_guid: int) -> int:
+    """The SL the running SA gives in the PathRecord from one port GUID to another."""
+    gid = lambda guid: ipaddress.IPv6Address((0xFE80 << 112) | guid).compressed  # noqa: E731
+    out = fabric.run("saquery", "-p", "--sgid-to-dgid", f"{gid(src_guid)}-{gid(dst_guid)}")
+    found = re.findall(r"\bsl\.+0x([0-9a-f]+)", out)
+    assert len(found) == 1, out
+    return int(found[0], 16)
+
+
+def test_opensm_loads_the_exported_policy_and_its_path_records_give_each_job_its_sl(running_sm):
+    scenario, fabric, log = running_sm
+    assert "Loading QoS policy file" in log and "ERR AC" not in log, log[-3000:]
+    fab = scenario.tool_fabric()
+    guid = [fab.nodes[e.node].port_guid(e.port) for e in fab.endpoints()]
+    jobs = scenario.resolved()["jobs"]
+    for job in jobs:
+        first, *rest = job["hosts"]
+        assert path_sl(fabric, guid[first], guid[rest[-1]]) == job["sl"], job["name"]
+        assert path_sl(fabric, guid[rest[0]], guid[first]) == job["sl"], job["name"]
+    used = {h for job in jobs for h in job["hosts"]}
+    outside = [h for h in range(len(guid)) if h not in used]
+    # Between two jobs, or outside every job: the DEFAULT level, SL 0.
+    if len(jobs) >= 2:
+        assert path_sl(fabric, guid[jobs[0]["hosts"][0]], guid[jobs[1]["hosts"][0]]) == 0
+    assert path_sl(fabric, guid[outside[0]], guid[outside[-1]]) == 0

@@ -6,22 +6,15 @@ message or per rank) is written down as what the MPI side must do, never dropped
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
+from qoslab.deploy.names import (ExportError, check_name, comment, conf_word, file_stems, markdown_cell,
+                                   opensm_string, shell_word)
 from qoslab.io.opensm import write_opensm_conf
 from qoslab.scenario import Scenario
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
-
-
-class ExportError(ValueError):
-    pass
-
-
-def _env_name(job: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", job)
 
 
 def job_environment(sl: int) -> dict[str, str]:
@@ -64,14 +57,17 @@ def mpi_side(job: dict[str, Any]) -> str | None:
 
 
 def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = "/etc/opensm/qos-policy.conf") -> list[Path]:
-    """Writes the deployment bundle of `scenario`'s QoS into `out`; returns the files written."""
+    """Writes the deployment bundle of `scenario`'s QoS into `out`; returns the files written.
+    Every job name is checked before anything is written (names.py)."""
     resolved = scenario.resolved()
-    fabric = scenario.tool_fabric()
-    hosts = fabric.endpoints()
     jobs = resolved["jobs"]
-    out.mkdir(parents=True, exist_ok=True)
+    for i, job in enumerate(jobs):
+        check_name(job["name"], f"job name (jobs[{i}].name)")
+    stems = file_stems([job["name"] for job in jobs])
+    conf_word(policy_file, "--policy-file")
     origin = f"policy {policy!r} of " if policy else ""
-    header = [f"QoS written by qoslab from {origin}{scenario.source or 'a scenario'}",
+    source = comment(f"{origin}{scenario.source or 'a scenario'}")
+    header = [f"QoS written by qoslab from {source}",
               "Add these lines to opensm.conf (or pass the file with opensm -F) and restart or re-sweep OpenSM."]
     layers, step = scenario.routing.vls or 1, scenario.qos_vls()
     if layers > 1:
@@ -91,72 +87,103 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         notes.append("The scenario sets SL2VL tables per (input, output) port pair of single switches "
                      "(qos.sl2vl_pairs): opensm.conf has one SL2VL table per port type, so these are NOT in "
                      "opensm.conf; program them with a routing engine that owns SL2VL or by MADs.")
-    written = [out / "opensm.conf"]
-    written[0].write_text(conf)
+    files = {
+        "opensm.conf": conf,
+        "qos-policy.conf": qos_policy_text(jobs, scenario),
+        "slurm-taskprolog.sh": taskprolog_text(jobs),
+        "README.md": readme_text(jobs, stems, source, notes),
+    }
+    files.update({f"env/{stems[job['name']]}.env": env_file_text(job) for job in jobs})
+    # Every text is made (and every name checked) before the first file is written.
+    (out / "env").mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = out / name
+        path.write_text(text)
+        written.append(path)
+    (out / "slurm-taskprolog.sh").chmod(0o755)
+    return written
 
-    # qos-policy.conf: one port group per job, its SL for paths between its own ports.
+
+def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
+    """qos-policy.conf: one port group per job, its SL for paths between its own ports. Names are
+    OpenSM quoted strings; a study without jobs has no port-groups section (OpenSM refuses an
+    empty one)."""
+    fabric = scenario.tool_fabric()
+    hosts = fabric.endpoints()
     lines = ["# qos-policy.conf written by qoslab. It only changes the SL the SA gives in PathRecords",
              "# (rdma_cm, MVAPICH2 with MV2_PATH_SL_QUERY=1, PSM path queries); stacks that pick their",
-             "# SL themselves (UCX, NCCL) need the per-job environment instead.", "port-groups"]
-    for job in jobs:
-        members = [hosts[h] for h in job["hosts"]]
-        guids = ", ".join(f"0x{fabric.nodes[e.node].port_guid(e.port):016x}" for e in members)
-        names = ", ".join(f"{fabric.nodes[e.node].description}/P{e.port}" for e in members)
-        lines += ["    port-group", f"        name: {_env_name(job['name'])}", f"        use: qoslab job {job['name']}",
-                  f"        port-guid: {guids}", f"        # port-name: {names}", "    end-port-group"]
-    lines += ["end-port-groups", "qos-levels", "    qos-level", "        name: DEFAULT", "        sl: 0",
-              "    end-qos-level"]
+             "# SL themselves (UCX, NCCL) need the per-job environment instead."]
+    if jobs:
+        lines.append("port-groups")
+        for i, job in enumerate(jobs):
+            what = f"job name (jobs[{i}].name)"
+            members = [hosts[h] for h in job["hosts"]]
+            guids = ", ".join(f"0x{fabric.nodes[e.node].port_guid(e.port):016x}" for e in members)
+            names = comment(", ".join(f"{fabric.nodes[e.node].description}/P{e.port}" for e in members))
+            lines += ["    port-group", f"        name: {opensm_string(job['name'], what)}",
+                      f"        use: {opensm_string('qoslab job ' + job['name'], what)}",
+                      f"        port-guid: {guids}", f"        # port-name: {names}", "    end-port-group"]
+        lines.append("end-port-groups")
+    lines += ["qos-levels", "    qos-level", "        name: DEFAULT", "        sl: 0", "    end-qos-level"]
     for sl in sorted({job["sl"] for job in jobs} - {0}):
         lines += ["    qos-level", f"        name: sl{sl}", f"        sl: {sl}", "    end-qos-level"]
     lines += ["end-qos-levels", "qos-match-rules"]
-    for job in jobs:
+    for i, job in enumerate(jobs):
         if job["sl"] == 0:
             continue
-        group = _env_name(job["name"])
-        lines += ["    qos-match-rule", f"        use: {job['name']} to itself", f"        source: {group}",
-                  f"        destination: {group}", f"        qos-level-name: sl{job['sl']}", "    end-qos-match-rule"]
+        what = f"job name (jobs[{i}].name)"
+        group = opensm_string(job["name"], what)
+        lines += ["    qos-match-rule", f"        use: {opensm_string(job['name'] + ' to itself', what)}",
+                  f"        source: {group}", f"        destination: {group}", f"        qos-level-name: sl{job['sl']}",
+                  "    end-qos-match-rule"]
     lines.append("end-qos-match-rules")
-    (out / "qos-policy.conf").write_text("\n".join(lines) + "\n")
-    written.append(out / "qos-policy.conf")
+    return "\n".join(lines) + "\n"
 
-    # Per-job environment and the Slurm TaskProlog that sets it by job name.
-    env_dir = out / "env"
-    env_dir.mkdir(exist_ok=True)
+
+def env_file_text(job: dict[str, Any]) -> str:
+    """A job's environment as a file to source: comments on one line each, fixed variable names,
+    integer values."""
+    need = mpi_side(job)
+    text = [f"# job {comment(job['name'])}: SL {job['sl']}"] + ([f"# MPI side: {comment(need)}"] if need else [])
+    text += [f"export {k}={v}" for k, v in job_environment(job["sl"]).items()]
+    return "\n".join(text) + "\n"
+
+
+def taskprolog_text(jobs: list[dict[str, Any]]) -> str:
+    """The Slurm TaskProlog: prints each job's exports when $SLURM_JOB_NAME equals its name. Every
+    pattern is a single-quoted literal, so no job name is ever expanded or run."""
     prolog = ["#!/bin/sh", "# Slurm TaskProlog written by qoslab: each line 'export NAME=value' on stdout",
               "# becomes part of the task's environment (slurm.conf TaskProlog=/path/to/this file).",
+              "# Job names are matched literally. Any user can name a job, so a name here grants its SL to",
+              "# whoever uses it: see README.md.",
               'case "$SLURM_JOB_NAME" in']
     for job in jobs:
-        env = job_environment(job["sl"])
-        path = env_dir / f"{_env_name(job['name'])}.env"
-        need = mpi_side(job)
-        text = [f"# job {job['name']}: SL {job['sl']}"] + ([f"# MPI side: {need}"] if need else [])
-        text += [f"export {k}={v}" for k, v in env.items()]
-        path.write_text("\n".join(text) + "\n")
-        written.append(path)
-        prolog.append(f"    {json.dumps(job['name'])})")
-        prolog += [f'        echo "export {k}={v}"' for k, v in env.items()]
+        prolog.append(f"    {shell_word(job['name'])})")
+        prolog += [f"        echo {shell_word(f'export {k}={v}')}" for k, v in job_environment(job["sl"]).items()]
         prolog.append("        ;;")
     prolog += ["esac", ""]
-    (out / "slurm-taskprolog.sh").write_text("\n".join(prolog))
-    (out / "slurm-taskprolog.sh").chmod(0o755)
-    written.append(out / "slurm-taskprolog.sh")
+    return "\n".join(prolog)
 
-    readme = ["# QoS deployment from qoslab", "", f"Source: {origin}{scenario.source or 'a scenario'}.", "",
+
+def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str]) -> str:
+    readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", "",
               "| job | SL | environment | MPI side |", "|---|---|---|---|"]
     for job in jobs:
         need = mpi_side(job) or "nothing beyond the environment"
-        readme.append(f"| {job['name']} | {job['sl']} | env/{_env_name(job['name'])}.env | {need} |")
+        readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | "
+                      f"{markdown_cell(need)} |")
     readme += ["", "1. Merge `opensm.conf` into OpenSM's configuration (`qos TRUE` and the `qos_ca_*`, `qos_swe_*` "
                "tables); copy `qos-policy.conf` to the `qos_policy_file` path.",
                "2. Restart OpenSM or send it SIGHUP for a heavy sweep; check with `smpquery sl2vl <lid> <port>` "
                "and `smpquery vlarb <lid> <port>`.",
                "3. Give each job its SL: `srun --export=ALL,UCX_IB_SL=<sl>`, source `env/<job>.env`, or install "
-               "`slurm-taskprolog.sh` as TaskProlog (it matches jobs by name)."]
+               "`slurm-taskprolog.sh` as TaskProlog (it matches jobs by name, literally).",
+               "", "Matching by job name is a convenience, not access control: any user may name a job like one "
+               "of these and get its SL. Where priority must be earned, give SLs by Slurm account or QOS instead."]
     if notes:
         readme += ["", "## Not expressible in opensm.conf", ""] + [f"- {n}" for n in notes]
-    (out / "README.md").write_text("\n".join(readme) + "\n")
-    written.append(out / "README.md")
-    return written
+    return "\n".join(readme) + "\n"
 
 
 def study_scenario(study_out: Path, policy: str | None, repetition: int) -> tuple[Scenario, str]:

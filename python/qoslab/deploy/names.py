@@ -1,0 +1,110 @@
+"""How names and values reach the files qoslab writes for a cluster, so that none of them can
+become code or configuration of its own. A job name is chosen by whoever wrote the scenario (and
+in a TaskProlog it is matched against `$SLURM_JOB_NAME`, which any user chooses), so every file
+either carries it exactly, quoted by that file's own rules, or refuses it here with an
+ExportError naming the job and the rule.
+
+- Everywhere: 1..128 characters, no control, format or line-separator characters (a newline would
+  end a comment or a line in every format written).
+- Shell (TaskProlog, env files): single-quoted words (`shlex.quote`), so `$(...)`, backticks, globs
+  and quotes are literal characters of a `case` pattern.
+- OpenSM's qos-policy.conf: double-quoted strings. Its lexer (osm_qos_parser_l.l) has no escape
+  character: a quoted string holds anything but `"`; unquoted, `#` starts a comment, `,` separates
+  list items, whitespace is dropped and words like `port-group` are keywords. Its parser trims
+  white space at both ends and copies strings into a 10 KiB buffer, hence no leading or trailing
+  blanks and the length cap.
+- opensm.conf: values are single words (whitespace separates key and value, `#` starts a comment).
+- File names: the name with anything outside `A-Za-z0-9_.+-` replaced by `_`; two jobs that would
+  share a file are refused.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import unicodedata
+
+MAX_NAME_CHARS = 128
+# Cc control, Cf format (e.g. U+202E, which reorders what a reader sees), Cs lone surrogates (no
+# UTF-8), Zl/Zp line and paragraph separators (line breaks to many readers).
+_UNWRITABLE = {"Cc", "Cf", "Cs", "Zl", "Zp"}
+_FILE_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
+
+
+class ExportError(ValueError):
+    """What qoslab refuses to write for a cluster, and why."""
+
+
+def _unwritable(text: str) -> str | None:
+    for ch in text:
+        if unicodedata.category(ch) in _UNWRITABLE:
+            label = unicodedata.name(ch, "") or "control character"
+            return f"U+{ord(ch):04X} ({label.lower()})"
+    return None
+
+
+def check_name(name: str, what: str) -> str:
+    """`name` if every generated file can carry it exactly; otherwise an ExportError naming `what`."""
+    if not name:
+        raise ExportError(f"{what}: an empty name cannot be written into cluster files")
+    if len(name) > MAX_NAME_CHARS:
+        raise ExportError(f"{what}: {len(name)} characters; names written into cluster files are limited to "
+                          f"{MAX_NAME_CHARS}")
+    bad = _unwritable(name)
+    if bad:
+        raise ExportError(f"{what} {name!r}: contains {bad}; names written into cluster files may not contain "
+                          "control, format or line-separator characters")
+    return name
+
+
+def shell_word(text: str) -> str:
+    """`text` as one literal shell word (also a literal `case` pattern)."""
+    return shlex.quote(text)
+
+
+def opensm_string(text: str, what: str) -> str:
+    """`text` (a checked name, or text made of one) as one string of OpenSM's qos-policy.conf."""
+    if _unwritable(text):
+        check_name(text[:MAX_NAME_CHARS], what)
+    if '"' in text:
+        raise ExportError(f'{what} {text!r}: contains \'"\', which OpenSM\'s qos-policy.conf cannot hold (its '
+                          "quoted strings have no escape character); rename the job")
+    if text != text.strip():
+        raise ExportError(f"{what} {text!r}: starts or ends with white space, which OpenSM's qos-policy.conf "
+                          "parser strips (the name would change); rename the job")
+    return f'"{text}"'
+
+
+def conf_word(value: str, key: str) -> str:
+    """`value` as the value of an opensm.conf option: one word without '#'."""
+    bad = _unwritable(value)
+    if not value or bad or any(ch.isspace() for ch in value) or "#" in value:
+        raise ExportError(f"{key} {value!r}: opensm.conf takes it as one word: expected no white space, '#' or "
+                          f"control characters{f' (found {bad})' if bad else ''}")
+    return value
+
+
+def comment(text: str) -> str:
+    """`text` for a comment line: characters that would end the line are written as \\uXXXX escapes."""
+    return "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in _UNWRITABLE else ch for ch in text)
+
+
+def markdown_cell(text: str) -> str:
+    """`text` in a Markdown table cell, shown as written (no formatting, no column breaks)."""
+    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", comment(text))
+
+
+def file_stems(names: list[str]) -> dict[str, str]:
+    """A file name stem for each job name; refuses two jobs that would share one."""
+    stems: dict[str, str] = {}
+    owner: dict[str, str] = {}
+    for name in names:
+        stem = _FILE_CHARS.sub("_", name)
+        if stem[0] in ".-":  # no hidden files, nothing a command takes for an option
+            stem = "_" + stem
+        if stem in owner:
+            raise ExportError(f"jobs {owner[stem]!r} and {name!r} would both be written to env/{stem}.env; "
+                              "rename one of them")
+        owner[stem] = name
+        stems[name] = stem
+    return stems
