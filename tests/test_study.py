@@ -4,6 +4,7 @@ storing and resuming, failures recorded, executors (local processes, Dask) and t
 from __future__ import annotations
 
 import copy
+import json
 import math
 
 import pandas as pd
@@ -272,6 +273,40 @@ def test_cli_runs_a_study_file(tmp_path):
                  "policies.parquet", "study.json", "report.html"):
         assert (out / name).exists()
     assert list(pd.read_parquet(out / "policies.parquet")["policy"]) == ["default", "per-job[a2a=0 flood=1]"]
+
+
+def test_plan_counts_the_runs_a_study_makes_without_simulating(tmp_path, monkeypatch):
+    policies = [{"kind": "default"}, {"kind": "per-job", "assignment": "all", "weights": [254, 9]},
+                {"kind": "search", "weight_sets": ["equal", [2286, 1]], "vls": 2}]
+    s = study(policies, repetitions=2)
+    path = tmp_path / "s.toml"
+    path.write_text('repetitions = 2\nscenario = "base.toml"\n[[policies]]\nkind = "default"\n'
+                    '[[policies]]\nkind = "per-job"\nassignment = "all"\nweights = [254, 9]\n'
+                    '[[policies]]\nkind = "search"\nweight_sets = ["equal", [2286, 1]]\nvls = 2\n')
+    (tmp_path / "base.toml").write_text(
+        'seed = 3\n[topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+        '[[jobs]]\nname = "a2a"\nnodes = 4\nplacement = "random"\nworkload = { kind = "all-to-all", bytes = 32768, iterations = 2 }\n'
+        '[[jobs]]\nname = "flood"\nnodes = 4\nranks_per_node = 3\nplacement = "random"\n'
+        'workload = { kind = "flood-pairs", iterations = 10 }\n')
+
+    def no_simulation(*args, **kwargs):
+        raise AssertionError("--plan simulated something")
+
+    monkeypatch.setattr(execute_module, "execute", no_simulation)
+    monkeypatch.setattr("qoslab.sweep.executors.execute", no_simulation)
+    result = CliRunner().invoke(app, ["study", str(path), "--plan", "--out", str(tmp_path / "plan")])
+    assert result.exit_code == 0, result.output
+    plan = json.loads((tmp_path / "plan" / "plan.json").read_text())
+    assert plan["hosts"] == 16
+    assert plan["jobs"] == {"a2a": {"nodes": 4, "ranks": 4, "ranks_per_node": 1},
+                            "flood": {"nodes": 4, "ranks": 12, "ranks_per_node": 3}}
+    # 2 repetitions x (2 jobs alone + default + 2 assignments) + the search's 2 + 4 candidates each.
+    assert plan["runs"] == 2 * (2 + 1 + 2) + 2 * (2 + 4)
+    assert not (tmp_path / "plan" / "runs").exists()
+    monkeypatch.undo()
+    s = Study.from_toml(path)
+    outcome = run(s, tmp_path / "out")
+    assert outcome.runs_total == plan["runs"] == len(list((tmp_path / "out" / "runs").glob("*/record.json")))
 
 
 def test_cli_bad_study_exits_2_without_traceback(tmp_path):

@@ -15,6 +15,7 @@ from qoslab.io.scheduler import SchedulerLogError, background_traffic
 from qoslab.report.tail import BY, with_background_label
 from qoslab.scenario import read_toml
 from qoslab.study.tail_model import TailStudy
+from qoslab.study.tail_plan import TailPlan
 from qoslab.study.tail_runner import Snapshot, TailStudyRunner
 from qoslab.sweep.executors import LocalExecutor
 from typer.testing import CliRunner
@@ -59,6 +60,19 @@ def test_the_plan_is_deterministic_and_b_is_the_heuristic_of_the_snapshot(tmp_pa
     assert row["b"] == pytest.approx(background_traffic(target, snap.background, groups, definition=s.heuristic))
     empty = Snapshot(-1, [], [], "none")
     assert len({groups[h] for h in first.target_hosts(empty, "same-group")}) == 1
+
+
+def test_plan_of_a_tail_study_counts_its_runs(tmp_path):
+    s = study(snapshots=4)
+    specs, plan = TailStudyRunner(s, tmp_path / "a", LocalExecutor(1), progress=False).plan()
+    size = TailPlan(s).size()
+    assert not (tmp_path / "b").exists()
+    # (4 snapshots + the baseline) x 2 localities x 2 routings, less the ones without room for the job.
+    assert size["runs"] == len(specs) == 5 * 2 * 2 - 2 * size["not_placed"]
+    assert size["not_placed"] == plan["run_id"].isna().sum()
+    assert size["jobs"] == {"target": {"nodes": s.target.nodes, "ranks": s.target.nodes * s.target.ranks_per_node,
+                                       "ranks_per_node": s.target.ranks_per_node}}
+    assert size["hosts"] == 64
 
 
 def test_background_makes_the_tail_long_and_same_group_placement_is_faster(small_outcome):

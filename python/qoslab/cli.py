@@ -161,10 +161,13 @@ def study(
     workers: Annotated[
         Optional[int], typer.Option("--workers", min=1, help="Local worker processes (default: every core).")
     ] = None,
+    plan: Annotated[bool, typer.Option("--plan", help="Print the study's size (runs, hosts, jobs) and write "
+                                       "plan.json to --out; simulate nothing.")] = False,
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
     from qoslab.study.runner import StudyRunner
+    from qoslab.study.tail_model import TailStudy
 
     with user_errors(str(study_file) if study_file else None):
         if study_file is None:
@@ -173,16 +176,50 @@ def study(
             loaded = default_study()
         else:
             from qoslab.study import load_study
-            from qoslab.study.tail_model import TailStudy
 
             loaded = load_study(study_file)
-            if isinstance(loaded, TailStudy):
-                return _tail_study(loaded, study_file, out, scheduler, workers)
+        if plan:
+            return _plan(loaded, out)
+        if isinstance(loaded, TailStudy):
+            assert study_file is not None
+            return _tail_study(loaded, study_file, out, scheduler, workers)
         with _study_executor(loaded.executor, scheduler, workers, out) as executor:
             console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
                           f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
             outcome = StudyRunner(loaded, out, executor, console).run()
     print_study(outcome)
+
+
+def _plan(loaded: Any, out: Path) -> None:
+    """`qoslab study --plan`: the study's size, printed and written to plan.json."""
+    from qoslab.study.plan import study_size
+    from qoslab.study.tail_model import TailStudy
+    from qoslab.study.tail_plan import TailPlan
+
+    size = TailPlan(loaded).size() if isinstance(loaded, TailStudy) else study_size(loaded)
+    size = {"study": loaded.title(), **size}
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "plan.json").write_text(json.dumps(size, indent=2) + "\n")
+    except OSError as error:
+        raise fail(f"error: {out}: cannot write plan.json: {error.strerror or error}") from None
+    console.print(f"study [bold]{size['study']}[/bold]: {size['runs']} runs on {size['hosts']} hosts")
+    table = Table(title="jobs", title_justify="left")
+    for column in ("job", "nodes", "ranks per node", "ranks"):
+        table.add_column(column, justify="left" if column == "job" else "right")
+    for name, job in size["jobs"].items():
+        table.add_row(name, str(job["nodes"]), str(job["ranks_per_node"]), str(job["ranks"]))
+    console.print(table)
+    if "alone_runs" in size:
+        searches = "".join(f", search {k}: at most {v}" for k, v in size["search_runs"].items())
+        console.print(f"{size['repetitions']} repetition(s): {size['alone_runs']} alone runs, "
+                      f"{size['shared_runs']} shared runs ({len(size['policies'])} policies){searches}")
+    else:
+        low, high = size["background_jobs"]
+        console.print(f"{size['snapshots']} background snapshots x {len(size['localities'])} localities x "
+                      f"{len(size['routings'])} routings ({size['not_placed']} with no room for the measured job); "
+                      f"{low} to {high} background jobs per run")
+    console.print(f"wrote {out}/plan.json (nothing simulated)")
 
 
 @contextmanager

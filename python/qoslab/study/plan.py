@@ -91,3 +91,37 @@ class StudyPlan:
             levels=levels,
             link_gbps=self.link_gbps,
         )
+
+
+def study_size(study: Study) -> dict[str, Any]:
+    """What `qoslab study --plan` shows: how many runs a study makes and how big they are, found
+    without simulating (each repetition's jobs are placed, which is cheap)."""
+    from qoslab.policies import Search
+
+    plan = StudyPlan(study)
+    base = study.base()
+    first = plan.repetitions[0]
+    placed = Scenario.from_dict(first.scenario, plan.source)
+    jobs = {name: {"nodes": len(hosts), "ranks": first.ranks[name], "ranks_per_node": job.ranks_per_node}
+            for name, hosts, job in zip(placed.job_names(), placed.placements(), placed.jobs)}
+    repetitions = len(plan.repetitions)
+    policies = study.concrete_policies()
+    plain = [p for p in policies if not isinstance(p, Search)]
+    searches = {}
+    for search in (p for p in policies if isinstance(p, Search)):
+        size = search.space_size(len(first.jobs), plan.data_vls)
+        exhaustive = search.method == "exhaustive" or (search.method == "auto" and size <= search.budget)
+        searches[search.label()] = (size if exhaustive else search.budget) * repetitions
+    alone = repetitions * len(first.jobs)
+    shared = repetitions * len(plain)
+    return {
+        "runs": alone + shared + sum(searches.values()),
+        "hosts": base.host_count(),
+        "jobs": jobs,
+        "repetitions": repetitions,
+        "policies": [p.label() for p in policies],
+        "alone_runs": alone,
+        "shared_runs": shared,
+        "search_runs": searches,  # at most: a TPE search stops at its budget
+        "ranks": sum(j["ranks"] for j in jobs.values()),
+    }

@@ -149,3 +149,4 @@ class TailStudy(StudyFile):
                 raise self._error("background.log", f"{path}: file not found")
         self._base = base
 
+
