@@ -195,7 +195,8 @@ def test_bad_scenarios_and_dead_workers_are_error_records_not_crashes():
     from qoslab.sweep.executors import _record
 
     bad = RunSpec("r0-y", 0, 1, "q", "shared", None, {"topology": 5})
-    records = list(LocalExecutor(2).run([RunSpec("r0-x", 0, 1, "p", "shared", None, {"seed": 1}), bad]))
+    fine = {"seed": 1, "traffic": [{"load": 0.1}], "run": {"duration_us": 100}}
+    records = list(LocalExecutor(2).run([RunSpec("r0-x", 0, 1, "p", "shared", None, fine), bad]))
     status = {r["run"]["run_id"]: r["run"]["status"] for r in records}
     assert status == {"r0-x": "completed", "r0-y": "error"}
     died: Future = Future()

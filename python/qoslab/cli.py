@@ -13,13 +13,15 @@ from rich.table import Table
 from rich.text import Text
 
 from qoslab._version import __version__
-from qoslab.errors import ConfigError, Deadlock, EngineError, Interrupted, ScenarioError, from_engine_config_error
+from qoslab.errors import (ConfigError, DamagedRun, Deadlock, EngineError, FolderError, Interrupted, ScenarioError,
+                           from_engine_config_error)
 from qoslab.scenario import Scenario
 
 EXIT_USER_ERROR = 2
 EXIT_ENGINE_ERROR = 3
 EXIT_INTERRUPTED = 130
 EXIT_DEADLOCK = 1
+EXIT_RUNS_FAILED = 4  # a study finished, but some of its runs failed: its tables lack them
 
 app = typer.Typer(
     add_completion=False,
@@ -61,6 +63,8 @@ def user_errors(source: str | None = None) -> Iterator[None]:
         raise fail(f"error: {error}", EXIT_ENGINE_ERROR) from None
     except KeyboardInterrupt:
         raise fail("interrupted", EXIT_INTERRUPTED) from None
+    except (FolderError, DamagedRun) as error:
+        raise fail(f"error: {error}") from None
 
 
 def _each_line(prefix: str, text: str) -> str:
@@ -188,6 +192,7 @@ def study(
                           f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
             outcome = StudyRunner(loaded, out, executor, console).run()
     print_study(outcome)
+    _exit_on_failed_runs(outcome.tables["runs"], outcome.runs_total, out)
 
 
 def _plan(loaded: Any, out: Path) -> None:
@@ -280,6 +285,16 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
         err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "
                                f"in {out}/", style="yellow"))
     console.print(f"{outcome.runs_total} runs ({outcome.runs_reused} reused); report: {out}/report.html")
+    _exit_on_failed_runs(outcome.tables["tail_runs"], outcome.runs_total, out)
+
+
+def _exit_on_failed_runs(runs: Any, total: int, out: Path) -> None:
+    """A study whose runs failed (an error, not a deadlock or time limit, which are results) exits
+    non-zero, saying how many: a script must not take its tables as complete."""
+    failed = int((runs["status"] == "error").sum()) if len(runs) else 0
+    if failed:
+        raise fail(f"error: {failed} of {total} runs failed (listed above, with their errors, and in the runs table in {out}/). "
+                   "Run the same command again to retry them", EXIT_RUNS_FAILED)
 
 
 export_app = typer.Typer(no_args_is_help=True, help="Write a fabric or a QoS policy in the real tools' formats.")

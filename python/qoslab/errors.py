@@ -21,8 +21,10 @@ except ImportError:  # pragma: no cover - depends on whether the engine is built
 
 __all__ = [
     "ConfigError",
+    "DamagedRun",
     "Deadlock",
     "EngineError",
+    "FolderError",
     "Interrupted",
     "ScenarioError",
     "from_engine_config_error",
@@ -54,6 +56,14 @@ class FileLineError(ValueError):
     def __init__(self, source: str, line: int, message: str):
         self.source, self.line, self.message = source, line, message
         super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+
+
+class FolderError(ValueError):
+    """An --out folder a study may not write to, and why (sweep/folder.py)."""
+
+
+class DamagedRun(ValueError):
+    """A stored run folder that cannot be read (edited, truncated, half-copied), named."""
 
 
 class Interrupted(Exception):

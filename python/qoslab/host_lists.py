@@ -88,7 +88,9 @@ def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:
         return list(range(host_count))
     if isinstance(hosts, str):
         first, last = (int(x) for x in hosts.split("-"))
-        return list(range(first, last + 1))
+        # Past the fabric's last host only the first absent one matters (callers name it), so a
+        # range like "0-999999999" is never expanded in full.
+        return list(range(first, min(last, max(first, host_count)) + 1))
     return list(hosts)
 
 

@@ -22,6 +22,7 @@ from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
+from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.host_lists import is_int as _is_int
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
@@ -91,9 +92,26 @@ class Fabric(_Table):
 # [topology]
 
 
+# One InfiniBand subnet gives every HCA port and every switch a unicast LID (0x0001-0xBFFF);
+# qoslab simulates one subnet, so a topology with more nodes is refused before anything is
+# built (a typo like m = [1000000000] must be an error, not an attempt to allocate it).
+MAX_UNICAST_LIDS = 0xBFFF
+
+
+def _check_subnet_size(hosts: int, switches: int, key: str) -> None:
+    if hosts + switches > MAX_UNICAST_LIDS:
+        raise problem(f"{hosts:,} hosts and {switches:,} switches need {hosts + switches:,} LIDs; one InfiniBand "
+                      f"subnet has {MAX_UNICAST_LIDS:,} unicast LIDs", key)
+
+
 class SingleSwitch(_Table):
     kind: Literal["single-switch"]
     hosts: Annotated[int, Field(ge=2)] = 32
+
+    @model_validator(mode="after")
+    def _size(self) -> "SingleSwitch":
+        _check_subnet_size(self.hosts, 1, "hosts")
+        return self
 
     def host_count(self) -> int:
         return self.hosts
@@ -121,10 +139,16 @@ class Xgft(_Table):
                 f"expected 1 (one HCA port per host; multi-port HCAs are not modelled yet), got {self.w[0]}",
                 "w[0]",
             )
+        _check_subnet_size(self.host_count(), self.switch_count(), "m")
         return self
 
     def host_count(self) -> int:
         return math.prod(self.m)
+
+    def switch_count(self) -> int:
+        """XGFT(h; m; w): level i (1..h) has m[i+1] * ... * m[h] * w[1] * ... * w[i] switches."""
+        h = len(self.m)
+        return sum(math.prod(self.m[level:]) * math.prod(self.w[:level]) for level in range(1, h + 1))
 
     def hosts_per_leaf(self) -> int:
         return self.m[0]
@@ -235,8 +259,7 @@ class DragonflyPlus(_Table):
         if spine_ports > radix:
             raise problem(f"a spine needs {self.leaves_per_group} leaf ports + {per_spine} global ports = "
                           f"{spine_ports}, more than switch_radix = {radix}", "global_links_per_spine")
-        if self.host_count() > 2**24:
-            raise problem(f"{self.host_count()} hosts: at most {2**24}", "groups")
+        _check_subnet_size(self.host_count(), self.groups * (self.leaves_per_group + s), "groups")
         return self
 
     def host_count(self) -> int:
@@ -433,9 +456,11 @@ class Run(_Table):
 
     def check(self) -> None:
         if self.warmup_us >= self.duration_us:
-            raise problem(
-                f"expected less than run.duration_us ({self.duration_us:g}), got {self.warmup_us:g}", "run.warmup_us"
-            )
+            # Say which side is a default: a user who set only duration_us never wrote warmup_us.
+            warmup = f"{self.warmup_us:g}" + ("" if "warmup_us" in self.model_fields_set else
+                                             " (the default for open-loop traffic; set run.warmup_us)")
+            duration = f"{self.duration_us:g}" + ("" if "duration_us" in self.model_fields_set else ", the default")
+            raise problem(f"expected less than run.duration_us ({duration}), got {warmup}", "run.warmup_us")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -793,6 +818,7 @@ class Scenario(_Table):
             for sl, vl in enumerate(pair.sl2vl):
                 if vl >= qos_vls:
                     raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"qos.sl2vl_pairs[{i}].sl2vl")
+        self._check_memory()
         for i, (job, hosts) in enumerate(zip(self.jobs, self._placements)):
             size = len(hosts) * job.ranks_per_node
             ranks = getattr(job.sl_policy, "ranks", [])
@@ -811,6 +837,23 @@ class Scenario(_Table):
                         f"traffic[{i}].{field}",
                     )
         return self
+
+
+    def _check_memory(self) -> None:
+        """Refuses a run whose estimated peak memory exceeds what this machine has available
+        (resources.py holds the estimate and says where its figures come from)."""
+        available = available_memory_bytes()
+        if available is None:
+            return
+        ranks = [len(hosts) * job.ranks_per_node for job, hosts in zip(self.jobs, self._placements)]
+        # An all-to-all workload posts every message at once: P * (P - 1) of them.
+        at_once = sum(r * (r - 1) for r, job in zip(ranks, self.jobs) if job.workload.kind == "all-to-all")
+        switches = getattr(self.topology, "switch_count", lambda: 0)()
+        need = estimated_bytes(self.host_count() + switches, sum(ranks), at_once)
+        if need > available:
+            detail = f"{sum(ranks):,} ranks" + (f", {at_once:,} all-to-all messages posted at once" if at_once else "")
+            raise problem(f"this run would need about {describe_bytes(need)} ({detail}), but this machine has "
+                          f"{describe_bytes(available)} available; make it smaller", "jobs" if self.jobs else "topology")
 
 
 # ----------------------------------------------------------------------------------------------

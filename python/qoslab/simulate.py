@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qoslab._version import __version__
-from qoslab.errors import ConfigError, Deadlock, Interrupted, from_engine_config_error
+from qoslab.errors import ConfigError, Deadlock, Interrupted, ScenarioError, from_engine_config_error
 from qoslab.scenario import Scenario
 
 Columns = dict[str, Any]  # {name: (numpy dtype string, little-endian bytes)}
@@ -64,6 +64,9 @@ class RunResult:
 def simulate(scenario: Scenario) -> RunResult:
     """Runs one scenario. Raises Interrupted or Deadlock (both carrying the partial result) if the
     run was stopped or its jobs can never finish."""
+    if not scenario.traffic and not scenario.jobs:
+        raise ScenarioError([("", "nothing to simulate: the scenario has no [[traffic]] and no [[jobs]] "
+                                  "(qoslab check describes a fabric without simulating it)")], scenario.source)
     config = json.dumps(scenario.to_engine_config())
     start = time.perf_counter()
     traces = trace_programs(scenario)

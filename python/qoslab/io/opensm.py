@@ -138,18 +138,35 @@ def _strtoul(text: str) -> int:
     return int(text, 10)
 
 
+def opensm_option_names() -> frozenset[str]:
+    """Every option OpenSM knows (opensm_keys.txt, from OpenSM 3.3.23's `opensm -c`)."""
+    text = (Path(__file__).parent / "opensm_keys.txt").read_text()
+    return frozenset(line.strip() for line in text.splitlines() if line.strip() and not line.startswith("#"))
+
+
 def read_opensm_conf(path: str | Path) -> OpenSmQos:
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        data = Path(path).read_bytes()
     except OSError as error:
         raise OpenSmConfError(source, 0, f"cannot read: {error.strerror or error}") from None
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        nul = error.start if nul < 0 else min(nul, error.start)
+    if nul >= 0:
+        line = data.count(b"\n", 0, nul) + 1
+        raise OpenSmConfError(source, line, f"binary data (byte {nul}): expected opensm.conf, a text file of "
+                              "'key value' lines")
     return parse_opensm_conf(text, source)
 
 
 def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     values: dict[str, tuple[str, int]] = {}
     warnings: list[str] = []
+    known = opensm_option_names()
+    unknown: list[tuple[int, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.split("#", 1)[0].strip()
         if not line:
@@ -162,7 +179,16 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
             continue
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
+        if key not in known:
+            unknown.append((number, key))
+            continue
         values[key] = (value, number)
+    if not values:
+        where = f"line {unknown[0][0]} starts with {unknown[0][1]!r}" if unknown else "it has no option lines"
+        raise OpenSmConfError(source, unknown[0][0] if unknown else 0, f"no OpenSM option found ({where}): expected "
+                              "opensm.conf, 'key value' lines such as 'qos TRUE' (see opensm -c)")
+    for number, key in unknown:
+        warnings.append(f"{source}:{number}: {key!r}: not an OpenSM option: OpenSM ignores this line")
 
     def number_of(key: str, low: int, high: int) -> int | None:
         if key not in values or values[key][0] in ("", "(null)"):

@@ -24,7 +24,8 @@ def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     out = dict(tables)
     for key in ("runs", "jobs", "iterations", "levels"):
         frame = tables[key]
-        out[key] = frame[~frame["policy"].map(is_candidate)].reset_index(drop=True)
+        candidate = frame["policy"].map(is_candidate).astype(bool)  # bool even when empty: keeps the columns
+        out[key] = frame[~candidate].reset_index(drop=True)
     return out
 
 

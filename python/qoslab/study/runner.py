@@ -21,6 +21,7 @@ from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.sweep.execute import RunSpec, empty_iterations
 from qoslab.sweep.executors import Executor
+from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.study.results import write_results
 from qoslab.sweep.store import RunStore, write_tables
 
@@ -55,6 +56,13 @@ class StudyRunner:
     # -- running -------------------------------------------------------------------------------
 
     def run(self) -> StudyOutcome:
+        """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+        identity = study_identity("policies", self.study.title(), self.study.source,
+                                  [rep.scenario for rep in self.plan.repetitions])
+        with StudyFolder(self.out, identity):
+            return self._run()
+
+    def _run(self) -> StudyOutcome:
         policies = self.study.concrete_policies()
         plain = [p for p in policies if not p.required() and not isinstance(p, Search)]
         later = [p for p in policies if p.required() and not isinstance(p, Search)]
@@ -94,6 +102,7 @@ class StudyRunner:
                 self.reused += 1
             else:
                 todo.append(spec)
+        self._report_damaged()
         if not todo:
             return
         with Progress(
@@ -104,6 +113,12 @@ class StudyRunner:
             for record in self.executor.run(todo):
                 self.store.put(record)
                 progress.advance(task)
+
+    def _report_damaged(self) -> None:
+        for run_id in self.store.damaged:
+            self.console.print(f"[yellow]warning: run folder {self.store.root / run_id} could not be read; "
+                               "running it again[/yellow]")
+        self.store.damaged.clear()
 
     def _context(self, rep: Repetition, needs: set[str]) -> PolicyContext:
         ctx = self.plan.context(rep)

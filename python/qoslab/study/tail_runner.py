@@ -22,6 +22,7 @@ from qoslab.study.tail_model import TailStudy
 from qoslab.study.tail_plan import NO_BACKGROUND, Snapshot, TailPlan
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
+from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.sweep.store import RunStore, write_tables
 
 __all__ = ["NO_BACKGROUND", "Snapshot", "TailOutcome", "TailStudyRunner", "tail_tables"]
@@ -50,8 +51,19 @@ class TailStudyRunner(TailPlan):
     # -- running ------------------------------------------------------------------------------
 
     def run(self) -> TailOutcome:
+        """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+        study = self.study
+        defining = {"base": self.data, "target": study.target.model_dump(mode="json"),
+                    "background": study.background.model_dump(mode="json"), "heuristic": study.heuristic}
+        with StudyFolder(self.out, study_identity("tail-latency", study.title(), study.source, defining)):
+            return self._run()
+
+    def _run(self) -> TailOutcome:
         specs, plan = self.plan()
         todo = [s for s in specs if not self.store.finished(s.run_id)]
+        for run_id in self.store.damaged:
+            self.console.print(f"[yellow]warning: run folder {self.store.root / run_id} could not be read; "
+                               "running it again[/yellow]")
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=self.console, disable=not self.show_progress or not todo) as progress:
             task = progress.add_task(f"tail-latency runs ({self.executor.workers} workers)", total=len(specs),

@@ -28,6 +28,31 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: a worker never outlives the process that started it, however that one
+    ends (kill -9 included). Linux delivers SIGKILL at the parent's death (prctl
+    PR_SET_PDEATHSIG); where that is unavailable, or the parent died before the call, a watch
+    thread sees the worker re-parented and exits."""
+    import ctypes
+    import signal
+    import threading
+    import time
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+    except (OSError, AttributeError):
+        pass
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os._exit(1)
+
+    if os.getppid() != parent:
+        os._exit(1)
+    threading.Thread(target=watch, name="qoslab-parent-watch", daemon=True).start()
+
+
 class LocalExecutor:
     """A pool of worker processes, one engine run each at a time (the engine is single-threaded,
     so one worker per core uses the machine). Spawned, not forked: the parent may hold threads."""
@@ -49,7 +74,8 @@ class LocalExecutor:
                 yield record
             return
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_die_with_parent, initargs=(os.getpid(),))
         submitted = {self._pool.submit(execute, spec): spec for spec in specs}
         pending: set[Future[RunRecord]] = set(submitted)
         try:

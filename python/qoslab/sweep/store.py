@@ -14,6 +14,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from qoslab.errors import DamagedRun
 from qoslab.sweep.execute import RunRecord, empty_iterations
 
 RECORD = "record.json"
@@ -24,14 +25,21 @@ class RunStore:
     def __init__(self, root: str | Path):
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self.damaged: list[str] = []  # run folders found unreadable (and so run again)
 
     def has(self, run_id: str) -> bool:
         return (self.root / run_id / RECORD).is_file()
 
     def finished(self, run_id: str) -> bool:
-        """Stored and not an error: errors (a bug, a lost worker) are tried again on resume;
-        deadlocks and time limits are results and are kept."""
-        return self.has(run_id) and self.get(run_id)["run"]["status"] != "error"
+        """Stored, readable and not an error: errors (a bug, a lost worker) and damaged folders
+        are run again on resume; deadlocks and time limits are results and are kept."""
+        if not self.has(run_id):
+            return False
+        try:
+            return self.get(run_id)["run"]["status"] != "error"
+        except DamagedRun:
+            self.damaged.append(run_id)
+            return False
 
     def put(self, record: RunRecord) -> None:
         run_id = record["run"]["run_id"]
@@ -47,10 +55,17 @@ class RunStore:
         os.replace(staging, final)
 
     def get(self, run_id: str) -> RunRecord:
+        """The stored record; DamagedRun (naming the folder) if it cannot be read whole."""
         folder = self.root / run_id
-        meta = json.loads((folder / RECORD).read_text())
-        path = folder / ITERATIONS
-        meta["iterations"] = pq.read_table(path) if path.exists() else empty_iterations()
+        try:
+            meta = json.loads((folder / RECORD).read_text())
+            if not isinstance(meta, dict) or not isinstance(meta.get("run"), dict) or "status" not in meta["run"]:
+                raise ValueError(f"{RECORD} is not a run record")
+            path = folder / ITERATIONS
+            meta["iterations"] = pq.read_table(path) if path.exists() else empty_iterations()
+        except (OSError, ValueError, pa.ArrowException) as error:  # JSONDecodeError and ArrowInvalid are ValueErrors
+            raise DamagedRun(f"{folder}: damaged run folder ({type(error).__name__}: {error}); delete it, or run "
+                             "the study again to redo it") from None
         return meta
 
     def run_ids(self) -> list[str]:

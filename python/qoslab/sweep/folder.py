@@ -1,0 +1,93 @@
+"""A study's --out folder belongs to one study at a time: a lock keeps a second qoslab process
+out while one writes to it, and a marker names the study whose runs it holds, so that a different
+study is refused instead of mixing its runs with the first one's (an export would then deploy
+the wrong jobs). The same study may come back: to resume, or with policies added."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, TextIO
+
+from qoslab.errors import FolderError
+
+LOCK = ".qoslab.lock"
+MARKER = "study-id.json"
+
+
+def study_identity(kind: str, title: str, source: str | None, defining: Any) -> dict[str, str]:
+    """What makes two studies the same one: their kind and what places and builds their runs
+    (`defining`: the base scenario and seeds; not the policy list, which may grow)."""
+    text = json.dumps(defining, sort_keys=True, default=str)
+    return {"kind": kind, "study": title, "source": source or "", "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16]}
+
+
+class StudyFolder:
+    """`with StudyFolder(out, identity):` holds the folder for one study while it runs."""
+
+    def __init__(self, out: Path, identity: dict[str, str]):
+        self.out = Path(out)
+        self.identity = identity
+        self._lock: TextIO | None = None
+
+    def __enter__(self) -> StudyFolder:
+        self.out.mkdir(parents=True, exist_ok=True)
+        lock = open(self.out / LOCK, "a+")  # noqa: SIM115 - held until __exit__
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            lock.close()
+            raise FolderError(f"{self.out}: another qoslab study is writing to this folder ({holder}); wait for it "
+                              "to finish or choose another --out") from None
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()}\n")
+        lock.flush()
+        self._lock = lock
+        try:
+            self._claim()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def _claim(self) -> None:
+        marker = self.out / MARKER
+        if marker.exists():
+            try:
+                held = json.loads(marker.read_text())
+            except ValueError:
+                held = None
+            if not isinstance(held, dict):
+                raise FolderError(f"{marker}: damaged (not the JSON qoslab writes); delete it if this folder holds "
+                                  "nothing you need, or choose another --out")
+            if (held.get("kind"), held.get("fingerprint")) != (self.identity["kind"], self.identity["fingerprint"]):
+                raise FolderError(
+                    f"{self.out}: holds the runs of another study ({held.get('study')!r} from "
+                    f"{held.get('source') or 'the built-in default'}); this study "
+                    f"({self.identity['study']!r} from {self.identity['source'] or 'the built-in default'}) would mix "
+                    "its runs with them. Choose another --out, or delete the folder to start over")
+        elif (self.out / "runs").is_dir() and any((self.out / "runs").iterdir()) and not self._same_legacy_study():
+            raise FolderError(f"{self.out}: holds runs of a study qoslab cannot identify (no {MARKER}); choose another "
+                              "--out, or delete the folder to start over")
+        marker.write_text(json.dumps(self.identity, indent=1) + "\n")
+
+    def _same_legacy_study(self) -> bool:
+        """A folder written before markers existed: its study.json names the study it holds."""
+        try:
+            meta = json.loads((self.out / "study.json").read_text())
+        except (OSError, ValueError):
+            return False
+        return isinstance(meta, dict) and meta.get("name") == self.identity["study"] and \
+            (meta.get("source") or "") == self.identity["source"]
+
+    def __exit__(self, *exc: object) -> None:
+        if self._lock is not None:
+            fcntl.flock(self._lock, fcntl.LOCK_UN)
+            self._lock.close()
+            self._lock = None

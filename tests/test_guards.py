@@ -1,0 +1,91 @@
+"""Nothing silently wrong: sizes refused before anything is allocated, empty or foreign input
+refused by name, defaults named as defaults (issue 16, "Bad input")."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+import qoslab
+from qoslab import resources
+from qoslab.cli import app
+from qoslab.errors import ScenarioError
+from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
+
+
+@pytest.mark.parametrize("topology, key", [
+    ({"kind": "xgft", "m": [1_000_000_000], "w": [1]}, "topology.m"),
+    ({"kind": "xgft", "m": [64, 64, 64], "w": [1, 64, 64]}, "topology.m"),
+    ({"kind": "single-switch", "hosts": 10**9}, "topology.hosts"),
+    ({"kind": "dragonfly-plus", "groups": 200, "leaves_per_group": 16, "spines_per_group": 16,
+      "hosts_per_leaf": 16, "global_links_per_pair": 16, "switch_radix": 256}, "topology.groups"),
+])
+def test_a_fabric_larger_than_one_subnet_is_refused_before_it_is_built(topology, key):
+    with pytest.raises(ScenarioError, match="49,151 unicast LIDs") as error:
+        qoslab.Scenario(topology=topology)
+    assert error.value.problems[0][0] == key
+
+
+def test_switch_count_is_the_xgft_closed_form():
+    # XGFT(3;16,16,4;1,4,4): 64 leaves, 16 middle and 16 top switches.
+    assert qoslab.Scenario(topology={"kind": "xgft", "m": [16, 16, 4], "w": [1, 4, 4]}).topology.switch_count() == 96
+
+
+def test_a_range_far_beyond_the_fabric_is_named_not_expanded():
+    with pytest.raises(ScenarioError, match=r"traffic\[0\]\.hosts: host 16 does not exist"):
+        qoslab.Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+                        traffic=[{"hosts": "0-999999999999", "load": 0.1}])
+
+
+def test_a_run_that_cannot_fit_in_memory_is_refused_naming_its_size(monkeypatch):
+    monkeypatch.setattr("qoslab.scenario.available_memory_bytes", lambda: 4 * 2**30)
+    job = {"nodes": 300, "ranks_per_node": 64, "workload": {"kind": "all-to-all", "bytes": 64, "iterations": 1}}
+    with pytest.raises(ScenarioError, match=r"jobs: this run would need about .* GiB \(19,200 ranks, "
+                                            r"368,620,800 all-to-all messages posted at once\), but this machine "
+                                            r"has 4.0 GiB available"):
+        qoslab.Scenario(topology={"kind": "xgft", "m": [18, 17], "w": [1, 18]}, jobs=[job])
+    # The same ranks without an all-to-all fit.
+    qoslab.Scenario(topology={"kind": "xgft", "m": [18, 17], "w": [1, 18]},
+                    jobs=[{**job, "workload": {"kind": "random-pairs", "iterations": 1}}])
+
+
+def test_the_memory_estimate_bounds_a_measured_peak():
+    # Measured: a 6,160-rank all-to-all of 64 B on 306 hosts peaked at 1.0 GB (resources.py).
+    ranks = 6160
+    assert resources.estimated_bytes(306 + 35, ranks, ranks * (ranks - 1)) > 1.0e9
+
+
+def test_an_empty_scenario_is_an_error_not_an_empty_run(tmp_path):
+    path = tmp_path / "empty.toml"
+    path.write_text("")
+    result = CliRunner().invoke(app, ["run", str(path), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "nothing to simulate" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_default_in_an_error_is_called_the_default(tmp_path):
+    path = tmp_path / "short.toml"
+    path.write_text('[run]\nduration_us = 20\n[[traffic]]\nload = 0.1\n')
+    result = CliRunner().invoke(app, ["run", str(path)])
+    assert result.exit_code == 2
+    assert "got 50 (the default for open-loop traffic; set run.warmup_us)" in result.output
+
+
+def test_a_binary_file_is_not_read_as_opensm_conf(tmp_path):
+    path = tmp_path / "opensm.conf"
+    path.write_bytes(b"qos TRUE\n" + bytes(range(256)) * 4)
+    with pytest.raises(OpenSmConfError, match=r"opensm.conf:2: binary data \(byte 9\)"):
+        read_opensm_conf(path)
+    result = CliRunner().invoke(app, ["import", "opensm", str(path)])
+    assert result.exit_code == 2 and "binary data" in result.output
+
+
+def test_a_text_file_with_no_opensm_option_is_refused_and_unknown_keys_are_flagged(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("hello world\nthis is not opensm\n")
+    with pytest.raises(OpenSmConfError, match=r"notes.txt:1: no OpenSM option found \(line 1 starts with 'hello'\)"):
+        read_opensm_conf(path)
+    path.write_text("qos TRUE\nqos_swe_vlarb_lo 0:64\n")
+    read = read_opensm_conf(path)
+    assert any("notes.txt:2: 'qos_swe_vlarb_lo': not an OpenSM option" in w for w in read.warnings)

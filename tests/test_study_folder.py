@@ -1,0 +1,142 @@
+"""A study's --out folder: one study at a time (a lock), one study's runs (a marker), damaged run
+folders redone, workers that die with the command, and an exit code that says runs failed."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from qoslab.cli import EXIT_RUNS_FAILED, app
+from qoslab.errors import FolderError
+from qoslab.study.model import Study
+from qoslab.study.runner import StudyRunner
+from qoslab.sweep.executors import LocalExecutor
+from qoslab.sweep.folder import LOCK, StudyFolder, study_identity
+
+SCENARIO = {
+    "seed": 3,
+    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+    "jobs": [
+        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 32768, "iterations": 2}},
+        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 10}},
+    ],
+}
+
+
+def study(scenario=None, policies=None, **keys) -> Study:
+    data = {"scenario": copy.deepcopy(scenario or SCENARIO), "policies": policies or [{"kind": "default"}], **keys}
+    return Study.from_dict(data, "study.toml")
+
+
+def run(s: Study, out: Path):
+    return StudyRunner(s, out, LocalExecutor(1), progress=False).run()
+
+
+def test_a_different_study_is_refused_and_the_same_one_may_grow(tmp_path):
+    run(study(), tmp_path)
+    other = copy.deepcopy(SCENARIO)
+    other["jobs"][1]["workload"]["iterations"] = 11
+    with pytest.raises(FolderError, match="holds the runs of another study"):
+        run(study(other), tmp_path)
+    # The same study with a policy added reuses its runs.
+    again = run(study(policies=[{"kind": "default"}, {"kind": "per-job", "assignment": "all", "weights": [254, 9]}]),
+                tmp_path)
+    assert again.runs_reused == 3 and again.runs_total == 5
+
+
+def test_a_folder_in_use_is_refused_by_a_second_process(tmp_path):
+    identity = study_identity("policies", "s", None, {"x": 1})
+    with StudyFolder(tmp_path, identity):
+        code = ("import sys; from pathlib import Path; from qoslab.sweep.folder import StudyFolder, study_identity\n"
+                "try:\n    StudyFolder(Path(sys.argv[1]), study_identity('policies', 's', None, {'x': 1})).__enter__()\n"
+                "except Exception as e:\n    print(e); sys.exit(7)\n")
+        proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 7 and "another qoslab study is writing to this folder" in proc.stdout
+        assert f"pid {os.getpid()}" in proc.stdout
+    assert (tmp_path / LOCK).exists()
+    with StudyFolder(tmp_path, identity):  # released: the same study may take it again
+        pass
+
+
+def test_a_damaged_run_folder_is_run_again_and_named(tmp_path, capsys):
+    first = run(study(), tmp_path)
+    folders = sorted((tmp_path / "runs").iterdir())
+    (folders[0] / "record.json").write_text('{"run": {"status": "comp')  # truncated
+    (folders[1] / "iterations.parquet").write_bytes(b"PAR1 not really")
+    again = StudyRunner(study(), tmp_path, LocalExecutor(1), progress=False)
+    outcome = again.run()
+    assert outcome.runs_reused == first.runs_total - 2
+    assert set(outcome.tables["runs"]["status"]) == {"completed"}
+    assert json.loads((folders[0] / "record.json").read_text())["run"]["status"] == "completed"
+
+
+def test_cli_study_with_failed_runs_exits_non_zero_saying_how_many(tmp_path, monkeypatch):
+    def broken(spec):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr("qoslab.sweep.executors.execute", broken)
+    path = tmp_path / "s.toml"
+    path.write_text('repetitions = 1\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+                    '[[scenario.jobs]]\nname = "a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n'
+                    '[[policies]]\nkind = "default"\n')
+    result = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "out"), "--workers", "1"])
+    assert result.exit_code == EXIT_RUNS_FAILED, result.output
+    assert "2 of 2 runs failed" in result.output
+
+
+def _children(pid: int) -> set[int]:
+    found = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except OSError:
+            pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
+def test_workers_die_when_the_command_that_started_them_is_killed(tmp_path):
+    # Runs long enough (a flood without end) that the workers are busy when the command dies.
+    path = tmp_path / "s.toml"
+    path.write_text('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [16, 16]\nw = [1, 16]\n'
+                    '[[scenario.jobs]]\nname = "a"\nnodes = 128\nworkload = { kind = "all-to-all", bytes = 1048576, '
+                    'iterations = 50 }\n[[scenario.jobs]]\nname = "f"\nnodes = 128\n'
+                    'workload = { kind = "flood-pairs", iterations = 1000 }\n[[policies]]\nkind = "default"\n')
+    proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
+                             "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    workers: set[int] = set()
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(workers) < 2:
+            workers = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
+            time.sleep(0.2)
+        assert len(workers) >= 2, "the study never started its workers"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+        deadline = time.time() + 10
+        while time.time() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in workers), "workers outlived the killed command"
+    finally:
+        for pid in workers | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
