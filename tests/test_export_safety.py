@@ -13,6 +13,7 @@ import pytest
 
 import qoslab
 from qoslab.deploy import ExportError, export_opensm
+from qoslab.deploy.mpi_env import SL_VARIABLES
 from qoslab.deploy.names import MAX_NAME_CHARS
 
 MARKER = "/tmp/qoslab-export-safety-marker"
@@ -54,7 +55,7 @@ def run_prolog(folder: Path, job_name: str | None) -> str:
 def exported(tmp_path):
     Path(MARKER).unlink(missing_ok=True)
     names = HOSTILE + ["plain"]
-    written = export_opensm(scenario(names), tmp_path / "deploy")
+    written = export_opensm(scenario(names), tmp_path / "deploy").written
     yield tmp_path / "deploy", names, written
     Path(MARKER).unlink(missing_ok=True)
 
@@ -64,8 +65,7 @@ def test_taskprolog_matches_hostile_names_literally_and_runs_nothing_else(export
     for i, name in enumerate(names):
         sl = 1 + i % 3
         out = run_prolog(folder, name)
-        assert out.splitlines() == [f"export UCX_IB_SL={sl}", f"export OMPI_MCA_btl_openib_ib_service_level={sl}",
-                                    f"export MV2_DEFAULT_SERVICE_LEVEL={sl}", f"export NCCL_IB_SL={sl}"], name
+        assert out.splitlines() == [f"export {variable}={sl}" for variable in SL_VARIABLES], name
     # Names that only a glob or an expansion would match: nothing is printed.
     for other in ("other", "a", "ab", "[a-z]x", "q", "-rf", "", f"a$(touch {MARKER})x", "x" * (MAX_NAME_CHARS - 1)):
         assert run_prolog(folder, other) == "", other

@@ -221,7 +221,7 @@ def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp
              "sl_policy": {"kind": "latency-history", "sls": [0, 1], "thresholds": [2.0]}},
         ],
     )
-    written = export_opensm(scenario, tmp_path)
+    written = export_opensm(scenario, tmp_path).written
     names = {p.name for p in written}
     assert {"opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md", "halo.env", "bulk.env"} <= names
     conf = (tmp_path / "opensm.conf").read_text()

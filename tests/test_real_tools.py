@@ -120,9 +120,14 @@ def routed(request, tmp_path_factory):
     scenario = qoslab.Scenario(**SCENARIO)
     net = folder / "fabric.net"
     net.write_text(write_ibsim(scenario.tool_fabric()))
-    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"))
-    conf = folder / "opensm.conf"
-    conf.write_text((folder / "export" / "opensm.conf").read_text() + f"routing_engine {request.param}\n")
+    # As an administrator would: OpenSM's own template with the site's routing engine, the QoS
+    # options merged into it by the export.
+    template = folder / "template.conf"
+    subprocess.run([tool("opensm"), "-c", str(template)], capture_output=True, timeout=60, check=False)
+    base = re.sub(r"(?m)^routing_engine .*$", f"routing_engine {request.param}", template.read_text())
+    assert f"routing_engine {request.param}" in base
+    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"), base=base)
+    conf = folder / "export" / "opensm.conf"
     fabric = Fabric(folder)
     try:
         fabric.start_ibsim(net)

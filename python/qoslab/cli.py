@@ -308,27 +308,46 @@ def export_opensm_command(
     source: Annotated[Path, typer.Argument(metavar="SCENARIO.toml|STUDY_OUT",
                                            help="A scenario, or a study's output folder.", show_default=False)],
     out: OutDir = Path("qoslab-opensm"),
-    policy: Annotated[Optional[str], typer.Option(help="Study policy to export (default: least total contention).")] = None,
+    policy: Annotated[Optional[str], typer.Option(help="Study policy to export (default: the least total contention "
+                                                       "among policies MPI settings alone can deploy).")] = None,
     repetition: Annotated[int, typer.Option(help="Study repetition whose placement names the port groups.")] = 0,
     policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf.")] = "/etc/opensm/qos-policy.conf",
+    base: Annotated[Optional[Path], typer.Option(help="An opensm.conf (or `opensm -c` template) to merge the QoS "
+                                                      "options into; written whole to --out.")] = None,
     overrides: Overrides = None,
 ) -> None:
-    """opensm.conf QoS fragment, qos-policy.conf, per-job MPI environment and a Slurm TaskProlog."""
+    """opensm.conf (complete, or merged into --base), qos-policy.conf, per-job MPI environment, a
+    Slurm TaskProlog, per-rank SL wrappers where a policy needs them, and what the MPI side must do."""
     from qoslab.deploy import ExportError, export_opensm, study_scenario
+    from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
 
     with user_errors(str(source)):
         try:
+            base_text = None
+            if base is not None:
+                read_opensm_conf(base)  # refuses a binary or non-OpenSM file by name
+                base_text = base.read_text()
             if source.is_dir():
-                scenario, policy = study_scenario(source, policy, repetition)
+                choice = study_scenario(source, policy, repetition)
+                scenario, label = choice.scenario, choice.policy
+                console.print(Text(f"exporting policy {label!r}: {choice.why}"))
             else:
-                scenario = load(source, overrides)
-            written = export_opensm(scenario, out, policy or "", policy_file)
-        except ExportError as error:
+                scenario, label = load(source, overrides), policy or ""
+            bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf")
+        except (ExportError, OpenSmConfError) as error:
             raise fail(f"error: {error}") from None
         except OSError as error:
             raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
-    for path in written:
+    for path in bundle.written:
         console.print(f"wrote {path}")
+    for warning in bundle.warnings:
+        err_console.print(Text(f"warning: {warning}", style="yellow"))
+    if bundle.mpi_side:
+        err_console.print(Text("\nWARNING: configuration alone does not deploy this policy. The MPI side must:",
+                               style="bold red"))
+        for line in bundle.mpi_side:
+            err_console.print(Text(f"  - {line}", style="red"))
+        err_console.print(Text(f"(also at the top of {out}/README.md)", style="red"))
 
 
 @export_app.command("fabric")

@@ -1,64 +1,54 @@
-"""A QoS policy as configuration a real cluster deploys: the opensm.conf QoS fragment, a
-qos-policy.conf with one port group per job, each job's environment for the MPI stacks that pick
-their SL themselves, and a Slurm TaskProlog. What hardware cannot express (an SL chosen per
-message or per rank) is written down as what the MPI side must do, never dropped."""
+"""A QoS policy as configuration a real cluster deploys: opensm.conf (complete, or merged into the
+site's own), a qos-policy.conf with one port group per job, each job's environment for the MPI
+stacks that pick their SL themselves, a Slurm TaskProlog, a per-rank SL wrapper where that is how
+a policy works, and a README that says first what configuration cannot do. Every name reaches
+these files through names.py; every MPI variable through mpi_env.py."""
 
 from __future__ import annotations
 
-import json
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from qoslab.deploy.names import (ExportError, check_name, comment, conf_word, file_stems, markdown_cell,
-                                   opensm_string, shell_word)
-from qoslab.io.opensm import write_opensm_conf
+from qoslab.deploy.mpi_env import (
+    ENVIRONMENT,
+    MPI_SUPPORT,
+    RANK_WRAPPER,
+    SL_VARIABLES,
+    deployment,
+    env_file_text,
+    job_exports,
+    rank_wrapper_text,
+)
+from qoslab.deploy.names import (
+    check_name,
+    comment,
+    conf_word,
+    file_stems,
+    markdown_cell,
+    opensm_string,
+    shell_word,
+)
+from qoslab.io.opensm import merge_opensm_conf, routing_engine_warnings, write_opensm_conf
 from qoslab.scenario import Scenario
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
 
 
-def job_environment(sl: int) -> dict[str, str]:
-    """The variables that make each MPI stack send on `sl` (formats.md section 4)."""
-    return {
-        "UCX_IB_SL": str(sl),  # UCX: Open MPI 5 (pml ucx), MPICH ch4:ucx, HPC-X, Intel MPI FI_PROVIDER=mlx
-        "OMPI_MCA_btl_openib_ib_service_level": str(sl),  # Open MPI <= 4 openib BTL
-        "MV2_DEFAULT_SERVICE_LEVEL": str(sl),  # MVAPICH2
-        "NCCL_IB_SL": str(sl),  # NCCL
-    }
+@dataclass
+class Bundle:
+    """What an export wrote, and what its reader must not miss."""
+
+    written: list[Path]
+    warnings: list[str] = field(default_factory=list)
+    mpi_side: list[str] = field(default_factory=list)  # per job: what configuration alone cannot do
 
 
-def mpi_side(job: dict[str, Any]) -> str | None:
-    """What the MPI library must do for a per-message or per-rank policy; None when the job's
-    SL is static and the environment is enough."""
-    policy = job.get("sl_policy") or {"kind": "job"}
-    kind = policy["kind"]
-    if kind == "job":
-        return None
-    if kind == "ranks":
-        return (f"ranks {policy['ranks']} send ({policy['match']}) on SL {policy['sl']}, the rest on SL {job['sl']}: "
-                "set the SL per rank, e.g. with a wrapper that exports UCX_IB_SL from the rank number "
-                "(SLURM_PROCID) before exec")
-    if kind == "slowest-ranks":
-        return (f"the slowest {policy['fraction']:.0%} of ranks ({policy['metric']}, measured after "
-                f"{policy['after_iterations']} iterations) move to SL {policy['sl']}: this needs the MPI library to "
-                "measure its ranks and re-create connections on the new SL; a static alternative is a per-rank "
-                "wrapper for ranks found slow in a profiling run")
-    if kind == "spread":
-        sls = policy["sls"]
-        hint = (f"; MVAPICH2 does this with MV2_USE_QOS=1 MV2_NUM_SLS={len(sls)} (it uses SLs 0..{len(sls) - 1})"
-                if sls == list(range(len(sls))) else "")
-        return (f"messages spread over SLs {sls} by {policy['by']}: the MPI library must open one connection per "
-                f"SL and choose among them{hint}")
-    if kind == "latency-history":
-        return (f"each message's SL is chosen from the latency of earlier ones (tiers {policy['sls']}, thresholds "
-                f"{policy['thresholds']} x the job's typical latency): this needs MPI-side support (one QP per SL "
-                "and the selection logic); no environment variable does it")
-    return f"SL policy {kind!r}: needs MPI-side support"
-
-
-def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = "/etc/opensm/qos-policy.conf") -> list[Path]:
-    """Writes the deployment bundle of `scenario`'s QoS into `out`; returns the files written.
-    Every job name is checked before anything is written (names.py)."""
+def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = "/etc/opensm/qos-policy.conf",
+                  base: str | None = None, base_source: str = "opensm.conf") -> Bundle:
+    """Writes the deployment bundle of `scenario`'s QoS into `out`. `base`: the text of an
+    opensm.conf to merge the QoS options into (the site's, or `opensm -c`'s template). Every name
+    is checked and every text made before the first file is written."""
     resolved = scenario.resolved()
     jobs = resolved["jobs"]
     for i, job in enumerate(jobs):
@@ -67,8 +57,11 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     conf_word(policy_file, "--policy-file")
     origin = f"policy {policy!r} of " if policy else ""
     source = comment(f"{origin}{scenario.source or 'a scenario'}")
-    header = [f"QoS written by qoslab from {source}",
-              "Add these lines to opensm.conf (or pass the file with opensm -F) and restart or re-sweep OpenSM."]
+    header = [f"QoS written by qoslab from {source}"]
+    if base is None:
+        header.append("Every QoS option OpenSM has. Merge them into your opensm.conf (qoslab export opensm ... "
+                      "--base /etc/opensm/opensm.conf does it), then restart or re-sweep OpenSM; given alone to "
+                      "opensm -F this file would leave every other setting at OpenSM's default.")
     layers, step = scenario.routing.vls or 1, scenario.qos_vls()
     if layers > 1:
         header.append(f"Routing uses {layers} VL layers ({scenario.routing.algorithm} on a Dragonfly+): QoS has "
@@ -77,6 +70,10 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
                       "OpenSM's. To simulate this file again, give only the QoS VLs and routing.vls.")
     tables = {port: scenario.engine_port_qos(port) for port in ("ca", "swe")}
     conf = write_opensm_conf(tables, scenario.fabric.data_vls, policy_file, header)
+    warnings: list[str] = []
+    if base is not None:
+        conf = merge_opensm_conf(base, conf, base_source)
+        warnings += routing_engine_warnings(base, base_source)
     notes: list[str] = []
     if layers > 1:
         notes.append(f"Routing takes {layers} VL layers: the VLArb tables in opensm.conf list every QoS VL once per "
@@ -87,22 +84,27 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         notes.append("The scenario sets SL2VL tables per (input, output) port pair of single switches "
                      "(qos.sl2vl_pairs): opensm.conf has one SL2VL table per port type, so these are NOT in "
                      "opensm.conf; program them with a routing engine that owns SL2VL or by MADs.")
+    plans = {job["name"]: deployment(job) for job in jobs}
+    mpi_side = [f"job {job['name']!r}: {plans[job['name']].needs}" for job in jobs if plans[job["name"]].needs]
     files = {
         "opensm.conf": conf,
         "qos-policy.conf": qos_policy_text(jobs, scenario),
         "slurm-taskprolog.sh": taskprolog_text(jobs),
-        "README.md": readme_text(jobs, stems, source, notes),
+        "README.md": readme_text(jobs, stems, source, notes, base is not None),
     }
     files.update({f"env/{stems[job['name']]}.env": env_file_text(job) for job in jobs})
-    # Every text is made (and every name checked) before the first file is written.
+    wrappers = {f"env/{stems[job['name']]}-sl-wrapper.sh": rank_wrapper_text(job) for job in jobs
+                if plans[job["name"]].how == RANK_WRAPPER}
+    files.update(wrappers)
     (out / "env").mkdir(parents=True, exist_ok=True)
     written = []
     for name, text in files.items():
         path = out / name
         path.write_text(text)
         written.append(path)
-    (out / "slurm-taskprolog.sh").chmod(0o755)
-    return written
+    for name in ["slurm-taskprolog.sh", *wrappers]:
+        (out / name).chmod(0o755)
+    return Bundle(written, warnings, mpi_side)
 
 
 def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
@@ -141,76 +143,68 @@ def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
     return "\n".join(lines) + "\n"
 
 
-def env_file_text(job: dict[str, Any]) -> str:
-    """A job's environment as a file to source: comments on one line each, fixed variable names,
-    integer values."""
-    need = mpi_side(job)
-    text = [f"# job {comment(job['name'])}: SL {job['sl']}"] + ([f"# MPI side: {comment(need)}"] if need else [])
-    text += [f"export {k}={v}" for k, v in job_environment(job["sl"]).items()]
-    return "\n".join(text) + "\n"
-
-
 def taskprolog_text(jobs: list[dict[str, Any]]) -> str:
     """The Slurm TaskProlog: prints each job's exports when $SLURM_JOB_NAME equals its name. Every
-    pattern is a single-quoted literal, so no job name is ever expanded or run."""
+    pattern is a single-quoted literal, so no job name is ever expanded or run. Jobs on SL 0 with
+    nothing else to set have no branch (every stack's default is SL 0)."""
     prolog = ["#!/bin/sh", "# Slurm TaskProlog written by qoslab: each line 'export NAME=value' on stdout",
               "# becomes part of the task's environment (slurm.conf TaskProlog=/path/to/this file).",
               "# Job names are matched literally. Any user can name a job, so a name here grants its SL to",
               "# whoever uses it: see README.md.",
               'case "$SLURM_JOB_NAME" in']
     for job in jobs:
+        exports = job_exports(job)
+        if not exports:
+            continue
         prolog.append(f"    {shell_word(job['name'])})")
-        prolog += [f"        echo {shell_word(f'export {k}={v}')}" for k, v in job_environment(job["sl"]).items()]
+        prolog += [f"        echo {shell_word(f'export {k}={v}')}" for k, v in exports.items()]
         prolog.append("        ;;")
     prolog += ["esac", ""]
     return "\n".join(prolog)
 
 
-def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str]) -> str:
-    readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", "",
-              "| job | SL | environment | MPI side |", "|---|---|---|---|"]
+def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str],
+                merged: bool) -> str:
+    plans = {job["name"]: deployment(job) for job in jobs}
+    readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", ""]
+    hard = [job for job in jobs if plans[job["name"]].how == MPI_SUPPORT]
+    special = [job for job in jobs if plans[job["name"]].how not in (ENVIRONMENT, MPI_SUPPORT)]
+    if hard:
+        readme += ["## This policy cannot be deployed by configuration alone", "",
+                   "These jobs choose their SLs in a way no opensm.conf, policy file or environment variable "
+                   "expresses. The tables below are deployed as simulated, but without the MPI-side change these "
+                   "jobs send everything on their base SL, and the result will not be the one simulated:", ""]
+        readme += [f"- **{markdown_cell(job['name'])}**: {markdown_cell(plans[job['name']].needs or '')}" for job in hard]
+        readme.append("")
+    if special:
+        readme += ["## What the MPI side must do", ""]
+        readme += [f"- **{markdown_cell(job['name'])}**: {markdown_cell(plans[job['name']].needs or '')}"
+                   for job in special]
+        readme.append("")
+    readme += ["| job | SL | environment | how |", "|---|---|---|---|"]
     for job in jobs:
-        need = mpi_side(job) or "nothing beyond the environment"
-        readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | "
-                      f"{markdown_cell(need)} |")
-    readme += ["", "1. Merge `opensm.conf` into OpenSM's configuration (`qos TRUE` and the `qos_ca_*`, `qos_swe_*` "
-               "tables); copy `qos-policy.conf` to the `qos_policy_file` path.",
+        plan = plans[job["name"]]
+        how = "environment" if plan.how == ENVIRONMENT else plan.how
+        readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | {how} |")
+    step1 = ("1. `opensm.conf` is your opensm.conf with every QoS option set (`qos TRUE`, `max_op_vls`, the global "
+             "`qos_*` and the `qos_ca_*`, `qos_sw0_*`, `qos_swe_*`, `qos_rtr_*` tables): install it in place of "
+             "the old one; copy `qos-policy.conf` to the `qos_policy_file` path." if merged else
+             "1. Merge `opensm.conf` into OpenSM's configuration: it sets every QoS option (`qos TRUE`, "
+             "`max_op_vls`, the global `qos_*` and the `qos_ca_*`, `qos_sw0_*`, `qos_swe_*`, `qos_rtr_*` tables). "
+             "`qoslab export opensm ... --base /etc/opensm/opensm.conf` does the merge (`opensm -c FILE` writes "
+             "OpenSM's own template to start from). Copy `qos-policy.conf` to the `qos_policy_file` path.")
+    variables = ", ".join(f"`{v}`" for v in SL_VARIABLES)
+    readme += ["", step1,
                "2. Restart OpenSM or send it SIGHUP for a heavy sweep; check with `smpquery sl2vl <lid> <port>` "
                "and `smpquery vlarb <lid> <port>`.",
-               "3. Give each job its SL: `srun --export=ALL,UCX_IB_SL=<sl>`, source `env/<job>.env`, or install "
-               "`slurm-taskprolog.sh` as TaskProlog (it matches jobs by name, literally).",
+               f"3. Give each job its SL: source `env/<job>.env` ({variables}; nothing for SL 0, every stack's "
+               "default), `srun --export=ALL,UCX_IB_SL=<sl>`, or install `slurm-taskprolog.sh` as TaskProlog "
+               "(it matches jobs by name, literally). Stacks that ask the subnet manager for PathRecords "
+               "(rdma_cm, MVAPICH2 with MV2_PATH_SL_QUERY=1) get their SL from `qos-policy.conf` instead.",
                "", "Matching by job name is a convenience, not access control: any user may name a job like one "
-               "of these and get its SL. Where priority must be earned, give SLs by Slurm account or QOS instead."]
+               "of these and get its SL. Where priority must be earned, give SLs by Slurm account or QOS instead.",
+               "", "Routing engines that use VLs themselves (dfsssp, nue, lash, torus-2QoS) program SL2VL or SLs "
+               "for deadlock freedom and fight these tables: route with ftree, updn, minhop or dor."]
     if notes:
         readme += ["", "## Not expressible in opensm.conf", ""] + [f"- {n}" for n in notes]
     return "\n".join(readme) + "\n"
-
-
-def study_scenario(study_out: Path, policy: str | None, repetition: int) -> tuple[Scenario, str]:
-    """The scenario a study ran for `policy` (default: the one with the least total contention)."""
-    runs = study_out / "runs"
-    if not runs.is_dir():
-        raise ExportError(f"{study_out}: not a study output folder (no runs/)")
-    if policy is None:
-        import pandas as pd
-
-        table = study_out / "policies.parquet"
-        if not table.exists():
-            raise ExportError(f"{table}: missing; name the policy with --policy")
-        ranked = pd.read_parquet(table).sort_values("total_contention_us")
-        if ranked.empty:
-            raise ExportError(f"{table}: no policy finished; name one with --policy")
-        policy = str(ranked.iloc[0]["policy"])
-    found = []
-    for record in sorted(runs.glob("*/record.json")):
-        meta = json.loads(record.read_text())
-        run = meta["run"]
-        if run["policy"] == policy and run["mode"] == "shared" and "scenario" in meta:
-            found.append((run["repetition"], meta["scenario"], run.get("source")))
-    if not found:
-        raise ExportError(f"{study_out}: no stored run of policy {policy!r} with its scenario")
-    matching = [f for f in found if f[0] == repetition]
-    if not matching:
-        raise ExportError(f"{study_out}: policy {policy!r} has no repetition {repetition} "
-                          f"(stored: {sorted({f[0] for f in found})})")
-    return Scenario.from_dict(matching[0][1]), policy

@@ -33,17 +33,36 @@ def _vlarb_text(entries: list[tuple[int, int]]) -> str:
     return ",".join(f"{vl}:{w}" for vl, w in entries) if entries else "0:0"
 
 
+# Every port type OpenSM programs, and whose tables qoslab gives it: switch port 0 (the switch's
+# own management port, an end port like an HCA's) takes the CA tables, router ports the
+# switch-external ones; the global qos_* options (the fallback for any type left unset) take the
+# switch-external tables too. Writing every type leaves nothing to OpenSM's built-in defaults.
+WRITTEN_PORT_TYPES = (("qos_", "swe", "every port type not set below"), ("qos_ca_", "ca", "CA ports"),
+                      ("qos_sw0_", "ca", "switch port 0 (management)"), ("qos_swe_", "swe", "switch external ports"),
+                      ("qos_rtr_", "swe", "router ports"))
+# Routing engines that use VLs themselves (for deadlock freedom or their own QoS levels): their
+# SL2VL tables or SL use conflict with QoS tables written here.
+VL_ROUTING_ENGINES = {
+    "dfsssp": "assigns SL2VL (VL layers) for deadlock freedom",
+    "nue": "assigns SL2VL (virtual layers) for deadlock freedom",
+    "lash": "places paths on VLs (lash_start_vl) for deadlock freedom",
+    "torus-2QoS": "uses SL bits and VLs for deadlock freedom and its own two QoS levels",
+}
+
+
 def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_file: str,
                       header: list[str] | None = None) -> str:
-    """The QoS fragment of opensm.conf for `tables` = {"ca": {...}, "swe": {...}} with keys
-    sl2vl, vlarb_high, vlarb_low, high_limit (qoslab's resolved [qos] per port type)."""
+    """The QoS options of opensm.conf for `tables` = {"ca": {...}, "swe": {...}} with keys
+    sl2vl, vlarb_high, vlarb_low, high_limit (qoslab's resolved [qos] per port type): every QoS
+    option OpenSM has, so that merged into any opensm.conf (merge_opensm_conf) nothing is left to
+    a default."""
     lines = [f"# {h}" for h in (header or [])]
     lines += ["qos TRUE", f"qos_policy_file {policy_file}",
               f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
               f"max_op_vls {MAX_OP_VLS[data_vls]}"]
-    for port, prefix in PORT_TYPES.items():
+    for prefix, port, what in WRITTEN_PORT_TYPES:
         t = tables[port]
-        lines.append("# CA ports" if port == "ca" else "# switch external ports")
+        lines.append(f"# {what}")
         for name in ("vlarb_high", "vlarb_low"):
             if len(t[name]) > COMMON_VLARB_CAP:
                 lines.append(f"# note: {len(t[name])} {name} entries; ports whose VLArb capability is below that "
@@ -56,6 +75,55 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
             f"{prefix}sl2vl {','.join(str(v) for v in t['sl2vl'])}",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _option_lines(text: str) -> list[tuple[int, str]]:
+    """(line index, key) of each option line: comments and blank lines skipped, as OpenSM reads them."""
+    found = []
+    for index, raw in enumerate(text.splitlines()):
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            found.append((index, line.split()[0]))
+    return found
+
+
+def merge_opensm_conf(base: str, ours: str, source: str = "<base>") -> str:
+    """`base` (a site's opensm.conf, or OpenSM's `opensm -c` template) with each option of `ours`
+    set: an option the base already has is replaced where it stands (its later repeats, which
+    OpenSM would let win, are commented out), the others are added at the end; every other line
+    of the base is kept as it is."""
+    ours_lines = [line for line in ours.splitlines() if line.split("#", 1)[0].strip()]
+    ours_by_key = {line.split()[0]: line for line in ours_lines}
+    out = base.splitlines()
+    seen: set[str] = set()
+    for index, key in _option_lines(base):
+        if key in ours_by_key:
+            if key in seen:
+                out[index] = f"# {out[index]}    # (qoslab: repeated option, set above)"
+            else:
+                out[index] = ours_by_key[key]
+                seen.add(key)
+    missing = [line for line in ours_lines if line.split()[0] not in seen]
+    if missing:
+        comments = [line for line in ours.splitlines() if line.startswith("# ") and "qoslab" in line][:1]
+        out += ["", "# QoS options added by qoslab", *comments, *missing]
+    return "\n".join(out) + "\n"
+
+
+def routing_engine_warnings(conf: str, source: str) -> list[str]:
+    """Warnings for a routing_engine setting whose engines use VLs themselves."""
+    warnings = []
+    for index, key in _option_lines(conf):
+        if key != "routing_engine":
+            continue
+        value = conf.splitlines()[index].split("#", 1)[0].split(None, 1)
+        engines = [e.strip() for e in (value[1] if len(value) > 1 else "").split(",") if e.strip()]
+        for engine in engines:
+            if engine in VL_ROUTING_ENGINES:
+                warnings.append(f"{source}:{index + 1}: routing_engine {engine} {VL_ROUTING_ENGINES[engine]}; "
+                                "the QoS SL2VL and VLArb tables from qoslab assume no routing engine moves packets "
+                                "between VLs (use ftree, updn, minhop or dor, or simulate with routing.vls)")
+    return warnings
 
 
 class OpenSmConfError(FileLineError):

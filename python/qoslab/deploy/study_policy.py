@@ -1,0 +1,91 @@
+"""Which of a study's policies `qoslab export opensm STUDY_OUT` exports, read only from that
+study's own runs (runs.parquet lists them; other run folders under runs/ are not read). By
+default: the policy with the least total contention among those standard MPI settings can deploy
+(every job on one SL); a policy that needs MPI-side support is exported only when named."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from qoslab.deploy.mpi_env import deployment
+from qoslab.deploy.names import ExportError
+from qoslab.errors import DamagedRun
+from qoslab.scenario import Scenario
+
+
+@dataclass
+class Choice:
+    scenario: Scenario
+    policy: str
+    why: str  # how it was chosen, for the command's output
+
+
+def _read(path: Path) -> Any:
+    import pandas as pd
+
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as error:
+        raise ExportError(f"{path}: cannot be read ({error}); run the study again to rewrite it") from None
+
+
+def _stored_scenarios(study_out: Path, policy: str) -> dict[int, dict[str, Any]]:
+    """Repetition -> the scenario the study ran for `policy`, from this study's runs only."""
+    from qoslab.sweep.store import RunStore
+
+    runs = _read(study_out / "runs.parquet")
+    rows = runs[(runs["policy"] == policy) & (runs["mode"] == "shared")]
+    store = RunStore(study_out / "runs")
+    found = {}
+    for row in rows.itertuples(index=False):
+        try:
+            record = store.get(str(row.run_id))
+        except DamagedRun as error:
+            raise ExportError(str(error)) from None
+        if "scenario" in record:
+            found[int(row.repetition)] = record["scenario"]
+    return found
+
+
+def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choice:
+    """The scenario a study ran for `policy` (None: the best deployable one) in `repetition`."""
+    if not (study_out / "runs").is_dir() or not (study_out / "runs.parquet").is_file():
+        raise ExportError(f"{study_out}: not a finished study's output folder (no runs/ and runs.parquet)")
+    runs = _read(study_out / "runs.parquet")
+    shared = runs[runs["mode"] == "shared"]
+    names = list(dict.fromkeys(str(p) for p in shared["policy"]))
+    if policy is not None:
+        if policy not in names:
+            listed = "\n  ".join(names) or "(none)"
+            raise ExportError(f"{study_out}: the study has no policy {policy!r}; its policies are:\n  {listed}")
+        return Choice(_scenario(study_out, policy, repetition), policy, "named")
+    table = study_out / "policies.parquet"
+    if not table.exists():
+        raise ExportError(f"{table}: missing (the study's analysis did not finish); name the policy with --policy")
+    ranked = _read(table).sort_values("total_contention_us", kind="stable")
+    if ranked.empty:
+        raise ExportError(f"{table}: no policy finished; name one with --policy")
+    passed_over = []
+    for name in (str(p) for p in ranked["policy"]):
+        scenario = _scenario(study_out, name, repetition)
+        jobs = scenario.resolved()["jobs"]
+        if all(deployment(job).by_configuration for job in jobs):
+            why = "the least total contention among policies standard MPI settings can deploy"
+            if passed_over:
+                why += f" (better, but needing MPI-side support: {', '.join(passed_over)}; export them with --policy)"
+            return Choice(scenario, name, why)
+        passed_over.append(repr(name))
+    raise ExportError(f"{study_out}: no policy of this study can be deployed by configuration alone (each needs "
+                      f"MPI-side support: {', '.join(passed_over)}); name one with --policy to export it with what "
+                      "the MPI side must do")
+
+
+def _scenario(study_out: Path, policy: str, repetition: int) -> Scenario:
+    found = _stored_scenarios(study_out, policy)
+    if not found:
+        raise ExportError(f"{study_out}: no stored run of policy {policy!r} with its scenario")
+    if repetition not in found:
+        raise ExportError(f"{study_out}: policy {policy!r} has no repetition {repetition} (stored: {sorted(found)})")
+    return Scenario.from_dict(found[repetition])

@@ -1,0 +1,183 @@
+"""`qoslab export opensm` as an administrator uses it: the policy exported by default is one
+standard MPI settings deploy, a policy that needs MPI-side support says so first, each stack gets
+the variables it reads, per-rank policies get a wrapper that sets the SL per rank, and opensm.conf
+is complete and merges into the site's own."""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+import qoslab
+from qoslab.cli import app
+from qoslab.deploy import ExportError, export_opensm, study_scenario
+from qoslab.deploy.mpi_env import ENVIRONMENT, MPI_SUPPORT, MVAPICH_QOS, RANK_WRAPPER, SL_VARIABLES, deployment
+from qoslab.io.opensm import merge_opensm_conf, parse_opensm_conf, write_opensm_conf
+from qoslab.study.model import Study
+from qoslab.study.runner import StudyRunner
+from qoslab.sweep.executors import LocalExecutor
+
+SCENARIO = {
+    "seed": 3,
+    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+    "jobs": [
+        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 32768, "iterations": 2}},
+        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 10}},
+    ],
+}
+POLICIES = [{"kind": "default"}, {"kind": "per-job", "assignment": {"a2a": 1, "flood": 0}, "weights": [64, 255]},
+            {"kind": "per-message", "jobs": "all"}, {"kind": "multi-vl", "vls": 2, "by": "connection"},
+            {"kind": "per-rank", "name": "per-rank[a2a]", "job": "a2a", "fraction": 0.5, "metric": "random"}]
+
+
+@pytest.fixture(scope="module")
+def study_out(tmp_path_factory):
+    out = tmp_path_factory.mktemp("study")
+    s = Study.from_dict({"scenario": copy.deepcopy(SCENARIO), "policies": POLICIES, "repetitions": 1}, "study.toml")
+    StudyRunner(s, out, LocalExecutor(1), progress=False).run()
+    return out
+
+
+def rank_policies_first(out: Path, first: list[str]) -> None:
+    """Reorders policies.parquet so that `first` lead the ranking (the selection reads only it)."""
+    table = pd.read_parquet(out / "policies.parquet")
+    order = first + [p for p in table["policy"] if p not in first]
+    table = table.set_index("policy").loc[order].reset_index()
+    table["total_contention_us"] = range(len(table))
+    table.to_parquet(out / "policies.parquet")
+
+
+def test_every_sl_rule_is_classified_by_how_it_deploys():
+    job = {"name": "j", "sl": 0}
+    assert deployment({**job, "sl_policy": {"kind": "job"}}).how == ENVIRONMENT
+    assert deployment({**job, "sl_policy": {"kind": "ranks", "ranks": [1], "sl": 1, "match": "source"}}).how == RANK_WRAPPER
+    assert deployment({**job, "sl_policy": {"kind": "ranks", "ranks": [1], "sl": 1, "match": "destination"}}).how == MPI_SUPPORT
+    assert deployment({**job, "sl_policy": {"kind": "spread", "sls": [0, 1, 2], "by": "connection"}}).how == MVAPICH_QOS
+    assert deployment({**job, "sl_policy": {"kind": "spread", "sls": [0, 1], "by": "destination"}}).how == MPI_SUPPORT
+    assert deployment({**job, "sl_policy": {"kind": "latency-history", "sls": [0, 1], "thresholds": [2.0]}}).how == MPI_SUPPORT
+
+
+def test_the_default_export_is_the_best_policy_mpi_settings_can_deploy(study_out, tmp_path):
+    rank_policies_first(study_out, ["per-message[all,promote]", "multi-vl[2,connection]", "per-job[a2a=1 flood=0]"])
+    choice = study_scenario(study_out, None, 0)
+    assert choice.policy == "per-job[a2a=1 flood=0]"
+    assert "per-message[all,promote]" in choice.why and "multi-vl[2,connection]" in choice.why
+    result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "exporting policy 'per-job[a2a=1 flood=0]'" in result.stdout and "WARNING" not in result.stderr
+    assert "export UCX_IB_SL=1" in (tmp_path / "d" / "env" / "a2a.env").read_text()
+    flood = (tmp_path / "d" / "env" / "flood.env").read_text()
+    assert "export" not in flood.replace("# SL 0", "") and "UCX_IB_SL stays 'auto'" in flood
+
+
+def test_a_policy_needing_mpi_support_is_exported_only_when_named_and_says_so_first(study_out, tmp_path):
+    result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--policy",
+                                                      "per-message[all,promote]", "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "WARNING: configuration alone does not deploy this policy" in result.stderr
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert readme.index("## This policy cannot be deployed by configuration alone") < readme.index("| job | SL |")
+    assert "latency of earlier ones" in readme
+
+
+def test_a_wrong_policy_name_lists_the_study_s_policies(study_out):
+    with pytest.raises(ExportError) as error:
+        study_scenario(study_out, "per-job/high=milc", 0)
+    for name in ("default", "per-job[a2a=1 flood=0]", "per-message[all,promote]"):
+        assert f"\n  {name}" in str(error.value)
+
+
+def test_multi_vl_by_connection_is_mvapich_s_qos_mode_and_others_are_told(study_out, tmp_path):
+    bundle = export_opensm(study_scenario(study_out, "multi-vl[2,connection]", 0).scenario, tmp_path)
+    env = (tmp_path / "env" / "a2a.env").read_text()
+    for line in ("export MV2_USE_QOS=1", "export MV2_NUM_SLS=2", "export MVP_USE_QOS=1", "export MVP_NUM_SLS=2"):
+        assert line in env
+    assert any("UCX, NCCL and Open MPI cannot spread" in line for line in bundle.mpi_side)
+
+
+def test_the_rank_wrapper_sets_the_sl_of_the_listed_ranks_only(study_out, tmp_path):
+    scenario = study_scenario(study_out, "per-rank[a2a]", 0).scenario
+    bundle = export_opensm(scenario, tmp_path)
+    wrapper = tmp_path / "env" / "a2a-sl-wrapper.sh"
+    assert wrapper in bundle.written and os.access(wrapper, os.X_OK)
+    seen = {}
+    for rank in range(4):
+        env = {"PATH": os.environ["PATH"], "SLURM_PROCID": str(rank)}
+        proc = subprocess.run([str(wrapper), "sh", "-c", 'echo "${UCX_IB_SL:-unset} ${NCCL_IB_SL:-unset}"'], env=env,
+                              capture_output=True, text=True, timeout=10)
+        assert proc.returncode == 0, proc.stderr
+        seen[rank] = proc.stdout.split()
+    policy = scenario.resolved()["jobs"][0]["sl_policy"]
+    assert len(policy["ranks"]) == 2 and policy["sl"] != 0
+    assert seen == {r: ([str(policy["sl"])] * 2 if r in policy["ranks"] else ["unset", "unset"]) for r in range(4)}
+    proc = subprocess.run([str(wrapper), "true"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
+    assert proc.returncode == 1 and "cannot tell this process's rank" in proc.stderr
+
+
+def test_env_files_set_each_stack_s_variable_and_nothing_for_sl_0(tmp_path):
+    scenario = qoslab.Scenario(**{**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "sl": 2}, SCENARIO["jobs"][1]]})
+    export_opensm(scenario, tmp_path)
+    a2a = (tmp_path / "env" / "a2a.env").read_text()
+    assert [line for line in a2a.splitlines() if line.startswith("export")] == [f"export {v}=2" for v in SL_VARIABLES]
+    prolog = (tmp_path / "slurm-taskprolog.sh").read_text()
+    assert "a2a)" in prolog and "flood)" not in prolog
+
+
+def test_opensm_conf_sets_every_qos_option_and_merges_into_a_base(tmp_path):
+    tables = {"ca": {"vlarb_high": [(1, 64)], "vlarb_low": [(0, 64), (2, 192)], "high_limit": 4,
+                     "sl2vl": [0, 1, 2, 3] * 4},
+              "swe": {"vlarb_high": [], "vlarb_low": [(0, 32), (1, 255)], "high_limit": 0, "sl2vl": [0, 1, 0, 1] * 4}}
+    ours = write_opensm_conf(tables, 4, "/etc/opensm/qos-policy.conf", ["qoslab test"])
+    for prefix in ("qos_", "qos_ca_", "qos_sw0_", "qos_swe_", "qos_rtr_"):
+        for name in ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl"):
+            assert f"\n{prefix}{name} " in ours
+    base = ("# site settings\nrouting_engine dfsssp,minhop\nsm_priority 15\nqos FALSE\nqos_swe_vlarb_low 0:4\n"
+            "log_flags 0x03\nqos FALSE\n")
+    merged = merge_opensm_conf(base, ours, "site.conf")
+    lines = merged.splitlines()
+    assert lines[:3] == ["# site settings", "routing_engine dfsssp,minhop", "sm_priority 15"]
+    assert lines[3] == "qos TRUE" and lines[4].startswith("qos_swe_vlarb_low 0:32,1:255") and lines[5] == "log_flags 0x03"
+    assert lines[6].startswith("# qos FALSE")  # a later repeat OpenSM would let win, commented out
+    read = parse_opensm_conf(merged, "merged.conf")
+    assert read.enabled and read.data_vls == 4
+    assert read.tables["swe"]["vlarb_low"] == [(0, 32), (1, 255)] and read.tables["ca"]["high_limit"] == 4
+
+
+def test_cli_base_merge_warns_about_routing_engines_that_use_vls(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "xgft"\nm = [4, 2]\nw = [1, 2]\n[[jobs]]\nname = "a"\nnodes = 2\nsl = 1\n'
+                        'workload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n')
+    base = tmp_path / "opensm.conf"
+    base.write_text("routing_engine nue\nsm_priority 3\n")
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--base", str(base),
+                                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert "routing_engine nue assigns SL2VL" in result.stderr
+    merged = (tmp_path / "d" / "opensm.conf").read_text()
+    assert merged.startswith("routing_engine nue\nsm_priority 3\n") and "\nqos TRUE\n" in merged
+    base.write_bytes(b"\x00\x01binary")
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--base", str(base),
+                                                      "--out", str(tmp_path / "e")])
+    assert result.exit_code == 2 and "binary data" in result.stderr
+
+
+@pytest.mark.skipif(shutil.which("opensm") is None and not Path("/usr/sbin/opensm").exists(),
+                    reason="OpenSM is not installed (apt-get install opensm)")
+def test_a_merge_into_opensm_s_own_template_reads_back_as_the_simulated_tables(tmp_path):
+    template = tmp_path / "template.conf"
+    subprocess.run([shutil.which("opensm") or "/usr/sbin/opensm", "-c", str(template)], capture_output=True, timeout=60)
+    assert template.exists()
+    scenario = qoslab.Scenario(**{**SCENARIO, "qos": {"swe": {"vlarb_low": "0:32,1:255", "sl2vl": [0, 1] * 8}}})
+    export_opensm(scenario, tmp_path / "d", base=template.read_text(), base_source=str(template))
+    merged = (tmp_path / "d" / "opensm.conf").read_text()
+    assert len(merged.splitlines()) >= len(template.read_text().splitlines())
+    read = parse_opensm_conf(merged, "merged")
+    assert read.enabled and read.tables["swe"]["vlarb_low"] == [(0, 32), (1, 255)]
+    assert read.tables["swe"]["sl2vl"] == [0, 1] * 8
