@@ -49,6 +49,7 @@ GOALS = {
     "peak_memory_bytes_1024": 1 << 30,
     "rate_8192_over_1024": 0.7,
     "dragonfly_rate_over_fat_tree_rate": 0.8,
+    "attribution_on_over_off": 0.9,  # issue 16: interference attribution costs under 10% of the hop rate
 }
 
 
@@ -82,13 +83,13 @@ def run_scenario(name, topology, load, duration_us, queue):
     })
 
 
-def run_jobs(scale, queue):
+def run_jobs(scale, queue, interference=False):
     from qoslab import Scenario, simulate
 
     jobs = [{"name": name, "nodes": 256, "placement": "random", "restart": True,
              "workload": {**workload, "iterations": max(1, round(iterations * scale))}}
             for name, workload, iterations in JOBS]
-    scenario = Scenario(name="four jobs", topology=FULL_1024, jobs=jobs)
+    scenario = Scenario(name="four jobs", topology=FULL_1024, jobs=jobs, run={"interference": interference})
     t0 = time.perf_counter()
     summary = simulate(scenario).summary
     wall = time.perf_counter() - t0
@@ -135,6 +136,21 @@ def alternating(ctx, cases, scale, rounds):
             best[name] = max(best.get(name, 0.0), row["packet_hops_per_second"])
     return {"rounds": rounds, "duration_us": {name: d * scale for name, _, d in cases},
             "best_packet_hops_per_second": best}
+
+
+def attribution_cost(ctx, scale, rounds):
+    """The four-jobs run with interference attribution off and on, alternating, best of N each."""
+    best = {False: 0.0, True: 0.0}
+    for _ in range(rounds):
+        for on in (False, True):
+            queue = ctx.Queue()
+            proc = ctx.Process(target=run_jobs, args=(scale, queue, on))
+            proc.start()
+            row = queue.get()
+            proc.join()
+            best[on] = max(best[on], row["packet_hops_per_second"])
+    return {"rounds": rounds, "best_packet_hops_per_second_off": best[False],
+            "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
 
 
 # Instruction counts do not drift with the machine: callgrind counts what Simulation::run and the
@@ -262,6 +278,8 @@ def main(argv=None):
     proc.join()
     print(f"{jobs_row['name']:40s} {jobs_row['packet_hops_per_second'] / 1e6:6.2f} M hops/s  "
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
+    attribution = attribution_cost(ctx, args.scale, args.rounds)
+    print(f"{f'attribution on/off, alternating (best of {args.rounds})':40s} {attribution['on_over_off']:.2f}", flush=True)
     by_name = {r["name"]: r for r in results}
     rate_1024 = by_name["fat-tree-1024 uniform load 0.5"]["packet_hops_per_second"]
     report = {
@@ -272,6 +290,7 @@ def main(argv=None):
         "jobs": jobs_row,
         "dragonfly_alternating": paired,
         "size_alternating": sizes,
+        "attribution_alternating": attribution,
         "instructions": instructions,
         "goals": GOALS,
         "figures": {
@@ -282,6 +301,7 @@ def main(argv=None):
             "rate_8192_over_1024": sizes["rate_8192_over_1024"],
             "dragonfly_rate_over_fat_tree_rate": min(paired["minimal_over_fat_tree"], paired["adaptive_over_fat_tree"]),
             "mpi_rate_over_open_loop_rate": jobs_row["packet_hops_per_second"] / rate_1024,
+            "attribution_on_over_off": attribution["on_over_off"],
         },
     }
     if instructions:

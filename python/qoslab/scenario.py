@@ -446,6 +446,7 @@ class Run(_Table):
     duration_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
     warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     messages: bool = False  # write messages.parquet (one row per message)
+    interference: bool = False  # charge waits at output ports to who caused them (interference.parquet)
 
     def resolve(self, with_jobs: bool) -> None:
         """Fills the defaults that depend on whether there are jobs, without marking them set."""
@@ -620,6 +621,10 @@ class Scenario(_Table):
             job.pop("fragment_nodes", None)
         return data
 
+    def class_names(self) -> list[str]:
+        """The engine's statistics classes, in its order: each traffic table, then each job."""
+        return [f"traffic[{i}]" for i in range(len(self.traffic))] + self.job_names()
+
     def job_names(self) -> list[str]:
         return [job.name if job.name is not None else f"job{i}" for i, job in enumerate(self.jobs)]
 
@@ -705,6 +710,7 @@ class Scenario(_Table):
                 "duration_us": float(self.run.duration_us),
                 "warmup_us": float(self.run.warmup_us),
                 "record_messages": self.run.messages,
+                "interference": self.run.interference,
             },
             "jobs": [
                 {

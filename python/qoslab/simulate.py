@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 
 from qoslab._version import __version__
 from qoslab.errors import ConfigError, Deadlock, Interrupted, ScenarioError, from_engine_config_error
+from qoslab.levels import link_level
 from qoslab.scenario import Scenario
 
 Columns = dict[str, Any]  # {name: (numpy dtype string, little-endian bytes)}
@@ -39,6 +40,7 @@ class RunResult:
     links: pa.Table
     messages: pa.Table | None = None
     ranks: pa.Table | None = None  # per (job, rank, run, iteration), when there are jobs
+    interference: pa.Table | None = None  # per (link, VL, victim, culprit), with run.interference
 
     def save(self, out_dir: str | Path) -> Path:
         """Writes summary.json, links.parquet and (when there are any) messages.parquet and
@@ -47,7 +49,7 @@ class RunResult:
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
         pq.write_table(self.links, out / "links.parquet")
-        for name, table in (("messages", self.messages), ("ranks", self.ranks)):
+        for name, table in self._optional():
             path = out / f"{name}.parquet"
             if table is not None:
                 pq.write_table(table, path)
@@ -55,9 +57,12 @@ class RunResult:
                 path.unlink()  # a stale table from an earlier run would be mistaken for this one's
         return out
 
+    def _optional(self) -> list[tuple[str, pa.Table | None]]:
+        return [("messages", self.messages), ("ranks", self.ranks), ("interference", self.interference)]
+
     def written(self) -> list[str]:
         """The files save() writes."""
-        optional = [f"{n}.parquet" for n, t in (("messages", self.messages), ("ranks", self.ranks)) if t is not None]
+        optional = [f"{n}.parquet" for n, t in self._optional() if t is not None]
         return ["summary.json", "links.parquet", *optional]
 
 
@@ -82,12 +87,18 @@ def simulate(scenario: Scenario) -> RunResult:
     summary.update(raw["summary"])
     summary["wall_seconds"] = wall_seconds  # measured here: includes building the fabric
     summary.setdefault("jobs", {})
+    classes = scenario.class_names()
+    if "interference" in summary:
+        summary["interference"] = {key: {victim: dict(zip(classes, row)) for victim, row in zip(classes, matrix)}
+                                   for key, matrix in summary["interference"].items()}
 
     result = RunResult(
         summary=summary,
         links=_links_table(raw["links"], raw.get("nodes")),
         messages=None if raw.get("messages") is None else columns_table(raw["messages"]),
         ranks=None if raw.get("ranks") is None else _ranks_table(raw["ranks"], scenario.job_names()),
+        interference=None if raw.get("interference") is None else _interference_table(raw["interference"], raw.get("nodes"),
+                                                                                      raw["links"], classes),
     )
     if summary.get("interrupted"):
         raise Interrupted(result)
@@ -155,6 +166,33 @@ def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
         if position >= 0:
             table = table.add_column(position, label, pc.take(names, table.column(index)))
     return table
+
+
+def _interference_table(columns: Columns, nodes: list[str] | None, links: Columns, classes: list[str]) -> pa.Table:
+    """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
+    on a fat tree, its level and direction)."""
+    table = columns_table(columns)
+    names = pa.array(classes, type=pa.string())
+    link_table = columns_table(links)
+    node_of = dict(zip(link_table.column("link").to_pylist(), zip(link_table.column("src_node").to_pylist(),
+                                                                  link_table.column("dst_node").to_pylist())))
+    ends = [node_of.get(link, (None, None)) for link in table.column("link").to_pylist()]
+    src = [nodes[a] if nodes is not None and a is not None else None for a, _ in ends]
+    dst = [nodes[b] if nodes is not None and b is not None else None for _, b in ends]
+    levels = [link_level(a, b) if a is not None and b is not None else None for a, b in zip(src, dst)]
+    kinds = pa.array(["output", "buffer"], type=pa.string())
+    return pa.table({
+        "kind": pc.take(kinds, table.column("kind")),
+        "victim": pc.take(names, table.column("victim")),
+        "culprit": pc.take(names, table.column("culprit")),
+        "link": table.column("link"),
+        "src": pa.array(src, type=pa.string()),
+        "dst": pa.array(dst, type=pa.string()),
+        "level": pa.array([lv[0] if lv else None for lv in levels], type=pa.int32()),
+        "direction": pa.array([lv[1] if lv else None for lv in levels], type=pa.string()),
+        "vl": table.column("vl"),
+        "wait_ns": table.column("wait_ns"),
+    })
 
 
 def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:

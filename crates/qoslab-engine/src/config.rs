@@ -168,6 +168,9 @@ pub struct RunConfig {
     pub duration_us: f64,
     pub warmup_us: f64,
     pub record_messages: bool,
+    /// Charge each wait at an output port to the class holding what it waits for (attribution.rs).
+    #[serde(default)]
+    pub interference: bool,
 }
 
 /// One MPI job, placed: `hosts` lists its nodes, ranks fill them in order (`ranks_per_node` each).

@@ -12,9 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-RunRecord = dict[str, Any]  # {"run": row, "jobs": [rows], "levels": [rows], "iterations": Arrow table}
+from qoslab.levels import link_level
 
-_NODE = re.compile(r"^(?:H\d+|S(\d+)-\d+)$")
+RunRecord = dict[str, Any]  # {"run": row, "jobs": [rows], "levels": [rows], "iterations": Arrow table}
 
 
 @dataclass(frozen=True)
@@ -126,14 +126,6 @@ def job_rows(spec: RunSpec, summary: dict[str, Any], scenario: Any) -> list[dict
     return rows
 
 
-def node_level(name: str) -> int | None:
-    """H<n> -> 0, S<l>-<i> -> l (fat-tree node names); None for names of other topologies."""
-    match = _NODE.match(name)
-    if not match:
-        return None
-    return int(match[1]) if match[1] else 0
-
-
 def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
     """Bytes per tree level and direction: level l holds the links between levels l-1 and l."""
     if links is None or links.num_rows == 0 or "src" not in links.column_names:
@@ -141,10 +133,9 @@ def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
     table = links.select(["link", "src", "dst", "bytes", "busy_ns"]).to_pylist()
     totals: dict[tuple[int, str], dict[str, Any]] = {}
     for row in table:
-        a, b = node_level(row["src"]), node_level(row["dst"])
-        if a is None or b is None or a == b:
+        key = link_level(row["src"], row["dst"])
+        if key is None:
             continue
-        key = (max(a, b), "up" if b > a else "down")
         entry = totals.setdefault(key, {"bytes": 0, "busy_ns": 0.0, "links": set()})
         entry["bytes"] += int(row["bytes"])
         entry["busy_ns"] += float(row["busy_ns"])

@@ -9,6 +9,7 @@
 //! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
 //!   and counted only if that time falls inside the run.
 
+mod attribution;
 mod deadlock;
 mod mem;
 pub mod output;
@@ -172,6 +173,8 @@ pub struct Simulation {
     pub(crate) mpi: Option<Box<Mpi>>,
     pub(crate) status: RunStatus,
     pub(crate) message_log: Vec<MessageRecord>,
+    /// Who delayed whom (`run.interference`); None costs one check per filing and grant.
+    pub(crate) attribution: Option<Box<attribution::Attribution>>,
 }
 
 impl Simulation {
@@ -327,6 +330,10 @@ impl Simulation {
             mpi,
             status: RunStatus::Completed,
             message_log: Vec::new(),
+            attribution: cfg
+                .run
+                .interference
+                .then(|| Box::new(attribution::Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
             topology,
             cfg,
         };
@@ -575,7 +582,7 @@ impl Simulation {
     #[inline(always)]
     fn inject(&mut self, mut m: Message) {
         let now = self.now;
-        let (host, dst, sl, bytes) = (m.src, m.dst, m.sl, m.bytes);
+        let (host, dst, sl, bytes, m_class) = (m.src, m.dst, m.sl, m.bytes, m.class);
         let packets = bytes.div_ceil(self.mtu as u64).max(1) as u32;
         m.packets_left = packets;
         m.packets_unsent = packets;
@@ -594,7 +601,7 @@ impl Simulation {
                 dst,
                 next: NONE,
                 wire_bytes: wire as u16,
-                credits: credits_for(wire) as u16,
+                class: m_class,
                 sl,
                 phase: 0,
                 via: NO_VIA,
@@ -634,13 +641,16 @@ impl Simulation {
     fn register_head(&mut self, q: u32, site: Option<InputSite>, routed: Option<(u32, u8)>) {
         let head = self.queues[q as usize].head;
         let pk = &self.packets.items[head as usize];
-        let (eligible, credits, src, dst, sl) = (pk.eligible_at, pk.credits, pk.src, pk.dst, pk.sl);
+        let (eligible, credits, src, dst, sl, class) = (pk.eligible_at, pk.credits() as u16, pk.src, pk.dst, pk.sl, pk.class);
         let (out_port, out_vl) = match (routed, site) {
             (Some(r), _) => r,
             (None, None) => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
             (None, Some(site)) if self.router.dragonfly.is_some() => self.route_dragonfly(site, head),
             (None, Some(site)) => self.route(site, src, dst, sl),
         };
+        if self.attribution.is_some() {
+            self.attribute_head(q, out_port, out_vl, eligible, class);
+        }
         let queue = &mut self.queues[q as usize];
         queue.out_port = out_port;
         queue.out_vl = out_vl;
@@ -669,6 +679,9 @@ impl Simulation {
     /// just before it (NONE if it is the oldest).
     #[inline]
     fn unfile_request(&mut self, idx: usize, prev: u32, q: u32) {
+        if let Some(a) = self.attribution.as_deref_mut() {
+            a.granted(idx, q);
+        }
         let queue = self.queues[q as usize];
         let pv = &mut self.port_vls[idx];
         if prev == NONE {
@@ -790,6 +803,10 @@ impl Simulation {
         let q = ps.tx_queue;
         let queue = &mut self.queues[q as usize];
         queue.busy = false;
+        if self.attribution.is_some() && queue.head != NONE {
+            self.attribute_freed(q);
+        }
+        let queue = &self.queues[q as usize];
         // The queue's next packet may now go, possibly to another output.
         let out = queue.out_port;
         if queue.head != NONE && out != port {
@@ -917,6 +934,12 @@ impl Simulation {
         let grant = if ready != 0 { ps.arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
+                if self.attribution.is_some() {
+                    let ps = &self.ports[port as usize];
+                    let downstream = (!ps.peer_is_host).then(|| ps.peer * self.vls);
+                    let a = self.attribution.as_deref_mut().expect("attribution on");
+                    a.blocked(port, stalled_mask, now, downstream, &self.queues);
+                }
                 self.ports[port as usize].credit_waiting = true;
                 let at = self.ports[port as usize].next_return_at;
                 if at != NEVER {
@@ -971,7 +994,7 @@ impl Simulation {
         }
         let id = self.queues[q as usize].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
-        let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits as u32, pk.message);
+        let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits(), pk.message);
         // An HCA's send and the last hop's delivery update the packet's message.
         if self.deep_prefetch && (upstream == NONE || delivers) {
             prefetch(&self.messages.items[message as usize]);
@@ -996,6 +1019,9 @@ impl Simulation {
         } else {
             self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };
+        if self.attribution.is_some() {
+            self.attribute_wait(port, q, now, done);
+        }
         let idx = self.port_vl(port, vl);
         let pv = &mut self.port_vls[idx];
         pv.credits -= credits;
@@ -1047,6 +1073,37 @@ impl Simulation {
                 self.register_head(dq, next_site, next_route);
             }
         }
+    }
+
+    /// Attribution: queue `q`'s new head reached the head (its request about to be filed at
+    /// `out_port`, `out_vl`); the queue still holds where its predecessor was filed.
+    #[inline(never)]
+    fn attribute_head(&mut self, q: u32, out_port: u32, out_vl: u8, eligible: Time, class: u16) {
+        let (now, window, vls) = (self.now, self.window, self.vls as usize);
+        let queue = &self.queues[q as usize];
+        let previous = queue.out_port as usize * vls + queue.out_vl as usize;
+        let (busy, idx) = (queue.busy, out_port as usize * vls + out_vl as usize);
+        let a = self.attribution.as_deref_mut().expect("attribution on");
+        a.new_head(q, class, idx, busy, previous, eligible, now, |from, to| window.overlap(from, to));
+    }
+
+    /// Attribution: queue `q`'s predecessor has left; its head now waits at its output.
+    #[inline(never)]
+    fn attribute_freed(&mut self, q: u32) {
+        let queue = &self.queues[q as usize];
+        let idx = self.port_vl(queue.out_port, queue.out_vl);
+        self.attribution.as_deref_mut().expect("attribution on").queue_freed(q, idx);
+    }
+
+    /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
+    /// `done`; any credit-stalled idle time before is charged first.
+    #[inline(never)]
+    fn attribute_wait(&mut self, port: u32, q: u32, now: Time, done: Time) {
+        let window = self.window;
+        let requests = self.ports[port as usize].request_mask;
+        let a = self.attribution.as_deref_mut().expect("attribution on");
+        a.unblocked(port, |since| window.overlap(since, now));
+        a.transmitting(port, requests, q, done, window.overlap(now, done));
     }
 
     /// When a packet's transmission on `port` ends where links differ in rate: cut-through onto
@@ -1168,6 +1225,14 @@ impl Simulation {
 
     fn close_stalls(&mut self) {
         let now = self.now;
+        if let Some(mut a) = self.attribution.take() {
+            // Ports still blocked at the end: their wait so far is charged too.
+            let window = self.window;
+            for port in a.blocked_ports().collect::<Vec<_>>() {
+                a.unblocked(port, |since| window.overlap(since, now));
+            }
+            self.attribution = Some(a);
+        }
         for pv in &mut self.port_vls {
             pv.counters.set_stalled(false, now, &self.window);
         }
@@ -1184,7 +1249,7 @@ impl Simulation {
             while id != NONE {
                 queued += 1;
                 if self.queue_input(q) != NONE {
-                    queued_credits[q as usize] += self.packets.items[id as usize].credits as u64;
+                    queued_credits[q as usize] += self.packets.items[id as usize].credits() as u64;
                 }
                 id = self.packets.items[id as usize].next;
             }
@@ -1285,7 +1350,7 @@ impl Simulation {
                 while q != NONE {
                     let queue = &self.queues[q as usize];
                     let pk = &self.packets.items[queue.head as usize];
-                    if pk.eligible_at <= self.now && !queue.busy && (pk.credits as u32) <= credits[v as usize] {
+                    if pk.eligible_at <= self.now && !queue.busy && pk.credits() <= credits[v as usize] {
                         out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
                     }
                     q = queue.next_request;

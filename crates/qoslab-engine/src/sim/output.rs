@@ -1,5 +1,6 @@
 //! Turns a finished run into the summary and columnar tables the Python side writes out.
 
+use super::attribution::Kind;
 use super::{RunStatus, Simulation};
 use crate::mpi::Mpi;
 use crate::units::ps_to_ns;
@@ -27,6 +28,8 @@ pub struct RunOutput {
     pub messages: Option<Vec<Column>>,
     /// Per rank and iteration, when there are MPI jobs.
     pub ranks: Option<Vec<Column>>,
+    /// Per (output port, VL, victim class, culprit class), with `run.interference`.
+    pub interference: Option<Vec<Column>>,
 }
 
 impl Simulation {
@@ -91,10 +94,29 @@ impl Simulation {
             summary.insert("jobs".into(), jobs);
         }
 
+        if let Some(a) = self.attribution.as_deref() {
+            // [victim][culprit] by class: traffic tables first, then jobs (as by_class).
+            let ns = |m: Vec<Vec<u64>>| -> Vec<Vec<f64>> { m.into_iter().map(|r| r.into_iter().map(ps_to_ns).collect()).collect() };
+            summary.insert(
+                "interference".into(),
+                json!({ "wait_ns": ns(a.matrix(Kind::Output)), "buffer_wait_ns": ns(a.matrix(Kind::Buffer)) }),
+            );
+        }
         let links = self.link_columns(&g);
         let messages = self.cfg.run.record_messages.then(|| self.message_columns());
         let ranks = self.mpi.as_deref().map(rank_columns);
-        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages, ranks })
+        let interference = self.attribution.as_deref().map(|a| {
+            let rows = a.rows();
+            vec![
+                column("link", "<u4", rows.iter().map(|r| r.0), u32::to_le_bytes),
+                column("vl", "<u1", rows.iter().map(|r| r.1), u8::to_le_bytes),
+                column("kind", "<u1", rows.iter().map(|r| r.2), u8::to_le_bytes),
+                column("victim", "<u2", rows.iter().map(|r| r.3), u16::to_le_bytes),
+                column("culprit", "<u2", rows.iter().map(|r| r.4), u16::to_le_bytes),
+                column("wait_ns", "<f8", rows.iter().map(|r| ps_to_ns(r.5)), f64::to_le_bytes),
+            ]
+        });
+        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages, ranks, interference })
     }
 
     fn link_columns(&self, g: &crate::topology::Graph) -> Vec<Column> {
