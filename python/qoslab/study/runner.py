@@ -149,7 +149,7 @@ class StudyRunner:
             self._run_stage([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
-        results = search.optimise(jobs, self.plan.data_vls, max(1, self.executor.workers), evaluate)
+        results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), max(1, self.executor.workers), evaluate)
         for rank, (candidate, score) in enumerate(results):
             self.search_results.append(
                 {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
@@ -206,7 +206,7 @@ class StudyRunner:
             "description": self.study.description,
             "source": self.study.source,
             "seeds": self.study.seed_list(),
-            "policies": [{"name": p.label(), "kind": p.kind, "description": p.describe(), "parameters": p.model_dump(mode="json")}
+            "policies": [{"name": p.label(), "kind": p.kind, "description": p.description(), "parameters": p.model_dump(mode="json")}
                          for p in self.study.concrete_policies()],
             "base_scenario": self.plan.repetitions[0].scenario,
         }
