@@ -293,6 +293,26 @@ def test_a_policy_sets_the_vls_the_ports_operate_and_the_port_buffer_follows(tmp
     assert described[0]["parameters"]["data_vls"] == 1 and "ports operate 1 data VL" in described[0]["description"]
 
 
+def test_a_folder_written_before_port_buffers_holds_the_same_study(tmp_path):
+    """Its marker fingerprints resolved scenarios that held vl_buffer_bytes = 32768 where they now
+    hold the 128 KiB port buffer: the same engine config, so the same study, resumed."""
+    from qoslab.sweep.folder import MARKER, study_identity
+
+    s = study()
+    plan = StudyPlan(s)
+    legacy = []
+    for rep in plan.repetitions:
+        scenario = copy.deepcopy(rep.scenario)
+        fabric = scenario["fabric"]
+        assert fabric.pop("port_buffer_bytes") == 131072 and fabric["data_vls"] == 4
+        fabric["vl_buffer_bytes"] = 32768
+        legacy.append(scenario)
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / MARKER).write_text(json.dumps(study_identity("policies", s.title(), s.source, legacy)))
+    outcome = run(s, tmp_path)
+    assert set(outcome.tables["runs"]["status"]) == {"completed"}
+
+
 # -- the command line -----------------------------------------------------------------------
 
 

@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from qoslab._version import __version__
 from qoslab.policies import Policy, PolicyError, Search
 from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, PolicyContext
+from qoslab.scenario import run_identity
 from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.sweep.execute import RunSpec, empty_iterations
@@ -57,8 +58,9 @@ class StudyRunner:
 
     def run(self) -> StudyOutcome:
         """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+        # As run ids do (run_identity): a folder written before port buffers is the same study.
         identity = study_identity("policies", self.study.title(), self.study.source,
-                                  [rep.scenario for rep in self.plan.repetitions])
+                                  [run_identity(rep.scenario) for rep in self.plan.repetitions])
         with StudyFolder(self.out, identity):
             return self._run()
 
