@@ -34,6 +34,11 @@ def write(tmp_path, name, text):
         ("[topology]\nkind = \"dragonfly-plus\"\n", 'topology.groups: expected a number (or preset = "marconi100")'),
         ("[qos]\nvlarb_low = \"0:64,16:1\"\n", "qos.vlarb_low: bad entry \"16:1\""),
         ("[run]\nwarmup_us = 600\n", "run.warmup_us: expected less than run.duration_us"),
+        ("[fabric]\nport_buffer_bytes = 65536\nvl_buffer_bytes = 16384\n",
+         ("fabric.port_buffer_bytes: give fabric.port_buffer_bytes (one buffer per port, divided among the data "
+          "VLs) or fabric.vl_buffer_bytes")),
+        ("[fabric]\ndata_vls = 8\nport_buffer_bytes = 32768\n",
+         "fabric.port_buffer_bytes: expected at least 33280 bytes for 8 data VLs (fabric.data_vls = 8)"),
     ],
 )
 def test_bad_scenario_exits_2_naming_file_and_key(tmp_path, command, text, expected):
@@ -80,6 +85,19 @@ def test_bad_set_value_is_marked(tmp_path):
     result = invoke("run", path, "--set", "fabric.data_vls=3")
     assert result.exit_code == 2
     assert f"{path}: fabric.data_vls: expected 1, 2, 4, 8 or 15, got 3 (from --set)" in result.stderr
+
+
+def test_buffer_too_small_for_the_vls_set_on_the_command_line(tmp_path):
+    # 32 KiB holds one 4160-byte packet per VL for 4 VLs (8192 each), not for 8 (4096 each).
+    path = write(tmp_path, "ok.toml", "[fabric]\nport_buffer_bytes = 32768\n")
+    result = invoke("check", path, "--set", "fabric.data_vls=8")
+    assert result.exit_code == 2
+    assert (f"{path}: fabric.port_buffer_bytes: expected at least 33280 bytes for 8 data VLs (fabric.data_vls "
+            f"= 8): each VL's share must hold one MTU packet: 4096 + 26 header bytes, rounded up to 64-byte "
+            f"credits (4160 bytes); got 32768, which leaves 4096 bytes per VL") in result.stderr
+    both = invoke("check", path, "--set", "fabric.vl_buffer_bytes=8192")
+    assert both.exit_code == 2
+    assert f"{path}: fabric.port_buffer_bytes: " in both.stderr and "not both; got 32768 and 8192" in both.stderr
 
 
 @pytest.mark.parametrize(

@@ -172,6 +172,17 @@ def test_cli_check_describes_fabric(small):
         assert word in result.stdout
 
 
+def test_cli_check_shows_the_buffer_division(tmp_path):
+    path = tmp_path / "buffers.toml"
+    path.write_text("[fabric]\ndata_vls = 2\nport_buffer_bytes = 65536\n")
+    result = invoke("check", path)
+    assert result.exit_code == 0, result.output
+    assert "65,536 bytes per port (fabric.port_buffer_bytes), divided among 2 data VLs: 32,768 bytes (512 credits) per VL" \
+        in " ".join(result.stdout.split())
+    result = invoke("check", path, "--set", "fabric.data_vls=8")
+    assert "divided among 8 data VLs: 8,192 bytes (128 credits) per VL" in " ".join(result.stdout.split())
+
+
 def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
     real = simulate_module.engine()
 

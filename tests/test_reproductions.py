@@ -87,6 +87,11 @@ def test_subramoni_separate_vls_free_a_victim_from_head_of_line_blocking(tmp_pat
     assert four["std"] < stats.loc["default", "std"]
     # Spreading by connection spreads the incast over every VL too: no relief.
     assert stats.loc["multi-vl[4,connection]", "p50"] > 2 * four["p50"]
+    # The same 128 KiB per port as 1, 2, 4 and 8 VLs (Sancho et al.'s fixed total): the victim's
+    # median falls with every doubling.
+    fixed = [stats.loc[p, "p50"] for p in ("default on 1 VL", "multi-vl[2,destination] on 2 VLs",
+                                            "multi-vl[4,destination]", "multi-vl[8,destination] on 8 VLs")]
+    assert fixed == sorted(fixed, reverse=True) and fixed[-1] < 0.5 * fixed[0]
 
 
 def test_equal_vls_change_nothing_without_a_congestor(tmp_path):

@@ -1,5 +1,6 @@
 """Scenario validation, defaults, overrides and the engine config (no engine needed)."""
 
+import copy
 import json
 import math
 
@@ -96,7 +97,9 @@ def test_defaults():
     assert s.seed == 1 and s.name is None
     f = s.fabric
     assert (f.link_gbps, f.link_latency_ns, f.switch_latency_ns) == (100.0, 20.0, 100.0)
-    assert (f.mtu_bytes, f.header_bytes, f.data_vls, f.vl_buffer_bytes) == (4096, 26, 4, 32768)
+    assert (f.mtu_bytes, f.header_bytes, f.data_vls) == (4096, 26, 4)
+    # 128 KiB per port, 32 KiB for each of the 4 VLs: the per-VL figure before port buffers.
+    assert (f.port_buffer_bytes, f.vl_buffer_bytes, f.buffer_per_vl()) == (131072, None, 32768)
     assert s.topology.kind == "single-switch" and s.host_count() == 32
     assert s.routing.algorithm == "dmodk"
     assert s.traffic == []
@@ -109,6 +112,70 @@ def test_default_qos_follows_data_vls():
         assert q["sl2vl"] == [sl % data_vls for sl in range(16)]
         assert q["vlarb_low"] == [(vl, 255) for vl in range(data_vls)]
         assert q["vlarb_high"] == [] and q["high_limit"] == 0
+
+
+def test_port_buffer_is_divided_among_the_data_vls_in_whole_credits():
+    # The expected shares are written out: 131072 / 15 = 8738.1, rounded down to 136 credits.
+    for data_vls, share in {1: 131072, 2: 65536, 4: 32768, 8: 16384, 15: 8704}.items():
+        s = Scenario(fabric={"data_vls": data_vls})
+        assert s.fabric.buffer_per_vl() == share
+        assert s.to_engine_config()["fabric"]["vl_buffer_bytes"] == share
+    assert Scenario(fabric={"port_buffer_bytes": 100000}).fabric.buffer_per_vl() == 24960  # 25000 -> 390 credits
+    # The seeds' 64 KB port: 1 x 64, 2 x 32, 4 x 16 KB.
+    assert [Scenario(fabric={"port_buffer_bytes": 65536, "data_vls": n}).fabric.buffer_per_vl() for n in (1, 2, 4)] \
+        == [65536, 32768, 16384]
+
+
+def test_smallest_port_buffer_is_one_packet_per_vl():
+    # 15 VLs x 4160 bytes = 62400: accepted exactly at the minimum, refused one credit below.
+    assert Scenario(fabric={"port_buffer_bytes": 62400, "data_vls": 15}).fabric.buffer_per_vl() == 4160
+    assert "expected at least 62400 bytes for 15 data VLs" in error_of({"fabric": {"port_buffer_bytes": 62399, "data_vls": 15}})
+
+
+def test_vl_buffer_override_is_per_vl_whatever_the_vl_count():
+    for data_vls in (1, 4, 15):
+        s = Scenario(fabric={"data_vls": data_vls, "vl_buffer_bytes": 20000})
+        assert s.fabric.port_buffer_bytes is None
+        assert s.to_engine_config()["fabric"]["vl_buffer_bytes"] == 20000
+
+
+def test_resolved_scenario_carries_the_buffer_key_it_came_from():
+    for fabric, key in (({}, "port_buffer_bytes"), ({"port_buffer_bytes": 65536}, "port_buffer_bytes"),
+                        ({"vl_buffer_bytes": 16384}, "vl_buffer_bytes")):
+        s = Scenario(fabric={"data_vls": 2, **fabric})
+        resolved = s.resolved()["fabric"]
+        assert key in resolved and {"port_buffer_bytes", "vl_buffer_bytes"} - {key} - set(resolved)
+        again = Scenario.from_dict(s.resolved())
+        assert again.to_engine_config() == s.to_engine_config()
+        # Changing the VL count of the resolved scenario re-divides a port buffer, never an override.
+        more = Scenario.from_dict({**s.resolved(), "fabric": {**resolved, "data_vls": 8}, "qos": {}})
+        assert more.fabric.buffer_per_vl() == (16384 if key == "vl_buffer_bytes" else resolved[key] // 8)
+
+
+def test_set_data_vls_divides_the_port_buffer_again():
+    s = Scenario(fabric={"port_buffer_bytes": 65536})
+    assert s.with_overrides(["fabric.data_vls=1"]).fabric.buffer_per_vl() == 65536
+    assert s.with_overrides(["fabric.data_vls=8"]).fabric.buffer_per_vl() == 8192
+    # The default port buffer is not "given", so a per-VL override alone is not two keys.
+    assert Scenario().with_overrides(["fabric.vl_buffer_bytes=8192"]).fabric.buffer_per_vl() == 8192
+
+
+def test_run_ids_of_unchanged_behaviour_stay_as_before_port_buffers():
+    from qoslab.scenario import run_identity
+    from qoslab.sweep.execute import run_id
+
+    resolved = Scenario(**xgft()).resolved()
+    before = copy.deepcopy(resolved)  # how the same scenario was resolved before port buffers
+    del before["fabric"]["port_buffer_bytes"]
+    before["fabric"]["vl_buffer_bytes"] = 32768
+    assert run_id(0, "default", resolved) == run_id(0, "default", before)
+    assert run_identity(resolved)["fabric"] == before["fabric"]
+    # A changed division is a changed run.
+    two = Scenario(**xgft(fabric={"data_vls": 2})).resolved()
+    two_before = copy.deepcopy(two)
+    del two_before["fabric"]["port_buffer_bytes"]
+    two_before["fabric"]["vl_buffer_bytes"] = 32768
+    assert run_id(0, "default", two) != run_id(0, "default", two_before)
 
 
 def test_traffic_defaults():
@@ -301,6 +368,16 @@ BAD = [
     ({"fabric": {"mtu_bytes": 3000}}, "fabric.mtu_bytes", "expected 256, 512, 1024, 2048 or 4096, got 3000"),
     ({"fabric": {"data_vls": 3}}, "fabric.data_vls", "expected 1, 2, 4, 8 or 15"),
     ({"fabric": {"vl_buffer_bytes": 4096}}, "fabric.vl_buffer_bytes", "expected at least 4160 bytes"),
+    ({"fabric": {"port_buffer_bytes": 65536, "vl_buffer_bytes": 16384}}, "fabric.port_buffer_bytes",
+     ("give fabric.port_buffer_bytes (one buffer per port, divided among the data VLs) or fabric.vl_buffer_bytes "
+      "(the same buffer for every VL, whatever their number), not both")),
+    ({"fabric": {"port_buffer_bytes": 16384}}, "fabric.port_buffer_bytes",
+     "expected at least 16640 bytes for 4 data VLs (fabric.data_vls = 4)"),
+    ({"fabric": {"port_buffer_bytes": 4200, "data_vls": 2, "mtu_bytes": 2048}}, "fabric.port_buffer_bytes",
+     ("expected at least 4224 bytes for 2 data VLs (fabric.data_vls = 2): each VL's share must hold one MTU packet: "
+      "2048 + 26 header bytes, rounded up to 64-byte credits (2112 bytes); got 4200, which leaves 2048 bytes per VL")),
+    ({"fabric": {"port_buffer_bytes": 0}}, "fabric.port_buffer_bytes", "greater than 0"),
+    ({"fabric": {"port_buffer_bytes": "64k"}}, "fabric.port_buffer_bytes", "expected an integer"),
     ({"fabric": {"link_gbps": 0}}, "fabric.link_gbps", "greater than 0"),
     ({"topology": {"kind": "xgft", "m": [8, 4], "w": [1]}}, "topology.w", "as many entries as m"),
     ({"topology": {"kind": "xgft", "m": [8, 4], "w": [2, 2]}}, "topology.w[0]", "multi-port HCAs are not modelled yet"),
@@ -369,7 +446,7 @@ BAD = [
     ({"traffic": [{"load": 0.5, "hosts": [1, 1]}]}, "traffic[0].hosts", "listed twice"),
     ({"traffic": [{"load": 0.5, "destinations": [0, 99]}]}, "traffic[0].destinations", "host 99 does not exist"),
     ({"traffic": [{"load": 0.5, "hotspot_hosts": [40]}]}, "traffic[0].hotspot_hosts", "host 40 does not exist"),
-    ({"run": {"warmup_us": 500}}, "run.warmup_us", "expected less than run.duration_us (500), got 500"),
+    ({"run": {"warmup_us": 500}}, "run.warmup_us", "expected less than run.duration_us (500, the default), got 500"),
     ({"run": {"duration_us": 100, "warmup_us": 200}}, "run.warmup_us", "expected less than run.duration_us"),
     ({"run": {"duration_us": 0}}, "run.duration_us", "greater than 0"),
     ({"run": {"warmup_us": -1}}, "run.warmup_us", "greater than or equal to 0"),

@@ -14,7 +14,9 @@ from typer.testing import CliRunner
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
 from qoslab.policies.arbitration import weight_entries
+from qoslab.scenario import Scenario
 from qoslab.study.model import Study
+from qoslab.study.plan import StudyPlan
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep import execute as execute_module
 from qoslab.sweep.executors import DaskExecutor, LocalExecutor
@@ -89,6 +91,16 @@ def test_default_baseline_is_added_first_and_all_assignments_expand():
         ([], {}, "policies", "at least 1"),
         ([{"kind": "default"}], {"jobs": []}, "scenario", "nothing to compare"),
         ([{"kind": "default"}], {"fabric": {"data_vls": 3}}, "scenario.fabric.data_vls", "expected"),
+        ([{"kind": "default", "data_vls": 3}], {}, "policies[0].data_vls", "expected 1, 2, 4, 8 or 15"),
+        ([{"kind": "multi-vl", "vls": 4, "data_vls": 2}], {}, "policies[0].vls",
+         "4 VLs, but the ports operate only 2 data VLs (this policy's data_vls = 2)"),
+        ([{"kind": "per-job", "assignment": {"a2a": 0}, "weights": [1, 2], "data_vls": 1}], {}, "policies[0].weights",
+         "only 1 data VLs (this policy's data_vls = 1)"),
+        ([{"kind": "multi-vl", "data_vls": 8}], {"fabric": {"port_buffer_bytes": 32768}}, "policies[0].data_vls",
+         ("with fabric.data_vls = 8 the scenario is invalid: fabric.port_buffer_bytes: expected at least 33280 "
+          "bytes for 8 data VLs")),
+        ([{"kind": "default"}, {"kind": "multi-vl", "data_vls": 2}, {"kind": "multi-vl", "data_vls": 2}], {}, "policies",
+         "both named 'multi-vl[all,connection] on 2 VLs'"),
     ],
 )
 def test_bad_study_is_refused_before_any_run(policies, scenario_change, key, words):
@@ -250,6 +262,55 @@ def test_tpe_search_keeps_to_its_budget_and_repeats(tmp_path):
     second = run(study(policies), tmp_path / "b").search
     assert len(first) <= 3
     assert list(first["candidate"]) == list(second["candidate"])
+
+
+def test_a_policy_sets_the_vls_the_ports_operate_and_the_port_buffer_follows(tmp_path):
+    """1 VL x the whole port buffer against 2 VLs x half of it, as the seeds compare them."""
+    s = study([{"kind": "default", "name": "default", "data_vls": 1},
+               {"kind": "multi-vl", "by": "destination", "data_vls": 2},
+               {"kind": "search", "vls": 2, "data_vls": 2, "method": "exhaustive"}],
+              scenario={**copy.deepcopy(SCENARIO), "fabric": {"port_buffer_bytes": 65536}})
+    assert [p.label() for p in s.concrete_policies()] == ["default", "multi-vl[all,destination] on 2 VLs", "q-opt"]
+    plan = StudyPlan(s)
+    rep = plan.repetitions[0]
+    default, spread, search = s.concrete_policies()
+    base_hosts = [j["hosts"] for j in rep.scenario["jobs"]]
+    for policy, vls in ((default, 1), (spread, 2)):
+        spec = plan.shared_spec(rep, policy, plan.context(rep))
+        fabric = spec.scenario["fabric"]
+        assert (fabric["data_vls"], fabric["port_buffer_bytes"]) == (vls, 65536)
+        assert [j["hosts"] for j in spec.scenario["jobs"]] == base_hosts  # same placement
+        assert Scenario.from_dict(spec.scenario).to_engine_config()["fabric"]["vl_buffer_bytes"] == 65536 // vls
+    # The baseline's QoS tables are derived again for 1 VL (the base scenario's were for 4).
+    assert plan.shared_spec(rep, default, plan.context(rep)).scenario["qos"]["swe"]["vlarb_low"] == [[0, 255]]
+    candidate = search.candidate(((0, 1), 0), rep.jobs, search.operated_vls(plan.data_vls))
+    assert candidate.data_vls == 2
+    assert plan.shared_spec(rep, candidate, plan.context(rep)).scenario["fabric"]["data_vls"] == 2
+    outcome = run(s, tmp_path)
+    runs = outcome.tables["runs"]
+    assert set(runs["status"]) == {"completed"}, runs[["policy", "status", "error"]]
+    described = json.loads((tmp_path / "study.json").read_text())["policies"]
+    assert described[0]["parameters"]["data_vls"] == 1 and "ports operate 1 data VL" in described[0]["description"]
+
+
+def test_a_folder_written_before_port_buffers_holds_the_same_study(tmp_path):
+    """Its marker fingerprints resolved scenarios that held vl_buffer_bytes = 32768 where they now
+    hold the 128 KiB port buffer: the same engine config, so the same study, resumed."""
+    from qoslab.sweep.folder import MARKER, study_identity
+
+    s = study()
+    plan = StudyPlan(s)
+    legacy = []
+    for rep in plan.repetitions:
+        scenario = copy.deepcopy(rep.scenario)
+        fabric = scenario["fabric"]
+        assert fabric.pop("port_buffer_bytes") == 131072 and fabric["data_vls"] == 4
+        fabric["vl_buffer_bytes"] = 32768
+        legacy.append(scenario)
+    tmp_path.mkdir(exist_ok=True)
+    (tmp_path / MARKER).write_text(json.dumps(study_identity("policies", s.title(), s.source, legacy)))
+    outcome = run(s, tmp_path)
+    assert set(outcome.tables["runs"]["status"]) == {"completed"}
 
 
 # -- the command line -----------------------------------------------------------------------

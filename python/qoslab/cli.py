@@ -148,6 +148,7 @@ def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
     warn(loaded)
     console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
     print_description(fabric)
+    print_buffers(loaded)
     print_qos(loaded)
     if loaded.jobs:
         print_placements(loaded)
@@ -577,6 +578,19 @@ def print_description(fabric: dict[str, Any]) -> None:
         for row in rows:
             table.add_row(*(fmt(row.get(c)) for c in columns))
         console.print(table)
+
+
+def print_buffers(scenario: Scenario) -> None:
+    from qoslab.scenario import CREDIT_BYTES
+
+    f = scenario.fabric
+    per_vl = f.buffer_per_vl()
+    share = f"{per_vl:,} bytes ({per_vl // CREDIT_BYTES} credits) per VL"
+    if f.vl_buffer_bytes is None:
+        text = f"{f.port_buffer_bytes:,} bytes per port (fabric.port_buffer_bytes), divided among {f.data_vls} data VLs: {share}"
+    else:
+        text = f"{share} (fabric.vl_buffer_bytes), {per_vl * f.data_vls:,} bytes per port with {f.data_vls} data VLs"
+    console.print(Text.assemble(("input buffers: ", "bold"), text))
 
 
 def print_qos(scenario: Scenario) -> None:

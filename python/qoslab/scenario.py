@@ -61,6 +61,19 @@ class _Table(BaseModel):
 # [fabric]
 
 
+# A port's input buffer when the scenario gives none: 2048 credits (128 KiB), the input buffer
+# of a 4x port in Mellanox's InfiniBand flit-level model for OMNeT++ (ib_flit_sim, IBInBuf
+# totalBufferSize), whose per-VL reservation there (maxStatic, 512 credits) divides it exactly
+# among 4 VLs. See docs/design/engine.md, "Input buffers".
+DEFAULT_PORT_BUFFER_BYTES = 2048 * CREDIT_BYTES
+
+
+def buffer_per_vl(port_buffer_bytes: int, data_vls: int) -> int:
+    """The division rule, the only place it lives: a port's input buffer split equally among the
+    data VLs it operates, each share rounded down to whole credits (a credit is never split)."""
+    return port_buffer_bytes // data_vls // CREDIT_BYTES * CREDIT_BYTES
+
+
 class Fabric(_Table):
     link_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 100.0
     link_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 20.0
@@ -68,7 +81,11 @@ class Fabric(_Table):
     mtu_bytes: Literal[256, 512, 1024, 2048, 4096] = 4096
     header_bytes: Annotated[int, Field(ge=0, le=4096)] = 26
     data_vls: Literal[1, 2, 4, 8, 15] = 4
-    vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] = 32768
+    # Every input port's buffer, divided among its data VLs (buffer_per_vl). None until resolved:
+    # DEFAULT_PORT_BUFFER_BYTES unless vl_buffer_bytes is given instead.
+    port_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
+    # An explicit buffer per VL instead, whatever the VL count (the model before port buffers).
+    vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
     # QPs per SL in each HCA, served round robin packet by packet (message to d joins d mod n).
     hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=64)] = 8
 
@@ -76,14 +93,41 @@ class Fabric(_Table):
         """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""
         return math.ceil((self.mtu_bytes + self.header_bytes) / CREDIT_BYTES) * CREDIT_BYTES
 
+    def buffer_per_vl(self) -> int:
+        """Bytes of input buffer each data VL of a port has: what the engine is given."""
+        if self.vl_buffer_bytes is not None:
+            return self.vl_buffer_bytes
+        assert self.port_buffer_bytes is not None, "resolved at validation"
+        return buffer_per_vl(self.port_buffer_bytes, self.data_vls)
+
     @model_validator(mode="after")
     def _buffer_holds_a_packet(self) -> "Fabric":
-        need = self.packet_credit_bytes()
-        if self.vl_buffer_bytes < need:
+        if self.port_buffer_bytes is not None and self.vl_buffer_bytes is not None:
             raise problem(
-                f"expected at least {need} bytes (one MTU packet: {self.mtu_bytes} + {self.header_bytes} "
-                f"header bytes, rounded up to {CREDIT_BYTES}-byte credits), got {self.vl_buffer_bytes}",
-                "vl_buffer_bytes",
+                f"give fabric.port_buffer_bytes (one buffer per port, divided among the data VLs) or "
+                f"fabric.vl_buffer_bytes (the same buffer for every VL, whatever their number), not both; "
+                f"got {self.port_buffer_bytes} and {self.vl_buffer_bytes}",
+                "port_buffer_bytes",
+            )
+        need = self.packet_credit_bytes()
+        packet = (f"one MTU packet: {self.mtu_bytes} + {self.header_bytes} header bytes, rounded up to "
+                  f"{CREDIT_BYTES}-byte credits")
+        if self.vl_buffer_bytes is not None:
+            if self.vl_buffer_bytes < need:
+                raise problem(f"expected at least {need} bytes ({packet}), got {self.vl_buffer_bytes}",
+                              "vl_buffer_bytes")
+            return self
+        if self.port_buffer_bytes is None:
+            # Filled in without marking it set, so --set fabric.vl_buffer_bytes still works.
+            self.__dict__["port_buffer_bytes"] = DEFAULT_PORT_BUFFER_BYTES
+        port = self.port_buffer_bytes
+        assert port is not None
+        if buffer_per_vl(port, self.data_vls) < need:
+            raise problem(
+                f"expected at least {need * self.data_vls} bytes for {self.data_vls} data VLs "
+                f"(fabric.data_vls = {self.data_vls}): each VL's share must hold {packet} ({need} bytes); "
+                f"got {port}, which leaves {buffer_per_vl(port, self.data_vls)} bytes per VL",
+                "port_buffer_bytes",
             )
         return self
 
@@ -514,9 +558,7 @@ class Scenario(_Table):
         """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
         the value is read as a TOML value, or else taken as a string."""
         items = list(items)
-        data = self.model_dump(exclude_unset=True)
-        # The kind is needed to read topology keys even when the topology is the default one.
-        data.setdefault("topology", {"kind": self.topology.kind})
+        data = self.given()
         keys = []
         for item in items:
             key, sep, raw = item.partition("=")
@@ -530,6 +572,15 @@ class Scenario(_Table):
         except ScenarioError as error:
             marked = [(k, f"{m} (from --set)" if _same_key(k, keys) else m) for k, m in error.problems]
             raise ScenarioError(marked, error.source) from None
+
+    def given(self) -> dict[str, Any]:
+        """The keys the scenario was given, defaults left out so that those derived from other
+        keys (QoS tables and the port buffer's division from fabric.data_vls) are derived again
+        when something changes: what --set and a study's policies start from."""
+        data = self.model_dump(exclude_unset=True)
+        # The kind is needed to read topology keys even when the topology is the default one.
+        data.setdefault("topology", {"kind": self.topology.kind})
+        return data
 
     @property
     def source(self) -> str | None:
@@ -609,6 +660,9 @@ class Scenario(_Table):
         """The scenario with every default filled in, as plain JSON types (provenance). It is itself
         a valid scenario: Scenario.from_dict(s.resolved()) gives the same engine config."""
         data = self.model_dump(mode="json")
+        # Exactly one buffer key, the one the buffer comes from: a per-VL override stays one, so
+        # a study that changes fabric.data_vls re-divides a port buffer but never an override.
+        data["fabric"].pop("vl_buffer_bytes" if self.fabric.vl_buffer_bytes is None else "port_buffer_bytes")
         if not self.routing.flowlet_gap_us:
             # Off is the default: leaving it out keeps the run ids of studies stored before
             # flowlets existed (ids hash the resolved scenario).
@@ -677,7 +731,7 @@ class Scenario(_Table):
                 "mtu_bytes": f.mtu_bytes,
                 "header_bytes": f.header_bytes,
                 "data_vls": f.data_vls,
-                "vl_buffer_bytes": f.vl_buffer_bytes,
+                "vl_buffer_bytes": f.buffer_per_vl(),  # the engine takes the divided share
                 "hca_send_queues_per_sl": f.hca_send_queues_per_sl,
             },
             "topology": self.engine_topology(),
@@ -864,6 +918,27 @@ class Scenario(_Table):
 
 # ----------------------------------------------------------------------------------------------
 # helpers
+
+
+def with_data_vls(data: dict[str, Any], data_vls: int | None) -> dict[str, Any]:
+    """Scenario keys with fabric.data_vls set, as a policy's data_vls sets it (None: unchanged)."""
+    if data_vls is None:
+        return data
+    return {**data, "fabric": {**data.get("fabric", {}), "data_vls": data_vls}}
+
+
+def run_identity(resolved: dict[str, Any]) -> dict[str, Any]:
+    """What a study's run id hashes for a resolved scenario: the buffer as the engine gets it,
+    per VL. A port buffer and the per-VL override that give the same share run identically, and
+    stored runs from before port buffers (their resolved scenarios held vl_buffer_bytes) keep
+    their ids wherever the share did not change."""
+    fabric = resolved.get("fabric")
+    if not isinstance(fabric, dict) or "port_buffer_bytes" not in fabric:
+        return resolved
+    fabric = dict(fabric)
+    port = fabric.pop("port_buffer_bytes")
+    fabric["vl_buffer_bytes"] = buffer_per_vl(port, fabric.get("data_vls", Fabric.model_fields["data_vls"].default))
+    return {**resolved, "fabric": fabric}
 
 
 def read_toml(path: str | Path) -> dict[str, Any]:

@@ -119,6 +119,42 @@ def credit_round_trip() -> list[Check]:
                   s["by_traffic"][0]["accepted_load"], 0.005, "fraction")]
 
 
+LONG_LINK_NS = 2500.0  # 500 m of fibre at 5 ns/m: a credit loop longer than a small VL buffer
+
+
+def port_buffer_division() -> list[Check]:
+    """One saturating flow over long links, with a fixed port buffer divided among 1, 2, 4 and 8
+    data VLs: the flow's VL holds at most k whole packets, k = floor(B / n / packet credit bytes),
+    and each packet's credits come back one round trip after it started: its serialization, the
+    link to the switch, the switch latency and the credit's way back (the switch frees a packet's
+    credits when its tail leaves, and they take one link latency to return). So the flow carries
+    min(1, k x ser / (ser + 2 x link + switch)) of the link: the credit-loop closed form
+    min(1, buffer / (round trip x rate)) counted in whole packets, as the engine moves them."""
+    from qoslab.scenario import DEFAULT_PORT_BUFFER_BYTES
+
+    port = DEFAULT_PORT_BUFFER_BYTES
+    wire = 4096 + HEADER
+    ser = serialization_ns(wire)
+    packet_bytes = math.ceil(wire / 64) * 64  # buffer space a packet holds: whole 64-byte credits
+    round_trip = ser + 2 * LONG_LINK_NS + SWITCH_NS
+    checks = []
+    for vls in (1, 2, 4, 8):
+        share = port // vls // 64 * 64  # the division written out, not taken from the model
+        packets = share // packet_bytes
+        expected = min(1.0, packets * ser / round_trip)
+        s = _run({"fabric": {"port_buffer_bytes": port, "data_vls": vls, "link_latency_ns": LONG_LINK_NS},
+                  "topology": {"kind": "single-switch", "hosts": 2},
+                  "traffic": [{"hosts": [0], "destinations": [1], "load": "saturate", "message_bytes": 65536}],
+                  "run": {"duration_us": 2000, "warmup_us": 100}})
+        checks.append(Check(
+            f"{port // 1024} KiB port buffer over {vls} VL{'s' if vls > 1 else ''} ({share // 1024} KiB each), "
+            f"{LONG_LINK_NS:g} ns links: one flow's share of the link",
+            f"min(1, floor(share / {packet_bytes} B) x ser / (ser + 2 x link latency + switch latency)), "
+            f"{packets} packets in flight",
+            expected, s["by_traffic"][0]["accepted_load"], 0.001, "fraction"))
+    return checks
+
+
 def _two_vls_into_one_port(qos: dict[str, Any], mtu: int = 4096) -> tuple[float, float]:
     """Hosts 0 (SL0) and 1 (SL1) saturate host 2; returns each one's accepted load."""
     s = _run({"fabric": {"mtu_bytes": mtu},
@@ -450,7 +486,7 @@ def placement_effects() -> list[Check]:
 
 
 ALL: list[Callable[[], list[Check]]] = [
-    latency_across_hops, saturated_link, credit_round_trip, vl_arbitration,
+    latency_across_hops, saturated_link, credit_round_trip, port_buffer_division, vl_arbitration,
     head_of_line_blocking, md1_queue, xgft_uniform_bound, dragonfly_plus,
     ping_pong, collectives_against_bounds, placement_effects,
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -42,7 +42,7 @@ class PolicyContext:
     seed: int
     jobs: list[str]
     ranks: dict[str, int]
-    data_vls: int
+    data_vls: int  # the data VLs the ports operate in the run: the policy's data_vls or the scenario's
     profile: pd.DataFrame | None = None  # iterations of the default shared run
     alone: dict[str, AloneRun] = field(default_factory=dict)
 
@@ -56,14 +56,25 @@ class PolicyError(ValueError):
         super().__init__(f"{key}: {message}" if key else message)
 
 
+DataVls = Literal[1, 2, 4, 8, 15]
+
+
 class Policy(_Table):
     kind: str
     name: str | None = None  # None: derived from the kind and parameters (see label())
+    # The data VLs every port operates in this policy's runs: fabric.data_vls for them, so a port
+    # buffer is divided among this many VLs (1 VL x the whole buffer against N VLs x 1/N, as the
+    # seeds compare). None: the scenario's fabric.data_vls.
+    data_vls: DataVls | None = None
 
     needs: ClassVar[frozenset[str]] = frozenset()
 
     def label(self) -> str:
-        return self.name or self.default_name()
+        if self.name:
+            return self.name
+        if self.data_vls is None:
+            return self.default_name()
+        return f"{self.default_name()} on {self.data_vls} VL{'s' if self.data_vls > 1 else ''}"
 
     def default_name(self) -> str:
         return self.kind
@@ -71,6 +82,21 @@ class Policy(_Table):
     def describe(self) -> str:
         """One line for the report: what the policy does."""
         return self.kind
+
+    def description(self) -> str:
+        """describe(), plus the VL count the ports operate when the policy sets it."""
+        if self.data_vls is None:
+            return self.describe()
+        return f"{self.describe()}; ports operate {self.data_vls} data VL{'s' if self.data_vls > 1 else ''}"
+
+    def operated_vls(self, scenario_vls: int) -> int:
+        """The data VLs the ports operate in this policy's runs (given the scenario's)."""
+        return self.data_vls or scenario_vls
+
+    def operated(self, data_vls: int) -> str:
+        """'only N data VLs (KEY = N)', naming the key that set the VL count, for errors."""
+        key = "this policy's data_vls" if self.data_vls else "fabric.data_vls"
+        return f"only {data_vls} data VLs ({key} = {data_vls})"
 
     def required(self) -> frozenset[str]:
         """What this instance needs before apply (may depend on its parameters)."""
@@ -108,8 +134,8 @@ class Arbitrated(Policy):
         if levels > data_vls:
             raise PolicyError(
                 "weights",
-                f"the policy uses {levels} SLs, each on its own VL, but the fabric has only {data_vls} "
-                f"data VLs (fabric.data_vls = {data_vls}); use fewer levels or more VLs",
+                f"the policy uses {levels} SLs, each on its own VL, but the ports operate "
+                f"{self.operated(data_vls)}; use fewer levels or more VLs",
             )
 
 

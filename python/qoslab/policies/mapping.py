@@ -61,7 +61,7 @@ class VlMapping(Policy):
         if isinstance(self.weights, list) and self.vls is not None and len(self.weights) != self.vls:
             raise PolicyError("weights", f"expected {self.vls} weights (one per VL), got {len(self.weights)}")
         if self.count(data_vls) > data_vls:
-            raise PolicyError("vls", f"{self.count(data_vls)} VLs, but the fabric has {data_vls} data VLs (fabric.data_vls)")
+            raise PolicyError("vls", f"{self.count(data_vls)} VLs, but the ports operate {self.operated(data_vls)}")
 
     def mapping(self, ctx: PolicyContext) -> dict[str, int]:
         """{job: VL} from the jobs' alone runs."""

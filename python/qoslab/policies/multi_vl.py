@@ -33,7 +33,7 @@ class MultiVl(Policy):
         if self.jobs != "all":
             check_jobs_known("jobs", self.jobs, jobs)
         if self.count(data_vls) > data_vls:
-            raise PolicyError("vls", f"{self.vls} VLs, but the fabric has {data_vls} data VLs (fabric.data_vls)")
+            raise PolicyError("vls", f"{self.vls} VLs, but the ports operate {self.operated(data_vls)}")
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         n = self.count(ctx.data_vls)

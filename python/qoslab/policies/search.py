@@ -62,7 +62,7 @@ class Search(Policy):
     def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
         n = self.count(data_vls)
         if n > data_vls:
-            raise PolicyError("vls", f"{n} VLs, but the fabric has {data_vls} data VLs (fabric.data_vls)")
+            raise PolicyError("vls", f"{n} VLs, but the ports operate {self.operated(data_vls)}")
         for i in range(len(self.weight_sets)):
             PerJob(kind="per-job", assignment={}, weights=self.weights(i, data_vls))  # expressible?
         if self.method == "exhaustive" and self.space_size(len(jobs), data_vls) > MAX_EXHAUSTIVE:
@@ -99,6 +99,7 @@ class Search(Policy):
             kind="per-job",
             assignment=assignment,
             weights=weights,
+            data_vls=self.data_vls,  # candidates run on the VLs the search operates
             name=f"{self.label()}{CANDIDATE_MARK}{listed}; w={':'.join(map(str, weights))}]",
         )
 

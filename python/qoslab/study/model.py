@@ -18,7 +18,7 @@ from pydantic import (
 from qoslab.errors import ScenarioError, from_validation_error, problem
 from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyError
 from qoslab.policies.base import Policy as PolicyBase
-from qoslab.scenario import Scenario, read_toml
+from qoslab.scenario import Scenario, read_toml, with_data_vls
 
 
 class _Table(BaseModel):
@@ -150,10 +150,11 @@ class Study(StudyFile):
         ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
         expanded: list[Policy] = []
         for i, policy in enumerate(self.policies):
+            self._check_data_vls(i, policy, base)
             try:
                 concrete = policy.expand(jobs)
                 for each in concrete:
-                    each.check(jobs, ranks, base.fabric.data_vls)
+                    each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
             except PolicyError as error:
                 raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
             expanded.extend(concrete)
@@ -168,6 +169,17 @@ class Study(StudyFile):
             expanded.insert(0, expanded.pop(labels.index("default")))
         self._expanded = expanded
 
+    def _check_data_vls(self, index: int, policy: Policy, base: Scenario) -> None:
+        """A policy's data_vls must give a valid scenario: the port buffer must still hold a
+        packet per VL, routing layers and explicit QoS tables must fit the VL count."""
+        if policy.data_vls is None or policy.data_vls == base.fabric.data_vls:
+            return
+        try:
+            Scenario.from_dict(with_data_vls(base.given(), policy.data_vls), self.scenario_source())
+        except ScenarioError as error:
+            problems = "; ".join(f"{key}: {message}" for key, message in error.problems)
+            raise self._error(f"policies[{index}].data_vls",
+                              f"with fabric.data_vls = {policy.data_vls} the scenario is invalid: {problems}") from None
 
 
 _STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {(): Study, ("executor",): ExecutorConfig}

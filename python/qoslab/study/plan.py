@@ -4,6 +4,7 @@ uses the same hosts), each job alone, and all jobs together under each policy.""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pandas as pd
 
 from qoslab.policies import AloneRun, Policy, PolicyContext
-from qoslab.scenario import Scenario
+from qoslab.scenario import Scenario, with_data_vls
 from qoslab.study.model import Study
 from qoslab.sweep.execute import RunSpec, run_id
 
@@ -32,13 +33,13 @@ class StudyPlan:
         self.study = study
         self.source = study.scenario_source()
         base = study.base()
-        data = base.model_dump(exclude_unset=True)
-        data.setdefault("topology", {"kind": base.topology.kind})
+        self.data = base.given()
         self.data_vls = base.fabric.data_vls
         self.link_gbps = float(base.fabric.link_gbps)
         self.repetitions = []
+        self._by_vls: dict[tuple[int, int], dict[str, Any]] = {}
         for index, seed in enumerate(study.seed_list()):
-            placed = Scenario.from_dict({**data, "seed": seed}, self.source)
+            placed = Scenario.from_dict({**self.data, "seed": seed}, self.source)
             resolved = placed.resolved()
             names = placed.job_names()
             ranks = {n: len(h) * j.ranks_per_node for n, h, j in zip(names, placed.placements(), placed.jobs)}
@@ -46,6 +47,22 @@ class StudyPlan:
 
     def context(self, rep: Repetition) -> PolicyContext:
         return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls)
+
+    def scenario_for(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> tuple[dict[str, Any], PolicyContext]:
+        """The repetition's resolved scenario and context as `policy` runs them: with its own
+        data_vls, the scenario is resolved again from its keys (default QoS tables and the port
+        buffer's division follow the VL count; the jobs keep their hosts, drawn from the seed)."""
+        n = policy.data_vls
+        if n is None or n == self.data_vls:
+            return rep.scenario, ctx
+        key = (rep.index, n)
+        if key not in self._by_vls:
+            placed = Scenario.from_dict(with_data_vls({**self.data, "seed": rep.seed}, n), self.source)
+            scenario = placed.resolved()
+            assert [j["hosts"] for j in scenario["jobs"]] == [j["hosts"] for j in rep.scenario["jobs"]], \
+                "placement does not depend on the VL count"
+            self._by_vls[key] = scenario
+        return self._by_vls[key], dataclasses.replace(ctx, data_vls=n)
 
     def alone_spec(self, rep: Repetition, job: str) -> RunSpec:
         scenario = copy.deepcopy(rep.scenario)
@@ -61,7 +78,8 @@ class StudyPlan:
 
     def shared_spec(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> RunSpec:
         """The shared run of `policy`; raises PolicyError if the policy cannot be applied."""
-        return self._spec(rep, policy.label(), "shared", None, policy.apply(rep.scenario, ctx))
+        scenario, ctx = self.scenario_for(rep, policy, ctx)
+        return self._spec(rep, policy.label(), "shared", None, policy.apply(scenario, ctx))
 
     def failed_spec(self, rep: Repetition, policy: Policy) -> RunSpec:
         """A placeholder spec for a policy that could not be applied (its record is the error)."""
@@ -109,7 +127,7 @@ def study_size(study: Study) -> dict[str, Any]:
     plain = [p for p in policies if not isinstance(p, Search)]
     searches = {}
     for search in (p for p in policies if isinstance(p, Search)):
-        size = search.space_size(len(first.jobs), plan.data_vls)
+        size = search.space_size(len(first.jobs), search.operated_vls(plan.data_vls))
         exhaustive = search.method == "exhaustive" or (search.method == "auto" and size <= search.budget)
         searches[search.label()] = (size if exhaustive else search.budget) * repetitions
     alone = repetitions * len(first.jobs)

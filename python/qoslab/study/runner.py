@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from qoslab._version import __version__
 from qoslab.policies import Policy, PolicyError, Search
 from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, PolicyContext
+from qoslab.scenario import run_identity
 from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.sweep.execute import RunSpec, empty_iterations
@@ -57,8 +58,9 @@ class StudyRunner:
 
     def run(self) -> StudyOutcome:
         """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+        # As run ids do (run_identity): a folder written before port buffers is the same study.
         identity = study_identity("policies", self.study.title(), self.study.source,
-                                  [rep.scenario for rep in self.plan.repetitions])
+                                  [run_identity(rep.scenario) for rep in self.plan.repetitions])
         with StudyFolder(self.out, identity):
             return self._run()
 
@@ -149,7 +151,7 @@ class StudyRunner:
             self._run_stage([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
-        results = search.optimise(jobs, self.plan.data_vls, max(1, self.executor.workers), evaluate)
+        results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), max(1, self.executor.workers), evaluate)
         for rank, (candidate, score) in enumerate(results):
             self.search_results.append(
                 {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
@@ -206,7 +208,7 @@ class StudyRunner:
             "description": self.study.description,
             "source": self.study.source,
             "seeds": self.study.seed_list(),
-            "policies": [{"name": p.label(), "kind": p.kind, "description": p.describe(), "parameters": p.model_dump(mode="json")}
+            "policies": [{"name": p.label(), "kind": p.kind, "description": p.description(), "parameters": p.model_dump(mode="json")}
                          for p in self.study.concrete_policies()],
             "base_scenario": self.plan.repetitions[0].scenario,
         }

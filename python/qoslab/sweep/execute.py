@@ -44,7 +44,9 @@ class RunSpec:
 
 def run_id(repetition: int, label: str, scenario: dict[str, Any]) -> str:
     """Readable and content-addressed: a changed scenario or policy never reuses a stored run."""
-    digest = hashlib.sha256(json.dumps(scenario, sort_keys=True).encode()).hexdigest()[:10]
+    from qoslab.scenario import run_identity
+
+    digest = hashlib.sha256(json.dumps(run_identity(scenario), sort_keys=True).encode()).hexdigest()[:10]
     slug = re.sub(r"[^A-Za-z0-9.=,_-]+", "_", label).strip("_")[:60]
     return f"r{repetition}-{slug}-{digest}"
 
