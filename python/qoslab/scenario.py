@@ -24,10 +24,10 @@ from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.host_lists import is_int as _is_int
+from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
 DATA_VL_CHOICES = (1, 2, 4, 8, 15)
-CREDIT_BYTES = 64  # one flow-control credit
 MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
 MAX_VLARB_ENTRIES = 64
 SL_COUNT = 16
@@ -570,7 +570,31 @@ class Scenario(_Table):
                 if vl not in weighted:
                     warnings.append(f"{key}: traffic on SL{sl} maps to VL{vl}, which has no weight in "
                                     f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
+        return warnings + self.arbitration_warnings()
+
+    def arbitration_warnings(self) -> list[str]:
+        """Different weights in one VLArb table that the fabric's MTU cannot tell apart (9 and 1
+        both send one 4 KiB packet a turn), named by the key that set the table."""
+        granularity = Granularity.of(self)
+        warnings: list[str] = []
+        for port in ("ca", "swe"):
+            tables = self.port_qos(port)
+            for name in ("vlarb_high", "vlarb_low"):
+                if getattr(getattr(self.qos, port), name) is not None:
+                    key = f"qos.{port}.{name}"
+                elif getattr(self.qos, name) is not None:
+                    key = f"qos.{name}"
+                else:
+                    key = f"qos.{name} (default)"
+                for collapse in collapses(tables[name], granularity.credits):
+                    message = f"{key}: {collapse.message(name, granularity)}"
+                    if message not in warnings:
+                        warnings.append(message)
         return warnings
+
+    def vl_arbitration(self) -> dict[str, Any]:
+        """What each port type's tables do at the fabric's MTU (qoslab.vlarb.describe_fabric)."""
+        return describe_fabric({port: self.port_qos(port) for port in ("ca", "swe")}, self.qos_vls(), Granularity.of(self))
 
     def qos_vls(self) -> int:
         """VLs QoS can use: fabric.data_vls divided among routing's VL layers."""

@@ -14,6 +14,7 @@ from qoslab.policies import AloneRun, Policy, PolicyContext
 from qoslab.scenario import Scenario
 from qoslab.study.model import Study
 from qoslab.sweep.execute import RunSpec, run_id
+from qoslab.vlarb import Granularity
 
 ALONE = "alone"
 
@@ -36,6 +37,7 @@ class StudyPlan:
         data.setdefault("topology", {"kind": base.topology.kind})
         self.data_vls = base.fabric.data_vls
         self.link_gbps = float(base.fabric.link_gbps)
+        self.granularity = Granularity.of(base)
         self.repetitions = []
         for index, seed in enumerate(study.seed_list()):
             placed = Scenario.from_dict({**data, "seed": seed}, self.source)
@@ -45,7 +47,8 @@ class StudyPlan:
             self.repetitions.append(Repetition(index, seed, resolved, names, ranks))
 
     def context(self, rep: Repetition) -> PolicyContext:
-        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls)
+        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls,
+                             granularity=self.granularity)
 
     def alone_spec(self, rep: Repetition, job: str) -> RunSpec:
         scenario = copy.deepcopy(rep.scenario)
