@@ -138,20 +138,42 @@ def save(result: Any, out: Path) -> None:
 
 
 @app.command()
-def check(scenario: ScenarioPath, overrides: Overrides = None) -> None:
-    """Validate a scenario and describe its fabric (hosts, switches, links, levels, paths) without simulating."""
+def check(
+    scenario: ScenarioPath,
+    overrides: Overrides = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the description as JSON (warnings still go to stderr).")] = False,
+) -> None:
+    """Validate a scenario and describe its fabric (hosts, switches, links, levels, paths, QoS
+    tables and what their VL arbitration gives at the MTU) without simulating."""
     from qoslab.simulate import describe
 
     with user_errors(str(scenario)):
         loaded = load(scenario, overrides)
         fabric = describe(loaded)
     warn(loaded)
+    if as_json:
+        typer.echo(json.dumps(check_document(loaded, fabric, str(scenario)), indent=2))
+        return
     console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
     print_description(fabric)
     print_buffers(loaded)
     print_qos(loaded)
+    print_arbitration(loaded.vl_arbitration())
     if loaded.jobs:
         print_placements(loaded)
+
+
+def check_document(scenario: Scenario, fabric: dict[str, Any], path: str) -> dict[str, Any]:
+    """`qoslab check --json`: what the plain check prints, as data."""
+    from qoslab.scenario import _json_qos
+
+    qos = {"data_vls": scenario.fabric.data_vls, "routing_vls": scenario.routing.vls or 1, "qos_vls": scenario.qos_vls(),
+           **{port: _json_qos(scenario.port_qos(port)) for port in ("ca", "swe")}}
+    document: dict[str, Any] = {"scenario": path, "valid": True, "fabric": fabric, "qos": qos,
+                                "vl_arbitration": scenario.vl_arbitration(), "warnings": scenario.qos_warnings()}
+    if scenario.jobs:
+        document["jobs"] = placement_rows(scenario)
+    return document
 
 
 @app.command()
@@ -183,6 +205,8 @@ def study(
             from qoslab.study import load_study
 
             loaded = load_study(study_file)
+        for message in getattr(loaded, "warnings", list)():
+            err_console.print(Text(f"warning: {message}", style="yellow"))
         if plan:
             return _plan(loaded, out)
         if isinstance(loaded, TailStudy):
@@ -535,24 +559,34 @@ def print_study(outcome: Any) -> None:
                                f"{row['status']}: {row['error']}", style="yellow"))
 
 
+def placement_rows(scenario: Scenario) -> list[dict[str, Any]]:
+    """Each job's placement: name, workload, nodes, ranks, SL, Dragonfly+ groups or tree leaves
+    (where the topology has them) and hosts."""
+    groups = scenario.host_groups()
+    per_leaf = scenario.hosts_per_leaf() if scenario.topology.kind in ("xgft", "single-switch", "dragonfly-plus") else None
+    rows = []
+    for job, name, hosts in zip(scenario.jobs, scenario.job_names(), scenario.placements()):
+        row: dict[str, Any] = {"job": name, "workload": job.workload.kind, "nodes": len(hosts),
+                               "ranks": len(hosts) * job.ranks_per_node, "sl": job.sl}
+        if groups is not None:
+            row["groups"] = sorted({groups[h] for h in hosts})
+        if per_leaf:
+            row["leaves"] = len({h // per_leaf for h in hosts})
+        row["hosts"] = list(hosts)
+        rows.append(row)
+    return rows
+
+
 def print_placements(scenario: Scenario) -> None:
     from qoslab.host_lists import compact
 
-    groups = scenario.host_groups()
-    per_leaf = scenario.hosts_per_leaf() if scenario.topology.kind in ("xgft", "single-switch", "dragonfly-plus") else None
     table = Table(title="jobs", title_justify="left")
-    columns = ["job", "workload", "nodes", "ranks", "SL"]
-    columns += ["groups"] if groups is not None else []
-    columns += ["leaves"] if per_leaf else []
-    for column in columns + ["hosts"]:
-        table.add_column(column)
-    for job, name, hosts in zip(scenario.jobs, scenario.job_names(), scenario.placements()):
-        row = [name, job.workload.kind, str(len(hosts)), str(len(hosts) * job.ranks_per_node), str(job.sl)]
-        if groups is not None:
-            row.append(compact(sorted({groups[h] for h in hosts})))
-        if per_leaf:
-            row.append(str(len({h // per_leaf for h in hosts})))
-        table.add_row(*row, compact(hosts))
+    rows = placement_rows(scenario)
+    columns = [c for c in ("job", "workload", "nodes", "ranks", "sl", "groups", "leaves", "hosts") if c in rows[0]]
+    for column in columns:
+        table.add_column("SL" if column == "sl" else column)
+    for row in rows:
+        table.add_row(*(compact(row[c]) if c in ("groups", "hosts") else str(row[c]) for c in columns))
     console.print(table)
 
 
@@ -608,6 +642,50 @@ def print_qos(scenario: Scenario) -> None:
             label, _sl2vl(q["sl2vl"]), _arb(q["vlarb_high"]), _arb(q["vlarb_low"]), str(q["high_limit"])
         )
     console.print(table)
+
+
+def print_arbitration(arbitration: dict[str, Any]) -> None:
+    """What the VLArb tables give at the MTU: per VL, the weights and the share of a saturated
+    port with every VL of the table backlogged (port types with the same tables share rows)."""
+    ports = {"ca": "HCA", "swe": "switch"}
+    if arbitration["ca"] == arbitration["swe"]:
+        groups = [("HCA, switch", arbitration["ca"])]
+    else:
+        groups = [(label, arbitration[port]) for port, label in ports.items()]
+    has_high = any(row["high_weight"] for _, port in groups for row in port["vls"])
+    title = (f"VL arbitration at MTU {arbitration['mtu_bytes']} ({arbitration['packet_credits']} credits per packet): "
+             f"shares of a saturated port, every VL of the table backlogged")
+    table = Table(title=title, title_justify="left")
+    columns = ["ports", "VL"] + (["high weight", "high share"] if has_high else []) + [
+        "low weight", "packets per round", "low share"]
+    for column in columns:
+        table.add_column(column, justify="left" if column == "ports" else "right")
+    for label, port in groups:
+        for row in port["vls"]:
+            cells = [label, str(row["vl"])]
+            if has_high:
+                cells += [str(row["high_weight"]), _share(row["effective_high_share"], row["high_weight"])]
+            cells += [str(row["low_weight"]), str(row["low_packets_per_round"]),
+                      _share(row["effective_low_share"], row["low_weight"])]
+            table.add_row(*cells)
+            label = ""
+    console.print(table)
+    for label, port in groups:
+        if not has_high or not any(row["high_weight"] for row in port["vls"]):
+            continue
+        per_low = port["high_packets_per_low_packet"]
+        if per_low is None:
+            text = "the low table waits until the high table is idle (high_limit 255)"
+        else:
+            text = (f"the high table sends {per_low} packet{'s' if per_low > 1 else ''} per low-table packet when both "
+                    f"are backlogged (high_limit {port['high_limit']})")
+        console.print(f"{label}: {text}")
+
+
+def _share(share: float, weight: int) -> str:
+    from qoslab.vlarb import percent
+
+    return percent(share) if weight else "-"
 
 
 def _sl2vl(table: list[int]) -> str:

@@ -24,10 +24,10 @@ from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.host_lists import is_int as _is_int
+from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
 DATA_VL_CHOICES = (1, 2, 4, 8, 15)
-CREDIT_BYTES = 64  # one flow-control credit
 MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
 MAX_VLARB_ENTRIES = 64
 SL_COUNT = 16
@@ -622,7 +622,31 @@ class Scenario(_Table):
                 if vl not in weighted:
                     warnings.append(f"{key}: traffic on SL{sl} maps to VL{vl}, which has no weight in "
                                     f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
+        return warnings + self.arbitration_warnings()
+
+    def arbitration_warnings(self) -> list[str]:
+        """Different weights in one VLArb table that the fabric's MTU cannot tell apart (9 and 1
+        both send one 4 KiB packet a turn), named by the key that set the table."""
+        granularity = Granularity.of(self)
+        warnings: list[str] = []
+        for port in ("ca", "swe"):
+            tables = self.port_qos(port)
+            for name in ("vlarb_high", "vlarb_low"):
+                if getattr(getattr(self.qos, port), name) is not None:
+                    key = f"qos.{port}.{name}"
+                elif getattr(self.qos, name) is not None:
+                    key = f"qos.{name}"
+                else:
+                    key = f"qos.{name} (default)"
+                for collapse in collapses(tables[name], granularity.credits):
+                    message = f"{key}: {collapse.message(name, granularity)}"
+                    if message not in warnings:
+                        warnings.append(message)
         return warnings
+
+    def vl_arbitration(self) -> dict[str, Any]:
+        """What each port type's tables do at the fabric's MTU (qoslab.vlarb.describe_fabric)."""
+        return describe_fabric({port: self.port_qos(port) for port in ("ca", "swe")}, self.qos_vls(), Granularity.of(self))
 
     def qos_vls(self) -> int:
         """VLs QoS can use: fabric.data_vls divided among routing's VL layers."""
@@ -667,6 +691,8 @@ class Scenario(_Table):
             # Off is the default: leaving it out keeps the run ids of studies stored before
             # flowlets existed (ids hash the resolved scenario).
             data["routing"].pop("flowlet_gap_us")
+        if not self.run.interference:
+            data["run"].pop("interference")  # the same for attribution, off by default
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)
@@ -764,7 +790,7 @@ class Scenario(_Table):
                 "duration_us": float(self.run.duration_us),
                 "warmup_us": float(self.run.warmup_us),
                 "record_messages": self.run.messages,
-                "interference": self.run.interference,
+                **({"interference": True} if self.run.interference else {}),
             },
             "jobs": [
                 {

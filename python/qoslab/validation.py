@@ -11,8 +11,10 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from qoslab.policies.arbitration import Arbitration
 from qoslab.scenario import Scenario
 from qoslab.simulate import simulate
+from qoslab.vlarb import Granularity
 
 LINK_GBPS = 100.0
 LINK_NS = 20.0
@@ -226,6 +228,58 @@ def _share_of_vl0_behind_a_busy_input(vlarb_low: str) -> float:
     into_host3 = [row for row in s.links.to_pylist() if row["dst"] == "H3"]
     vl0 = sum(row["bytes"] for row in into_host3 if row["vl"] == 0)
     return vl0 / sum(row["bytes"] for row in into_host3)
+
+
+SAVOIE_WEIGHTS = [2286, 254, 9, 1]  # Savoie et al.'s SL0..SL3, as the per-job policy programs them
+ROUNDS = 100  # table rounds measured per weight set
+
+
+def _backlogged_vls_into_one_port(arbitration: Arbitration, mtu: int) -> tuple[list[dict[str, Any]], dict[int, int]]:
+    """One saturating sender per VL (SL v from host v), all into the last host, MTU-sized
+    packets, so the switch port into that host has every VL of its low table backlogged. Returns
+    what `qoslab check` says of that port's VLs (`vl_arbitration`, the closed form) and the
+    packets each VL carried into the host in the window."""
+    vls = arbitration.levels
+    granularity = Granularity(mtu, HEADER)
+    scenario = Scenario(
+        fabric={"link_gbps": LINK_GBPS, "link_latency_ns": LINK_NS, "switch_latency_ns": SWITCH_NS,
+                "header_bytes": HEADER, "mtu_bytes": mtu, "data_vls": 4},
+        topology={"kind": "single-switch", "hosts": vls + 1},
+        qos=arbitration.qos(granularity),
+        traffic=[{"hosts": [vl], "destinations": [vls], "load": "saturate", "sl": vl, "message_bytes": mtu}
+                 for vl in range(vls)])
+    described = scenario.vl_arbitration()["swe"]["vls"][:vls]
+    round_ns = sum(row["low_packets_per_round"] for row in described) * serialization_ns(granularity.wire_bytes)
+    warmup_us = 30.0  # fills every input buffer
+    s = simulate(scenario.with_overrides([f"run.warmup_us={warmup_us}",
+                                          f"run.duration_us={warmup_us + ROUNDS * round_ns / 1000}"]))
+    into = [row for row in s.links.to_pylist() if row["dst"] == f"H{vls}"]
+    return described, {vl: sum(row["packets"] for row in into if row["vl"] == vl) for vl in range(vls)}
+
+
+def arbitration_granularity() -> list[Check]:
+    """Every VL of the low table backlogged with MTU packets: each VL's share of the port is
+    `effective_low_share`, its packets per round over the round's, an entry of weight w sending
+    ceil(w / credits) packets (qoslab.vlarb). The tolerance is exact, not a guess: the arbiter's
+    output is then periodic with one round as period, so a window of T packets holds a VL's
+    packets per round x T / round within its packets per round: |measured - expected| <= that / T."""
+    checks = []
+    cases = [(Arbitration(weights=SAVOIE_WEIGHTS), mtu) for mtu in (4096, 1024, 256)]
+    cases.append((Arbitration(shares=[0.5, 0.3, 0.15, 0.05]), 4096))
+    for arbitration, mtu in cases:
+        described, carried = _backlogged_vls_into_one_port(arbitration, mtu)
+        total = sum(carried.values())
+        packets = [row["low_packets_per_round"] for row in described]
+        stated = arbitration.weights or arbitration.shares or []
+        nominal = [w / sum(stated) for w in stated]  # if the arbiter counted bytes exactly
+        label = ("weights " if arbitration.weights else "shares ") + ":".join(f"{w:g}" for w in stated)
+        for row in described:
+            vl = row["vl"]
+            checks.append(Check(
+                f"{label} at MTU {mtu}: VL{vl}'s share of a port with every VL backlogged",
+                f"packets per round {':'.join(map(str, packets))}: {packets[vl]} / {sum(packets)} (nominal "
+                f"{nominal[vl]:.4f})", row["effective_low_share"], carried[vl] / total, packets[vl] / total, "fraction"))
+    return checks
 
 
 def head_of_line_blocking() -> list[Check]:
@@ -487,6 +541,7 @@ def placement_effects() -> list[Check]:
 
 ALL: list[Callable[[], list[Check]]] = [
     latency_across_hops, saturated_link, credit_round_trip, port_buffer_division, vl_arbitration,
+    arbitration_granularity,
     head_of_line_blocking, md1_queue, xgft_uniform_bound, dragonfly_plus,
     ping_pong, collectives_against_bounds, placement_effects,
 ]

@@ -15,7 +15,15 @@ from typing import Annotated, Any, ClassVar, Literal
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from qoslab.policies.arbitration import Arbitration
+from qoslab.errors import problem
+from qoslab.policies.arbitration import (
+    DEFAULT_SHARE_TOLERANCE,
+    Arbitration,
+    Shares,
+    ShareTolerance,
+    Weights,
+)
+from qoslab.vlarb import Granularity
 
 # What a policy may need before it can be applied (the runner provides it).
 NEEDS_PROFILE = "profile"  # the "default" policy's shared run of the same repetition
@@ -44,6 +52,8 @@ class PolicyContext:
     ranks: dict[str, int]
     data_vls: int  # the data VLs the ports operate in the run: the policy's data_vls or the scenario's
     profile: pd.DataFrame | None = None  # iterations of the default shared run
+    # What weights mean on the study's fabric (MTU, header): shares are realised for it.
+    granularity: Granularity | None = None
     alone: dict[str, AloneRun] = field(default_factory=dict)
 
 
@@ -79,15 +89,16 @@ class Policy(_Table):
     def default_name(self) -> str:
         return self.kind
 
-    def describe(self) -> str:
-        """One line for the report: what the policy does."""
+    def describe(self, granularity: Granularity | None = None) -> str:
+        """One line for the report: what the policy does (its arbitration's effective shares at
+        the fabric's MTU when `granularity` is given)."""
         return self.kind
 
-    def description(self) -> str:
+    def description(self, granularity: Granularity | None = None) -> str:
         """describe(), plus the VL count the ports operate when the policy sets it."""
         if self.data_vls is None:
-            return self.describe()
-        return f"{self.describe()}; ports operate {self.data_vls} data VL{'s' if self.data_vls > 1 else ''}"
+            return self.describe(granularity)
+        return f"{self.describe(granularity)}; ports operate {self.data_vls} data VL{'s' if self.data_vls > 1 else ''}"
 
     def operated_vls(self, scenario_vls: int) -> int:
         """The data VLs the ports operate in this policy's runs (given the scenario's)."""
@@ -98,11 +109,16 @@ class Policy(_Table):
         key = "this policy's data_vls" if self.data_vls else "fabric.data_vls"
         return f"only {data_vls} data VLs ({key} = {data_vls})"
 
+    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+        """The VLArb tables the policy may program, each with the key that states it (none: the
+        policy keeps the scenario's tables)."""
+        return []
+
     def required(self) -> frozenset[str]:
         """What this instance needs before apply (may depend on its parameters)."""
         return self.needs
 
-    def expand(self, jobs: list[str]) -> list["Policy"]:
+    def expand(self, jobs: list[str]) -> list[Policy]:
         """The concrete policies this entry stands for (several for "every assignment")."""
         return [self]
 
@@ -115,25 +131,52 @@ class Policy(_Table):
 
 class Arbitrated(Policy):
     """A policy that owns the fabric's QoS tables: its priority levels are SLs 0..n-1, SL v on
-    VL v, with ``weights`` (64-byte units, any size), ``high`` VLs and ``high_limit``."""
+    VL v, with ``weights`` (64-byte units, any size) or ``shares`` (of a saturated port, realised
+    at the fabric's MTU within ``share_tolerance``), ``high`` VLs and ``high_limit``."""
 
-    weights: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)]
+    DEFAULT_WEIGHTS: ClassVar[tuple[int, ...] | None] = None  # None: weights or shares are required
+    MIN_LEVELS: ClassVar[int] = 1
+
+    weights: Weights | None = None
+    shares: Shares | None = None
+    share_tolerance: ShareTolerance = DEFAULT_SHARE_TOLERANCE
     high: list[Annotated[int, Field(ge=0, le=14)]] = Field(default_factory=list)
     high_limit: Annotated[int, Field(ge=0, le=255)] = 0
 
     @model_validator(mode="after")
-    def _arbitration_expressible(self) -> "Arbitrated":
+    def _arbitration_expressible(self) -> Arbitrated:
+        if self.shares is not None and self.weights is not None:
+            raise problem("give either weights or shares, not both", "shares")
+        if self.shares is None and self.weights is None:
+            if self.DEFAULT_WEIGHTS is None:
+                raise problem("required key is missing (or give shares)", "weights")
+            self.weights = list(self.DEFAULT_WEIGHTS)
+        if self.levels < self.MIN_LEVELS:
+            raise problem(f"expected at least {self.MIN_LEVELS} levels, got {self.levels}", self.arbitration().key)
         self.arbitration()  # raises with the key named
         return self
 
+    @property
+    def levels(self) -> int:
+        """Priority levels (SLs 0..levels-1): one per weight or share."""
+        if self.shares is not None:
+            return len(self.shares)
+        return len(self.weights if self.weights is not None else self.DEFAULT_WEIGHTS or [])
+
     def arbitration(self) -> Arbitration:
-        return Arbitration(weights=list(self.weights), high=list(self.high), high_limit=self.high_limit)
+        return Arbitration(weights=None if self.weights is None else list(self.weights),
+                           shares=None if self.shares is None else list(self.shares),
+                           share_tolerance=self.share_tolerance, high=list(self.high), high_limit=self.high_limit)
+
+    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+        arbitration = self.arbitration()
+        return [(arbitration.key, arbitration)]
 
     def check_levels(self, data_vls: int, levels: int | None = None) -> None:
-        levels = self.arbitration().levels if levels is None else levels
+        levels = self.levels if levels is None else levels
         if levels > data_vls:
             raise PolicyError(
-                "weights",
+                self.arbitration().key,
                 f"the policy uses {levels} SLs, each on its own VL, but the ports operate "
                 f"{self.operated(data_vls)}; use fewer levels or more VLs",
             )
@@ -158,5 +201,8 @@ def check_jobs_known(key: str, named: list[str], jobs: list[str]) -> None:
             raise PolicyError(key, f"no job named {name!r} in the study's scenario (jobs: {', '.join(jobs)})")
 
 
-def weights_field(default: list[int]) -> Any:
-    return Field(default_factory=lambda: list(default), min_length=1, max_length=15)
+def stated(weights: list[int] | None, shares: list[float] | None) -> str:
+    """A policy's weights or shares in its name: "2286:254:9:1" or "s=0.9:0.1"."""
+    if shares is not None:
+        return "s=" + ":".join(f"{s:g}" for s in shares)
+    return ":".join(map(str, weights or []))

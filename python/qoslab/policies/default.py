@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from qoslab.policies.base import Policy, PolicyContext, with_jobs
+from qoslab.vlarb import Granularity
 
 
 class Default(Policy):
     kind: Literal["default"]
 
-    def describe(self) -> str:
+    def describe(self, granularity: Granularity | None = None) -> str:
         return "every job on SL 0 (the baseline)"
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:

@@ -11,10 +11,27 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from qoslab.policies.arbitration import Arbitration
-from qoslab.policies.base import NEEDS_ALONE, AloneRun, Policy, PolicyContext, PolicyError, with_jobs
+from qoslab.errors import problem
+from qoslab.policies.arbitration import (
+    DEFAULT_SHARE_TOLERANCE,
+    Arbitration,
+    Shares,
+    ShareTolerance,
+)
+from qoslab.policies.base import (
+    NEEDS_ALONE,
+    AloneRun,
+    Policy,
+    PolicyContext,
+    PolicyError,
+    stated,
+    with_jobs,
+)
+from qoslab.vlarb import Granularity
+
+EQUAL_WEIGHT = 64  # "equal": one 4 KiB packet per turn, every VL alike
 
 
 def level_utilisation(alone: AloneRun) -> dict[int, float]:
@@ -42,24 +59,56 @@ class VlMapping(Policy):
     threshold: Annotated[float, Field(gt=0, le=1)] = 0.5
     # "equal", or a weight per VL (VL0 first: with "spread-by-load" VL0 carries the heaviest job).
     weights: Literal["equal"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)] = "equal"
+    # Or each VL's share of a saturated port (VL0 first), realised at the fabric's MTU.
+    shares: Shares | None = None
+    share_tolerance: ShareTolerance = DEFAULT_SHARE_TOLERANCE
 
     needs = frozenset({NEEDS_ALONE})
 
+    @model_validator(mode="after")
+    def _weights_or_shares(self) -> VlMapping:
+        if self.shares is not None and "weights" in self.model_fields_set:
+            raise problem("give either weights or shares, not both", "shares")
+        if self.shares is not None:
+            self.arbitration(len(self.shares))  # raises with the key named
+        return self
+
     def default_name(self) -> str:
-        weights = self.weights if self.weights == "equal" else ":".join(map(str, self.weights))
+        if self.shares is not None:
+            return f"vl-mapping[{self.rule},{stated(None, self.shares)}]"
+        weights = self.weights if self.weights == "equal" else stated(self.weights, None)
         return f"vl-mapping[{self.rule},{weights}]"
 
-    def describe(self) -> str:
-        return f"jobs mapped to VLs by per-level utilisation alone ({self.rule}), weights {self.weights}"
+    def describe(self, granularity: Granularity | None = None) -> str:
+        what = self.arbitration(self.vls).describe(granularity) if self.vls or self.fixed() else f"weights {self.weights}"
+        return f"jobs mapped to VLs by per-level utilisation alone ({self.rule}), {what}"
+
+    def fixed(self) -> bool:
+        """Whether the weights or shares fix the number of VLs."""
+        return self.shares is not None or isinstance(self.weights, list)
 
     def count(self, data_vls: int) -> int:
+        if self.shares is not None:
+            return len(self.shares)
         if isinstance(self.weights, list):
             return len(self.weights)
         return self.vls or data_vls
 
+    def arbitration(self, vls: int | None) -> Arbitration:
+        """The tables for `vls` VLs (ignored when the weights or shares fix them)."""
+        if self.shares is not None:
+            return Arbitration(shares=list(self.shares), share_tolerance=self.share_tolerance)
+        if isinstance(self.weights, list):
+            return Arbitration(weights=list(self.weights))
+        return Arbitration(weights=[EQUAL_WEIGHT] * (vls or 1))
+
+    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+        return [("shares" if self.shares is not None else "weights", self.arbitration(self.count(data_vls)))]
+
     def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
-        if isinstance(self.weights, list) and self.vls is not None and len(self.weights) != self.vls:
-            raise PolicyError("weights", f"expected {self.vls} weights (one per VL), got {len(self.weights)}")
+        if self.fixed() and self.vls is not None and self.count(data_vls) != self.vls:
+            key = "shares" if self.shares is not None else "weights"
+            raise PolicyError(key, f"expected {self.vls} {key} (one per VL), got {self.count(data_vls)}")
         if self.count(data_vls) > data_vls:
             raise PolicyError("vls", f"{self.count(data_vls)} VLs, but the ports operate {self.operated(data_vls)}")
 
@@ -89,7 +138,6 @@ class VlMapping(Policy):
         return mapping
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
-        n = self.count(ctx.data_vls)
-        weights = [64] * n if self.weights == "equal" else list(self.weights)
-        arbitration = Arbitration(weights=weights)
-        return with_jobs(scenario, arbitration.qos(), {job: {"sl": vl} for job, vl in self.mapping(ctx).items()})
+        arbitration = self.arbitration(self.count(ctx.data_vls))
+        return with_jobs(scenario, arbitration.qos(ctx.granularity),
+                         {job: {"sl": vl} for job, vl in self.mapping(ctx).items()})

@@ -9,7 +9,14 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from qoslab.policies.arbitration import Arbitration
-from qoslab.policies.base import Policy, PolicyContext, PolicyError, check_jobs_known, with_jobs
+from qoslab.policies.base import (
+    Policy,
+    PolicyContext,
+    PolicyError,
+    check_jobs_known,
+    with_jobs,
+)
+from qoslab.vlarb import Granularity
 
 
 class MultiVl(Policy):
@@ -22,7 +29,7 @@ class MultiVl(Policy):
     def default_name(self) -> str:
         return f"multi-vl[{self.vls or 'all'},{self.by}]"
 
-    def describe(self) -> str:
+    def describe(self, granularity: Granularity | None = None) -> str:
         count = f"{self.vls} VLs" if self.vls else "every data VL"
         return f"traffic spread over {count} by {self.by}, equal weights ({self.weight})"
 
@@ -34,6 +41,9 @@ class MultiVl(Policy):
             check_jobs_known("jobs", self.jobs, jobs)
         if self.count(data_vls) > data_vls:
             raise PolicyError("vls", f"{self.vls} VLs, but the ports operate {self.operated(data_vls)}")
+
+    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+        return [("weight", Arbitration(weights=[self.weight] * self.count(data_vls)))]
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         n = self.count(ctx.data_vls)

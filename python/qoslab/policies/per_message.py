@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from qoslab.errors import problem
-from qoslab.policies.base import Arbitrated, PolicyContext, check_jobs_known, weights_field, with_jobs
+from qoslab.policies.base import Arbitrated, PolicyContext, check_jobs_known, with_jobs
+from qoslab.vlarb import Granularity
 
 
 class PerMessage(Arbitrated):
@@ -22,16 +23,19 @@ class PerMessage(Arbitrated):
     direction: Literal["promote", "demote"] = "promote"
     history_messages: Annotated[int, Field(ge=1)] = 16
     high_bytes_cap: Annotated[float, Field(gt=0, le=1)] = 1.0
-    weights: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=15)] = weights_field([255, 255])
     high: list[Annotated[int, Field(ge=0, le=14)]] = Field(default_factory=lambda: [1])
     high_limit: Annotated[int, Field(ge=0, le=255)] = 4
 
+    DEFAULT_WEIGHTS = (255, 255)
+    MIN_LEVELS = 2
+
     @model_validator(mode="after")
-    def _tiers(self) -> "PerMessage":
-        tiers = len(self.weights)
+    def _tiers(self) -> PerMessage:
+        tiers = self.levels
         if len(self.thresholds) != tiers - 1:
             raise problem(
-                f"expected {tiers - 1} thresholds for {tiers} tiers (one weight per tier), got {len(self.thresholds)}",
+                f"expected {tiers - 1} thresholds for {tiers} tiers (one {'share' if self.shares else 'weight'} per "
+                f"tier), got {len(self.thresholds)}",
                 "thresholds",
             )
         if any(b <= a for a, b in zip(self.thresholds, self.thresholds[1:])):
@@ -42,12 +46,12 @@ class PerMessage(Arbitrated):
         who = "all" if self.jobs == "all" else ",".join(self.jobs)
         return f"per-message[{who},{self.direction}]"
 
-    def describe(self) -> str:
+    def describe(self, granularity: Granularity | None = None) -> str:
         who = "every job" if self.jobs == "all" else ", ".join(self.jobs)
         return (
             f"{who}: each send's SL from past latency ({self.direction}, thresholds "
             f"{', '.join(f'{t:g}' for t in self.thresholds)}, history {self.history_messages} messages); "
-            f"weights {self.arbitration().describe()}"
+            f"{self.arbitration().describe(granularity)}"
         )
 
     def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
@@ -58,11 +62,11 @@ class PerMessage(Arbitrated):
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         rule = {
             "kind": "latency-history",
-            "sls": list(range(len(self.weights))),
+            "sls": list(range(self.levels)),
             "thresholds": list(self.thresholds),
             "direction": self.direction,
             "history_messages": self.history_messages,
             "high_bytes_cap": self.high_bytes_cap,
         }
         chosen = ctx.jobs if self.jobs == "all" else self.jobs
-        return with_jobs(scenario, self.arbitration().qos(), {job: {"sl_policy": rule} for job in chosen})
+        return with_jobs(scenario, self.arbitration().qos(ctx.granularity), {job: {"sl_policy": rule} for job in chosen})

@@ -30,9 +30,10 @@ from qoslab.policies.base import (
     PolicyContext,
     PolicyError,
     check_jobs_known,
-    weights_field,
+    stated,
     with_jobs,
 )
+from qoslab.vlarb import Granularity
 
 # Default SL0 (everyone) against SL1 (the chosen ranks), the seeds' third and first weights.
 PER_RANK_WEIGHTS = [9, 2286]
@@ -47,10 +48,12 @@ class PerRank(Arbitrated):
     selection: Literal["profile", "online"] = "profile"
     after_iterations: Annotated[int, Field(ge=1)] = 1  # online: iterations measured before choosing
     match: Literal["source", "destination", "either"] = "source"
-    weights: Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=2, max_length=15)] = weights_field(PER_RANK_WEIGHTS)
+
+    DEFAULT_WEIGHTS = tuple(PER_RANK_WEIGHTS)
+    MIN_LEVELS = 2
 
     @model_validator(mode="after")
-    def _online_metrics(self) -> "PerRank":
+    def _online_metrics(self) -> PerRank:
         if self.selection == "online" and self.metric not in ("least-wait", "most-wait", "slowest-sends"):
             raise problem(f'online selection measures "least-wait", "most-wait" or "slowest-sends", not {self.metric!r}',
                           "metric")
@@ -59,14 +62,14 @@ class PerRank(Arbitrated):
     def default_name(self) -> str:
         online = ",online" if self.selection == "online" else ""
         match = "" if self.match == "source" else f",to {self.match}" if self.match == "destination" else ",either end"
-        weights = "" if self.weights == PER_RANK_WEIGHTS else f",w={':'.join(map(str, self.weights))}"
+        weights = "" if self.weights == PER_RANK_WEIGHTS else f",w={stated(self.weights, self.shares)}"
         return f"per-rank[{self.job},{self.fraction:g},{self.metric}{online}{match}{weights}]"
 
-    def describe(self) -> str:
-        how = "online after %d iteration(s)" % self.after_iterations if self.selection == "online" else "from the default run"
+    def describe(self, granularity: Granularity | None = None) -> str:
+        how = f"online after {self.after_iterations} iteration(s)" if self.selection == "online" else "from the default run"
         return (
             f"{self.fraction:.0%} of {self.job}'s ranks by {self.metric} ({how}) on SL1, "
-            f"matching the {self.match}; weights {self.arbitration().describe()}"
+            f"matching the {self.match}; {self.arbitration().describe(granularity)}"
         )
 
     def required(self) -> frozenset[str]:
@@ -121,7 +124,7 @@ class PerRank(Arbitrated):
             }
         else:
             rule = {"kind": "ranks", "ranks": self.choose(ctx), "sl": 1, "match": self.match}
-        return with_jobs(scenario, self.arbitration().qos(), {self.job: {"sl": 0, "sl_policy": rule}})
+        return with_jobs(scenario, self.arbitration().qos(ctx.granularity), {self.job: {"sl": 0, "sl_policy": rule}})
 
 
 def _per_rank(iterations: pd.DataFrame, job: str, size: int, column: str) -> np.ndarray:

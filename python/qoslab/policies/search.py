@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Annotated, Any, Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
 from qoslab.errors import problem
-from qoslab.policies.base import NEEDS_ALONE, Policy, PolicyContext, PolicyError
+from qoslab.policies.arbitration import (
+    DEFAULT_SHARE_TOLERANCE,
+    Arbitration,
+    Shares,
+    ShareTolerance,
+)
+from qoslab.policies.base import NEEDS_ALONE, Policy, PolicyContext, PolicyError, stated
 from qoslab.policies.per_job import PerJob
+from qoslab.vlarb import Granularity
 
 Candidate = tuple[tuple[int, ...], int]  # (VL of each job, in job order; index of the weight set)
 EQUAL_WEIGHT = 64
@@ -24,14 +32,21 @@ CANDIDATE_MARK = "/candidate["  # in a candidate's policy name: "q-opt/candidate
 MAX_EXHAUSTIVE = 5000
 
 
+WeightSet = Literal["equal"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)]
+
+
+def _equal_only() -> list[WeightSet]:
+    return ["equal"]
+
+
 class Search(Policy):
     kind: Literal["search"]
     name: str | None = "q-opt"
     vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL
-    weight_sets: Annotated[
-        list[Literal["equal"] | Annotated[list[Annotated[int, Field(ge=0)]], Field(min_length=1, max_length=15)]],
-        Field(min_length=1),
-    ] = Field(default_factory=lambda: ["equal"])
+    weight_sets: Annotated[list[WeightSet], Field(min_length=1)] = Field(default_factory=_equal_only)
+    # Shares of a saturated port to try as well (after the weight sets), realised at the fabric's MTU.
+    share_sets: list[Shares] = Field(default_factory=list)
+    share_tolerance: ShareTolerance = DEFAULT_SHARE_TOLERANCE
     objective: Literal["total-contention", "worst-slowdown", "mean-slowdown"] = "total-contention"
     budget: Annotated[int, Field(ge=1, le=10000)] = 32  # candidates simulated at most
     method: Literal["auto", "exhaustive", "tpe"] = "auto"
@@ -40,31 +55,59 @@ class Search(Policy):
     needs = frozenset({NEEDS_ALONE})
 
     @model_validator(mode="after")
-    def _weight_lengths(self) -> "Search":
-        lengths = {len(w) for w in self.weight_sets if w != "equal"}
+    def _weight_lengths(self) -> Search:
+        if self.share_sets and "weight_sets" not in self.model_fields_set:
+            self.weight_sets = []  # only the shares given: the default "equal" set is not wanted
+        lengths = {len(w) for w in self.weight_sets if w != "equal"} | {len(s) for s in self.share_sets}
         if len(lengths) > 1 or (self.vls is not None and lengths and lengths != {self.vls}):
             want = f"{self.vls}" if self.vls is not None else "the same number of"
-            raise problem(f"every weight set needs {want} weights (one per VL), got lengths {sorted(lengths)}", "weight_sets")
+            raise problem(f"every weight and share set needs {want} values (one per VL), got lengths {sorted(lengths)}",
+                          "share_sets" if self.share_sets else "weight_sets")
+        for i, shares in enumerate(self.share_sets):
+            try:
+                Arbitration(shares=list(shares), share_tolerance=self.share_tolerance)
+            except ValueError as error:  # a pydantic error: re-raised under this set's key
+                raise problem(_message(error), f"share_sets[{i}]") from None
         return self
 
-    def describe(self) -> str:
+    def describe(self, granularity: Granularity | None = None) -> str:
         how = {"auto": "exhaustive or TPE", "exhaustive": "exhaustive", "tpe": "Optuna TPE"}[self.method]
         return f"best job-to-VL mapping and weights by {self.objective} ({how}, at most {self.budget} candidates)"
 
     def count(self, data_vls: int) -> int:
-        explicit = [w for w in self.weight_sets if w != "equal"]
+        explicit = [w for w in self.weight_sets if w != "equal"] + list(self.share_sets)
         return len(explicit[0]) if explicit else (self.vls or data_vls)
 
-    def weights(self, index: int, data_vls: int) -> list[int]:
+    def set_count(self) -> int:
+        return len(self.weight_sets) + len(self.share_sets)
+
+    def stated(self, index: int, data_vls: int) -> dict[str, Any]:
+        """Set `index` (weight sets first, then share sets) as PerJob keys."""
+        if index >= len(self.weight_sets):
+            return {"shares": list(self.share_sets[index - len(self.weight_sets)]), "share_tolerance": self.share_tolerance}
         chosen = self.weight_sets[index]
-        return [EQUAL_WEIGHT] * self.count(data_vls) if chosen == "equal" else list(chosen)
+        return {"weights": [EQUAL_WEIGHT] * self.count(data_vls) if chosen == "equal" else list(chosen)}
+
+    def set_key(self, index: int) -> str:
+        if index >= len(self.weight_sets):
+            return f"share_sets[{index - len(self.weight_sets)}]"
+        return f"weight_sets[{index}]"
+
+    def symmetric(self, index: int, data_vls: int) -> bool:
+        """Equal weights (or shares): the VLs are interchangeable."""
+        values = self.stated(index, data_vls)
+        return len(set(values.get("weights") or values["shares"])) == 1
+
+    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+        return [(self.set_key(i), PerJob(kind="per-job", assignment={}, **self.stated(i, data_vls)).arbitration())
+                for i in range(self.set_count())]
 
     def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
         n = self.count(data_vls)
         if n > data_vls:
             raise PolicyError("vls", f"{n} VLs, but the ports operate {self.operated(data_vls)}")
-        for i in range(len(self.weight_sets)):
-            PerJob(kind="per-job", assignment={}, weights=self.weights(i, data_vls))  # expressible?
+        for i in range(self.set_count()):
+            PerJob(kind="per-job", assignment={}, **self.stated(i, data_vls))  # expressible?
         if self.method == "exhaustive" and self.space_size(len(jobs), data_vls) > MAX_EXHAUSTIVE:
             raise PolicyError(
                 "method", f"the space has {self.space_size(len(jobs), data_vls)} candidates; exhaustive search "
@@ -74,8 +117,8 @@ class Search(Policy):
     def space_size(self, jobs: int, data_vls: int) -> int:
         n = self.count(data_vls)
         total = 0
-        for i in range(len(self.weight_sets)):
-            if len(set(self.weights(i, data_vls))) == 1:
+        for i in range(self.set_count()):
+            if self.symmetric(i, data_vls):
                 total += sum(_stirling2(jobs, k) for k in range(1, min(n, jobs) + 1))
             else:
                 total += n**jobs
@@ -84,23 +127,24 @@ class Search(Policy):
     def space(self, jobs: int, data_vls: int) -> list[Candidate]:
         n = self.count(data_vls)
         out: list[Candidate] = []
-        for i in range(len(self.weight_sets)):
-            symmetric = len(set(self.weights(i, data_vls))) == 1
+        for i in range(self.set_count()):
+            symmetric = self.symmetric(i, data_vls)
             mappings = _partitions(jobs, n) if symmetric else itertools.product(range(n), repeat=jobs)
             out.extend((tuple(m), i) for m in mappings)
         return out
 
     def candidate(self, mapping: Candidate, jobs: list[str], data_vls: int) -> PerJob:
-        vls, weight_index = mapping
-        weights = self.weights(weight_index, data_vls)
+        vls, set_index = mapping
+        values = self.stated(set_index, data_vls)
         assignment = dict(zip(jobs, vls))
         listed = " ".join(f"{j}={v}" for j, v in assignment.items())
+        shown = stated(values.get("weights"), values.get("shares"))
         return PerJob(
             kind="per-job",
             assignment=assignment,
-            weights=weights,
+            name=f"{self.label()}{CANDIDATE_MARK}{listed}; {'w=' if 'weights' in values else ''}{shown}]",
             data_vls=self.data_vls,  # candidates run on the VLs the search operates
-            name=f"{self.label()}{CANDIDATE_MARK}{listed}; w={':'.join(map(str, weights))}]",
+            **values,
         )
 
     def optimise(
@@ -136,7 +180,7 @@ class Search(Policy):
             for _ in range(max(1, min(batch, self.budget - len(seen)))):
                 trial = study.ask()
                 vls = tuple(trial.suggest_int(f"vl[{job}]", 0, n - 1) for job in jobs)
-                weights = trial.suggest_int("weight_set", 0, len(self.weight_sets) - 1)
+                weights = trial.suggest_int("weight_set", 0, self.set_count() - 1)
                 trials.append((trial, (vls, weights)))
                 asked += 1
             fresh = list(dict.fromkeys(c for _, c in trials if c not in seen))
@@ -151,6 +195,15 @@ class Search(Policy):
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         raise PolicyError("", "a search is run by the study runner, not applied directly")
+
+
+def _message(error: ValueError) -> str:
+    """The readable part of a pydantic error raised by a nested model."""
+    errors = getattr(error, "errors", None)
+    if callable(errors):
+        first = errors(include_url=False)[0]
+        return str((first.get("ctx") or {}).get("message") or first["msg"])
+    return str(error)
 
 
 def _stirling2(n: int, k: int) -> int:

@@ -77,6 +77,10 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dic
     if meta.get("description"):
         parts.append(f"<p>{html.escape(meta['description'])}</p>")
     parts.append(_setup(meta, jobs))
+    if meta.get("warnings"):
+        # Weights the fabric's MTU cannot tell apart: the policies compared are not what they say.
+        parts.append("<h3>Warnings</h3><ul class='error'>" + "".join(
+            f"<li>{html.escape(w)}</li>" for w in meta["warnings"]) + "</ul>")
     if summary.empty:
         parts.append("<p class='error'>No policy has complete runs to compare; see the failed runs below.</p>")
     else:

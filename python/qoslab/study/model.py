@@ -19,6 +19,7 @@ from qoslab.errors import ScenarioError, from_validation_error, problem
 from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyError
 from qoslab.policies.base import Policy as PolicyBase
 from qoslab.scenario import Scenario, read_toml, with_data_vls
+from qoslab.vlarb import Granularity
 
 
 class _Table(BaseModel):
@@ -117,6 +118,7 @@ class Study(StudyFile):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     _expanded: list[Policy] = PrivateAttr(default_factory=list)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
 
     # -- derived -------------------------------------------------------------------------------
 
@@ -129,6 +131,10 @@ class Study(StudyFile):
     def concrete_policies(self) -> list[Policy]:
         """The policies after expansion ("every assignment"), the default baseline first."""
         return list(self._expanded)
+
+    def warnings(self) -> list[str]:
+        """Policies whose different weights (or shares) the fabric's MTU cannot tell apart."""
+        return list(self._warnings)
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -149,12 +155,15 @@ class Study(StudyFile):
         jobs = base.job_names()
         ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
         expanded: list[Policy] = []
+        granularity = Granularity.of(base)
+        self._warnings = [f"policy default (the scenario's [qos]): {w}" for w in base.arbitration_warnings()]
         for i, policy in enumerate(self.policies):
             self._check_data_vls(i, policy, base)
             try:
                 concrete = policy.expand(jobs)
                 for each in concrete:
                     each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
+                self._warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity)
             except PolicyError as error:
                 raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
             expanded.extend(concrete)
@@ -180,6 +189,20 @@ class Study(StudyFile):
             problems = "; ".join(f"{key}: {message}" for key, message in error.problems)
             raise self._error(f"policies[{index}].data_vls",
                               f"with fabric.data_vls = {policy.data_vls} the scenario is invalid: {problems}") from None
+
+
+def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity) -> list[str]:
+    """Realises the policy's tables at the fabric's MTU (shares that cannot be are a PolicyError
+    naming the key) and returns a warning for each group of VLs whose weights collapse."""
+    out = []
+    for key, arbitration in policy.arbitrations(data_vls):
+        try:
+            found = arbitration.collapses(granularity)
+        except ValueError as error:
+            raise PolicyError(key, str(error)) from None
+        for table, collapse in found:
+            out.append(f"policies[{index}] ({policy.label()}), {key}: {collapse.message(table, granularity)}")
+    return out
 
 
 _STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {(): Study, ("executor",): ExecutorConfig}

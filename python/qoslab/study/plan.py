@@ -15,6 +15,7 @@ from qoslab.policies import AloneRun, Policy, PolicyContext
 from qoslab.scenario import Scenario, with_data_vls
 from qoslab.study.model import Study
 from qoslab.sweep.execute import RunSpec, run_id
+from qoslab.vlarb import Granularity
 
 ALONE = "alone"
 
@@ -36,6 +37,7 @@ class StudyPlan:
         self.data = base.given()
         self.data_vls = base.fabric.data_vls
         self.link_gbps = float(base.fabric.link_gbps)
+        self.granularity = Granularity.of(base)
         self.repetitions = []
         self._by_vls: dict[tuple[int, int], dict[str, Any]] = {}
         for index, seed in enumerate(study.seed_list()):
@@ -46,7 +48,8 @@ class StudyPlan:
             self.repetitions.append(Repetition(index, seed, resolved, names, ranks))
 
     def context(self, rep: Repetition) -> PolicyContext:
-        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls)
+        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls,
+                             granularity=self.granularity)
 
     def scenario_for(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> tuple[dict[str, Any], PolicyContext]:
         """The repetition's resolved scenario and context as `policy` runs them: with its own

@@ -155,7 +155,8 @@ class StudyRunner:
         for rank, (candidate, score) in enumerate(results):
             self.search_results.append(
                 {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
-                 "assignment": json.dumps(candidate.assignment), "weights": ":".join(map(str, candidate.weights)),
+                 "assignment": json.dumps(candidate.assignment),
+                 "weights": ":".join(map(str, candidate.arbitration().nominal_weights(self.plan.granularity))),
                  "objective": search.objective, "value": score}
             )
 
@@ -208,8 +209,11 @@ class StudyRunner:
             "description": self.study.description,
             "source": self.study.source,
             "seeds": self.study.seed_list(),
-            "policies": [{"name": p.label(), "kind": p.kind, "description": p.description(), "parameters": p.model_dump(mode="json")}
+            "policies": [{"name": p.label(), "kind": p.kind, "description": p.description(self.plan.granularity),
+                          "parameters": p.model_dump(mode="json")}
                          for p in self.study.concrete_policies()],
+            # Weights the fabric's MTU cannot tell apart, by policy (also printed when the study starts).
+            "warnings": self.study.warnings(),
             "base_scenario": self.plan.repetitions[0].scenario,
         }
 
