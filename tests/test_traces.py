@@ -1,16 +1,18 @@
-"""Trace readers: OTF2 and DUMPI ASCII -> packed rank programs (python/qoslab/io/traces.py)."""
+"""Trace readers: OTF2 and DUMPI ASCII -> packed rank programs (python/qoslab/io/traces/), and
+their replay: communicators, message patterns, real traces."""
 
 from __future__ import annotations
 
 import os
 import shutil
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import otf2
 import pytest
 from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
-
 from qoslab.errors import ScenarioError
 from qoslab.io import PackedProgram, read_trace
 from qoslab.io.traces import ANY, read_dumpi_rank
@@ -39,6 +41,11 @@ needs_shared = pytest.mark.skipif(
 
 def ops(program: PackedProgram, rank: int) -> list[tuple[int, int, int, int]]:
     return program.op_tuples(rank)
+
+
+def coll(kind: int, nbytes: int, seq: int, comm: int = 0) -> tuple[int, int, int, int]:
+    """A COLLECTIVE op: on communicator `comm` (0: the whole job), the trace's collective `seq`."""
+    return (COLLECTIVE, kind, nbytes, comm | seq << 32)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -242,24 +249,27 @@ def test_otf2_collectives_and_iterations(tmp_path):
     assert prog.skipped == {"MPI_Gather": 8}
     for r in range(4):
         step = (r + 1) * 100_000  # ps
-        iteration = [
-            (COMPUTE, step, 0, 0),
-            (COLLECTIVE, ALLREDUCE, 1000, 0),
-            (COLLECTIVE, BARRIER, 0, 0),
-            (COLLECTIVE, BCAST, 512, 0),
-            (COLLECTIVE, ALLTOALL, 256, 0),
-            (COLLECTIVE, REDUCE, 64, 0),
-            (COLLECTIVE, ALLGATHER, 32, 0),
-            (ITERATION_END, 0, 0, 0),
-        ]
+
+        def iteration(first: int) -> list[tuple[int, int, int, int]]:
+            return [
+                (COMPUTE, step, 0, 0),  # noqa: B023 - called inside this iteration of the loop
+                coll(ALLREDUCE, 1000, first),
+                coll(BARRIER, 0, first + 1),
+                coll(BCAST, 512, first + 2),
+                coll(ALLTOALL, 256, first + 3),
+                coll(REDUCE, 64, first + 4),
+                coll(ALLGATHER, 32, first + 5),
+                (ITERATION_END, 0, 0, 0),
+            ]
+
         # The skipped gather's 20 ns are not compute; the Pcontrol marker follows it directly.
-        assert ops(prog, r) == iteration + iteration, r
+        assert ops(prog, r) == iteration(0) + iteration(6), r
     assert prog.summary()["collectives"] == {
         "barrier": 8, "bcast": 8, "reduce": 8, "allreduce": 8, "alltoall": 8, "allgather": 8,
     }
 
 
-def test_otf2_sub_communicator_collective_is_approximated(tmp_path):
+def test_otf2_row_communicators_are_replayed_exactly(tmp_path):
     t = Otf2Trace(tmp_path / "sub", 4)
     d = t.w.definitions
     # Two row communicators {0, 1} and {2, 3}: every rank calls one allreduce on its own.
@@ -277,9 +287,12 @@ def test_otf2_sub_communicator_collective_is_approximated(tmp_path):
         else:
             t.call(r, "MPI_Recv", 30, 40, ("mpi_recv", 39, 0, rows[r // 2], 3, 16))
     prog = read_trace(t.close())
-    assert prog.approximated == {"MPI_Allreduce on a sub-communicator (replayed on all ranks)": 4}
-    assert ops(prog, 2) == [(COLLECTIVE, ALLREDUCE, 80, 0), (COMPUTE, 10_000, 0, 0), (ISEND, 3, 16, 3), (WAIT, 0, 0, 0)]
-    assert ops(prog, 3) == [(COLLECTIVE, ALLREDUCE, 80, 0), (COMPUTE, 10_000, 0, 0), (IRECV, 2, 0, 3), (WAIT, 0, 0, 0)]
+    assert prog.approximated == {}
+    # Each row's allreduce runs on its own communicator: rows are communicators 1 and 2.
+    assert prog.communicators == [(0, 1), (2, 3)]
+    assert ops(prog, 2) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (ISEND, 3, 16, 3), (WAIT, 0, 0, 0)]
+    assert ops(prog, 3) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (IRECV, 2, 0, 3), (WAIT, 0, 0, 0)]
+    assert ops(prog, 0)[0] == coll(ALLREDUCE, 80, 0, comm=1)
 
 
 def test_otf2_mismatched_collectives_raise(tmp_path):
@@ -292,7 +305,9 @@ def test_otf2_mismatched_collectives_raise(tmp_path):
     with pytest.raises(ScenarioError) as e:
         read_trace(anchor, key="jobs[0].workload.path")
     assert e.value.problems[0][0] == "jobs[0].workload.path"
-    assert "collective #0 is barrier on rank 0" in str(e.value)
+    msg = str(e.value)
+    assert f"{anchor}: collective #0 on communicator 'MPI_COMM_WORLD' (ranks 0-1) is barrier on rank 0 (MPI_Barrier, event #4" in msg
+    assert "but allreduce on rank 1 (MPI_Allreduce, event #4 at time 29)" in msg
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,7 +342,7 @@ class Dumpi:
     def wall(self, ns: int) -> str:
         return f"{self.BASE + ns // 10**9}.{ns % 10**9:09d}"
 
-    def rec(self, name: str, t0: int, t1: int, *params: str) -> "Dumpi":
+    def rec(self, name: str, t0: int, t1: int, *params: str) -> Dumpi:
         self.lines.append(f"{name} entering at walltime {self.wall(t0)}, cputime 0.007712000 seconds in thread 0.")
         self.lines.extend(params)
         self.lines.append(f"{name} returning at walltime {self.wall(t1)}, cputime 0.007716000 seconds in thread 0.")
@@ -412,9 +427,9 @@ def test_dumpi_exact_ops(tmp_path):
         (COMPUTE, 2_600_000, 0, 0),
         (ITERATION_END, 0, 0, 0),
         (COMPUTE, 1_998_000, 0, 0),
-        (COLLECTIVE, ALLREDUCE, 80, 0),
+        coll(ALLREDUCE, 80, 0),
         (COMPUTE, 200_000, 0, 0),
-        (COLLECTIVE, BCAST, 100, 0),
+        coll(BCAST, 100, 1),
         (COMPUTE, 1_400_000, 0, 0),
         (IRECV, 1, 0, 12),  # MPI_Sendrecv: receive and send posted, then both waited for
         (ISEND, 1, 16, 11),
@@ -437,9 +452,9 @@ def test_dumpi_exact_ops(tmp_path):
         (COMPUTE, 2_800_000, 0, 0),
         (ITERATION_END, 0, 0, 0),
         (COMPUTE, 1_000_000, 0, 0),
-        (COLLECTIVE, ALLREDUCE, 80, 0),
+        coll(ALLREDUCE, 80, 0),
         (COMPUTE, 200_000, 0, 0),
-        (COLLECTIVE, BCAST, 100, 0),
+        coll(BCAST, 100, 1),
         (COMPUTE, 1_400_000, 0, 0),
         (IRECV, 0, 0, 11),
         (ISEND, 0, 16, 12),
@@ -478,11 +493,11 @@ def test_dumpi_collectives_take_the_largest_report_and_alltoallv_is_approximated
     for r in range(2):
         assert ops(prog, r) == [
             (COMPUTE, 1_000_000, 0, 0),
-            (COLLECTIVE, ALLTOALL, 64, 0),
-            (COLLECTIVE, ALLGATHER, 12, 0),
-            (COLLECTIVE, ALLTOALL, 20, 0),  # mean block: 40 bytes over 2 blocks
-            (COLLECTIVE, REDUCE, 28, 0),
-            (COLLECTIVE, BARRIER, 0, 0),
+            coll(ALLTOALL, 64, 0),
+            coll(ALLGATHER, 12, 1),
+            coll(ALLTOALL, 20, 2),  # mean block: 40 bytes over 2 blocks
+            coll(REDUCE, 28, 3),
+            coll(BARRIER, 0, 4),
         ]
     assert prog.approximated == {"MPI_Alltoallv": 2}
     assert prog.iterations == 1
@@ -544,6 +559,423 @@ def test_dumpi_truncated_and_garbage_files(tmp_path):
     first.write_bytes(bytes(range(256)))
     with pytest.raises(ScenarioError, match="not a text file"):
         read_trace(first)
+
+
+# ---------------------------------------------------------------------------------------------
+# Communicators: DUMPI's rebuilt from the calls that made them, OTF2's from its definitions;
+# replayed in a simulation, the messages must be the trace's
+# ---------------------------------------------------------------------------------------------
+
+
+class Rank:
+    """One rank's dumpi2ascii text, its calls 100 ns apart after MPI_Init."""
+
+    def __init__(self) -> None:
+        self.d = dumpi_init(Dumpi())
+        self.t = 2000
+
+    def call(self, name: str, *params: str) -> Rank:
+        self.d.rec(name, self.t, self.t + 50, *params)
+        self.t += 100
+        return self
+
+
+def comm(handle: int, name: str = "comm") -> str:
+    if handle == 1:
+        return f"MPI_Comm {name}=1 (MPI_COMM_NULL)"
+    return f"MPI_Comm {name}={handle} (user-defined-comm)"
+
+
+def group(handle: int, name: str = "group") -> str:
+    return f"MPI_Group {name}={handle} (user-defined-group)"
+
+
+def send(dest: int, count: int, tag: int, comm_param: str) -> tuple[str, ...]:
+    return ("MPI_Send", f"int count={count}", "MPI_Datatype datatype=5 (MPI_BYTE)", f"int dest={dest}", f"int tag={tag}", comm_param)
+
+
+def recv(source: int, tag: int, comm_param: str) -> tuple[str, ...]:
+    return ("MPI_Recv", "int count=4096", "MPI_Datatype datatype=5 (MPI_BYTE)", f"int source={source}", f"int tag={tag}",
+            comm_param, "MPI_Status status=<IGNORED>")
+
+
+def allreduce(doubles: int, comm_param: str) -> tuple[str, ...]:
+    return ("MPI_Allreduce", f"int count={doubles}", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "MPI_Op op=3 (MPI_SUM)", comm_param)
+
+
+def split(color: int, key: int, newcomm: int, oldcomm: str = "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)") -> tuple[str, ...]:
+    return ("MPI_Comm_split", oldcomm, f"int color={color}", f"int key={key}", comm(newcomm, "newcomm"))
+
+
+def write_ranks(folder: Path, ranks: list[Rank]) -> Path:
+    return write_dumpi(folder, [r.d for r in ranks])
+
+
+def line_of(path: Path, text: str, nth: int = 1) -> int:
+    """The line number of the nth line of `path` that is `text` (or starts with it)."""
+    hits = [i for i, line in enumerate(path.read_text().splitlines(), start=1) if line == text or line.startswith(text)]
+    return hits[nth - 1]
+
+
+def replay(path: Path, ranks: int) -> list[tuple[int, int, int]]:
+    """Runs the trace as a job on hosts 0..ranks-1 (one rank each, so rank = host) and returns its
+    messages as sorted (source rank, destination rank, bytes)."""
+    from qoslab import Scenario, simulate
+
+    s = Scenario(
+        topology={"kind": "single-switch", "hosts": ranks},
+        jobs=[{"name": "t", "nodes": ranks, "placement": "hosts", "hosts": f"0-{ranks - 1}",
+               "workload": {"kind": "trace", "path": str(path)}}],
+        run={"messages": True},
+    )
+    result = simulate(s)
+    assert result.summary["jobs"]["t"]["completed"] is True
+    m = result.messages.to_pandas()
+    return sorted(zip(m["src"].tolist(), m["dst"].tolist(), m["bytes"].tolist(), strict=True))
+
+
+def payload(messages: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    return [m for m in messages if m[2] > 0]
+
+
+def dumpi_split_pairs(free: bool = True) -> list[Rank]:
+    """4 ranks split into pairs by parity, ordered by descending world rank (key = -rank): {2, 0}
+    and {3, 1}. Each rank's handle for its pair differs (4 for even ranks, 5 for odd). On its pair,
+    each rank checks its rank, allreduces (24 doubles on the even pair, 40 on the odd one), and
+    pair rank 0 sends to pair rank 1 (1000 bytes, 2000 on the odd pair); then a world barrier."""
+    out = []
+    for r in range(4):
+        h = 4 + r % 2
+        me = 1 if r < 2 else 0
+        rk = Rank().call(*split(r % 2, -r, h))
+        rk.call("MPI_Comm_rank", comm(h), f"int rank={me}").call("MPI_Comm_size", comm(h), "int size=2")
+        rk.call(*allreduce(24 if r % 2 == 0 else 40, comm(h)))
+        if me == 0:
+            rk.call(*send(1, 1000 if r % 2 == 0 else 2000, 7, comm(h)))
+        else:
+            rk.call(*recv(0, 7, comm(h)))
+        rk.call("MPI_Barrier", WORLD)
+        if free:
+            rk.call("MPI_Comm_free", comm(h))
+        out.append(rk)
+    return out
+
+
+def without_compute(prog: PackedProgram, rank: int) -> list[tuple[int, int, int, int]]:
+    return [op for op in ops(prog, rank) if op[0] != COMPUTE]
+
+
+def test_dumpi_split_pairs_collectives_and_sends(tmp_path):
+    first = write_ranks(tmp_path / "split", dumpi_split_pairs())
+    prog = read_trace(first)
+    assert prog.skipped == {} and prog.approximated == {}
+    assert prog.communicators == [(2, 0), (3, 1)]  # in pair rank order
+    # Sequence numbers: the two pairs' allreduces (0, 1), then the barrier (2).
+    assert without_compute(prog, 0) == [coll(ALLREDUCE, 192, 0, comm=1), (IRECV, 2, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 2) == [coll(ALLREDUCE, 192, 0, comm=1), (ISEND, 0, 1000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 1) == [coll(ALLREDUCE, 320, 1, comm=2), (IRECV, 3, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    messages = replay(first, 4)
+    # The trace's sends, and each pair's allreduce (2 ranks: one exchange) inside the pair only.
+    assert payload(messages) == sorted([(2, 0, 1000), (3, 1, 2000), (0, 2, 192), (2, 0, 192), (1, 3, 320), (3, 1, 320)])
+    # The barrier: empty messages, on the whole job.
+    assert {(s, d) for s, d, b in messages if b == 0} >= {(0, 1), (1, 2), (2, 3), (3, 0)}
+
+
+def test_dumpi_split_undefined_color_and_nested_split(tmp_path):
+    # Rank 3 passes MPI_UNDEFINED and gets MPI_COMM_NULL; ranks 0-2 then split their communicator
+    # again, rank 1 alone and {0, 2}, and send on the inner one.
+    ranks = []
+    for r in range(4):
+        rk = Rank().call(*split(-32766 if r == 3 else 0, 0, 1 if r == 3 else 4))
+        if r < 3:
+            rk.call(*split(r % 2, 0, 5, "MPI_Comm oldcomm=4 (user-defined-comm)"))
+            rk.call("MPI_Bcast", "int count=3", "MPI_Datatype datatype=5 (MPI_BYTE)", "int root=0", comm(4))
+        if r == 0:
+            rk.call(*send(1, 30, 1, comm(5)))
+        if r == 2:
+            rk.call(*recv(0, 1, comm(5)))
+        ranks.append(rk)
+    first = write_ranks(tmp_path / "undef", ranks)
+    prog = read_trace(first)
+    assert prog.communicators == [(0, 1, 2)]
+    assert without_compute(prog, 3) == []
+    assert without_compute(prog, 0) == [coll(BCAST, 3, 0, comm=1), (ISEND, 2, 30, 1), (WAIT, 0, 0, 0)]
+    assert without_compute(prog, 1) == [coll(BCAST, 3, 0, comm=1)]  # alone in its inner communicator
+    assert without_compute(prog, 2) == [coll(BCAST, 3, 0, comm=1), (IRECV, 0, 0, 1), (WAIT, 0, 0, 0)]
+    assert (0, 2, 30) in replay(first, 4)
+
+
+def dumpi_comm_create() -> list[Rank]:
+    """4 ranks. MPI_Group_incl of world ranks [3, 1] and MPI_Comm_create: ranks 3 and 1 get
+    communicator 4 (rank 3 is its rank 0), ranks 0 and 2 MPI_COMM_NULL; rank 3 sends 500 bytes to
+    its rank 1, and both bcast 64 doubles on a dup of it. MPI_Group_excl of [0, 3] and a second
+    MPI_Comm_create: ranks 1 and 2 get communicator 6; rank 1 sends 300 bytes to its rank 1."""
+    out = []
+    for r in range(4):
+        rk = Rank().call("MPI_Comm_group", WORLD, group(3))
+        rk.call("MPI_Group_incl", group(3), "int count=2", "int ranks[2]=[3, 1]", group(4, "newgroup"))
+        rk.call("MPI_Comm_create", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", group(4), comm(4 if r in (1, 3) else 1, "newcomm"))
+        rk.call("MPI_Group_excl", group(3), "int count=2", "int ranks[2]=[0, 3]", group(5, "newgroup"))
+        rk.call("MPI_Comm_create", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", group(5), comm(6 if r in (1, 2) else 1, "newcomm"))
+        rk.call("MPI_Group_free", group(4)).call("MPI_Group_free", group(5))
+        if r in (1, 3):
+            rk.call("MPI_Comm_dup", comm(4, "oldcomm"), comm(5, "newcomm"))
+            rk.call(*(send(1, 500, 3, comm(4)) if r == 3 else recv(0, 3, comm(4))))
+            rk.call("MPI_Bcast", "int count=64", "MPI_Datatype datatype=14 (MPI_DOUBLE)", "int root=0", comm(5))
+        if r == 1:
+            rk.call(*send(1, 300, 4, comm(6)))
+        if r == 2:
+            rk.call(*recv(0, 4, comm(6)))
+        out.append(rk)
+    return out
+
+
+def test_dumpi_comm_create_group_incl_and_excl_with_sends(tmp_path):
+    first = write_ranks(tmp_path / "create", dumpi_comm_create())
+    prog = read_trace(first)
+    assert prog.skipped == {}
+    assert prog.communicators == [(3, 1)]  # the dup shares the list; {1, 2} carries no collective
+    assert without_compute(prog, 3) == [(ISEND, 1, 500, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1)]
+    assert without_compute(prog, 1) == [(IRECV, 3, 0, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1), (ISEND, 2, 300, 4), (WAIT, 1, 0, 0)]
+    assert without_compute(prog, 2) == [(IRECV, 1, 0, 4), (WAIT, 0, 0, 0)]
+    assert without_compute(prog, 0) == []
+    # The bcast's root is rank 0 of the communicator: world rank 3.
+    assert replay(first, 4) == sorted([(3, 1, 500), (3, 1, 512), (1, 2, 300)])
+
+
+def test_dumpi_cartesian_rows_and_columns(tmp_path):
+    # A 2 x 3 grid; MPI_Cart_sub keeps rows {0, 1, 2}, {3, 4, 5} (allreduce) and columns
+    # {r, r + 3} (rank 0 of each column sends to its rank 1).
+    ranks = []
+    for r in range(6):
+        rk = Rank().call("MPI_Cart_create", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", "int ndim=2", "int dims[2]=[2, 3]",
+                         "int periods[2]=[0, 0]", "int reorder=0", comm(4, "newcomm"))
+        rk.call("MPI_Cart_sub", "int ndim=2", comm(4, "oldcomm"), "int remain_dims[2]=[0, 1]", comm(5, "newcomm"))
+        rk.call("MPI_Cart_sub", "int ndim=2", comm(4, "oldcomm"), "int remain_dims[2]=[1, 0]", comm(6, "newcomm"))
+        rk.call(*allreduce(2, comm(5)))
+        rk.call(*(send(1, 100, 0, comm(6)) if r < 3 else recv(0, 0, comm(6))))
+        ranks.append(rk)
+    prog = read_trace(write_ranks(tmp_path / "cart", ranks))
+    assert prog.communicators == [(0, 1, 2), (3, 4, 5)]
+    for r in range(3):
+        assert without_compute(prog, r) == [coll(ALLREDUCE, 16, 0, comm=1), (ISEND, r + 3, 100, 0), (WAIT, 0, 0, 0)]
+        assert without_compute(prog, r + 3) == [coll(ALLREDUCE, 16, 1, comm=2), (IRECV, r, 0, 0), (WAIT, 0, 0, 0)]
+
+
+def _bad_split_count(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    ranks[1].call(*split(0, 0, 7))
+    return 1, "MPI_Comm_split entering", 2, (
+        "MPI_Comm_split on MPI_COMM_WORLD (ranks 0-3): rank 1 calls 2 communicator constructors on it but rank 0 calls 1")
+
+
+def _bad_before_creation(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    # Rank 2 sends on its pair handle before the split that makes it.
+    ranks[2].d.lines.insert(5, "\n".join([  # right after MPI_Init
+        "MPI_Send entering at walltime 1296777956.000001500, cputime 0.007712000 seconds in thread 0.",
+        *send(1, 8, 0, comm(4))[1:],
+        "MPI_Send returning at walltime 1296777956.000001600, cputime 0.007716000 seconds in thread 0.",
+    ]))
+    return 2, comm(4), 1, "MPI_Send: communicator 4 is unknown here: no call before this line made it"
+
+
+def _bad_unknown_handle(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    ranks[3].call(*allreduce(1, comm(9)))
+    return 3, comm(9), 1, "MPI_Allreduce: communicator 9 is unknown here"
+
+
+def _bad_group_incl(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    for rk in ranks:
+        rk.call("MPI_Comm_group", WORLD, group(3))
+        rk.call("MPI_Group_incl", group(3), "int count=2", "int ranks[2]=[0, 7]", group(4, "newgroup"))
+        rk.call("MPI_Comm_create", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", group(4), comm(1, "newcomm"))
+    return 0, "MPI_Group_incl entering", 1, (
+        "MPI_Group_incl: rank 7 is not in group 3 made by MPI_Comm_group at ... which has 4 ranks (0..3) "
+        "(the group of MPI_Comm_create on MPI_COMM_WORLD (ranks 0-3) at")
+
+
+def _bad_constructor_kind(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    for r, rk in enumerate(ranks):
+        rk.call(*(("MPI_Comm_dup", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", comm(8, "newcomm")) if r == 2 else split(0, 0, 8)))
+    return 2, "MPI_Comm_dup entering", 1, "communicator constructor #1 on MPI_COMM_WORLD (ranks 0-3) is MPI_Comm_dup on rank 2 but MPI_Comm_split on rank 0"
+
+
+def _bad_peer(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    ranks[2].call(*send(2, 8, 0, comm(4)))
+    return 2, "int dest=2", 1, "MPI_Send: rank 2 is not in communicator 4 made by MPI_Comm_split at"
+
+
+def _bad_collective_count(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    ranks[3].call(*allreduce(1, comm(5)))
+    return 3, "MPI_Allreduce entering", 2, "rank 1 calls 1 collective on communicator 5 made by MPI_Comm_split at"
+
+
+def _bad_comm_rank(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    ranks[0].call("MPI_Comm_rank", comm(4), "int rank=0")
+    return 0, "MPI_Comm_rank entering", 2, "returns 0, but the MPI_Comm_split calls of its ranks make it world ranks [2, 0]"
+
+
+def _bad_null(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    for r, rk in enumerate(ranks):
+        rk.call(*split(0, 0, 1 if r == 1 else 8))
+    return 1, "MPI_Comm_split entering", 2, "rank 1 gets MPI_COMM_NULL in the trace, but the other ranks' calls place it in a new communicator"
+
+
+def _bad_create_outside(ranks: list[Rank]) -> tuple[int, str, int, str]:
+    # The even pair creates a communicator from a group holding world rank 1, which is not in it.
+    for r, rk in enumerate(ranks):
+        rk.call("MPI_Comm_group", WORLD, group(3))
+        rk.call("MPI_Group_incl", group(3), "int count=1", "int ranks[1]=[1]", group(4, "newgroup"))
+        if r % 2 == 0:
+            rk.call("MPI_Comm_create", comm(4, "oldcomm"), group(4), comm(1, "newcomm"))
+    return 2, "MPI_Comm_create entering", 1, "its group holds rank 1, which is not in the communicator"
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    [_bad_split_count, _bad_before_creation, _bad_unknown_handle, _bad_group_incl, _bad_constructor_kind, _bad_peer,
+     _bad_collective_count, _bad_comm_rank, _bad_null, _bad_create_outside],
+)
+def test_dumpi_communicators_that_cannot_be_rebuilt_name_file_line_and_communicator(tmp_path, spoil):
+    ranks = dumpi_split_pairs(free=False)
+    rank, text, nth, expected = spoil(ranks)
+    first = write_ranks(tmp_path / "bad", ranks)
+    path = first.parent / f"app-{rank:04d}.txt"
+    with pytest.raises(ScenarioError) as e:
+        read_trace(first, key="jobs[0].workload.path")
+    msg = str(e.value)
+    assert e.value.problems[0][0] == "jobs[0].workload.path"
+    # "a ... b": a, then b later in the message
+    at = 0
+    for part in expected.split(" ... "):
+        assert part in msg[at:], msg
+        at = msg.index(part, at) + len(part)
+    assert f"{path}, line {line_of(path, text, nth)}" in msg, msg
+    assert "\n" not in msg
+
+
+def otf2_pairs(folder: Path, extra: Callable[[Otf2Trace, list], None] | None = None) -> Path:
+    """The OTF2 twin of dumpi_split_pairs: pair communicators {2, 0} and {3, 1} (Score-P lists a
+    split's members in communicator rank order), a one-rank communicator (Score-P's COMM_SELF
+    group), allreduces of 192 and 320 bytes, a send of 1000 (2000) bytes from pair rank 0 to pair
+    rank 1, a world barrier."""
+    t = Otf2Trace(folder, 4)
+    d = t.w.definitions
+    pairs = [d.comm("", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=m), parent=t.world)
+             for m in ([2, 0], [3, 1])]
+    selfish = d.comm("", group=d.group("", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI, members=[]))
+    for r in range(4):
+        c = pairs[r % 2]
+        me = 1 if r < 2 else 0
+        size = 192 if r % 2 == 0 else 320
+        t.call(r, "MPI_Init", 0, 10)
+        t.call(r, "MPI_Comm_split", 10, 20)
+        t.call(r, "MPI_Allreduce", 30, 40, ("mpi_collective_begin", 31),
+               ("mpi_collective_end", 39, CollectiveOp.ALLREDUCE, c, UNDEFINED_ROOT, 2 * size, 2 * size))
+        t.call(r, "MPI_Bcast", 50, 60, ("mpi_collective_begin", 51),
+               ("mpi_collective_end", 59, CollectiveOp.BCAST, selfish, 0, 0, 8))
+        if me == 0:
+            t.call(r, "MPI_Send", 70, 80, ("mpi_send", 71, 1, c, 7, 1000 if r % 2 == 0 else 2000))
+        else:
+            t.call(r, "MPI_Recv", 70, 80, ("mpi_recv", 79, 0, c, 7, 1000 if r % 2 == 0 else 2000))
+    if extra is not None:
+        extra(t, pairs)  # events from time 100 to 190
+    for r in range(4):
+        t.call(r, "MPI_Barrier", 200, 210, ("mpi_collective_end", 209, CollectiveOp.BARRIER, t.world, UNDEFINED_ROOT, 0, 0))
+    return t.close()
+
+
+def test_otf2_split_pairs_collectives_and_sends(tmp_path):
+    anchor = otf2_pairs(tmp_path / "pairs")
+    prog = read_trace(anchor)
+    assert prog.skipped == {} and prog.approximated == {}
+    assert prog.communicators == [(2, 0), (3, 1)]
+    assert without_compute(prog, 0) == [coll(ALLREDUCE, 192, 0, comm=1), (IRECV, 2, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    messages = replay(anchor, 4)
+    assert payload(messages) == sorted([(2, 0, 1000), (3, 1, 2000), (0, 2, 192), (2, 0, 192), (1, 3, 320), (3, 1, 320)])
+
+
+def test_otf2_created_communicator_with_a_subset_of_ranks(tmp_path):
+    # A communicator of world ranks [3, 1] (MPI_Comm_create from MPI_Group_incl): only they use it.
+    t = Otf2Trace(tmp_path / "create", 4)
+    d = t.w.definitions
+    c = d.comm("", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[3, 1]), parent=t.world)
+    for r in range(4):
+        t.call(r, "MPI_Init", 0, 10)
+        t.call(r, "MPI_Comm_create", 10, 20)
+    t.call(3, "MPI_Send", 30, 40, ("mpi_send", 31, 1, c, 3, 500))
+    t.call(1, "MPI_Recv", 30, 40, ("mpi_recv", 39, 0, c, 3, 500))
+    for r in (3, 1):
+        t.call(r, "MPI_Bcast", 50, 60, ("mpi_collective_end", 59, CollectiveOp.BCAST, c, 0, 512 if r == 3 else 0, 512))
+    anchor = t.close()
+    prog = read_trace(anchor)
+    assert prog.communicators == [(3, 1)]
+    assert without_compute(prog, 3) == [(ISEND, 1, 500, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1)]
+    assert without_compute(prog, 1) == [(IRECV, 3, 0, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1)]
+    assert without_compute(prog, 0) == without_compute(prog, 2) == []
+    assert replay(anchor, 4) == [(3, 1, 500), (3, 1, 512)]
+
+
+def _otf2_not_a_member(t: Otf2Trace, pairs: list) -> tuple[int, str]:
+    # Rank 1 (odd pair) records an allreduce on the even pair's communicator.
+    t.call(1, "MPI_Allreduce", 100, 110, ("mpi_collective_end", 109, CollectiveOp.ALLREDUCE, pairs[0], UNDEFINED_ROOT, 8, 8))
+    return 1, "rank 1 is not a member of communicator #1 of the definitions (ranks 0, 2)"
+
+
+def _otf2_bad_peer(t: Otf2Trace, pairs: list) -> tuple[int, str]:
+    t.call(2, "MPI_Send", 100, 110, ("mpi_send", 101, 2, pairs[0], 0, 8))
+    return 2, "peer 2 is not in communicator #1 of the definitions (ranks 0, 2), which has 2 ranks"
+
+
+def _otf2_collective_count(t: Otf2Trace, pairs: list) -> tuple[int, str]:
+    t.call(3, "MPI_Allreduce", 100, 110, ("mpi_collective_end", 109, CollectiveOp.ALLREDUCE, pairs[1], UNDEFINED_ROOT, 8, 8))
+    return -1, "rank 1 calls 1 collective on communicator #2 of the definitions (ranks 1, 3) but rank 3 calls 2"
+
+
+def _otf2_opposite_orders(t: Otf2Trace, pairs: list) -> tuple[int, str]:
+    # A dup of the even pair: rank 0 calls a barrier on the dup then on the pair, rank 2 the reverse.
+    d = t.w.definitions
+    dup = d.comm("", group=d.group("", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[2, 0]), parent=pairs[0])
+    for r, order in ((0, (dup, pairs[0])), (2, (pairs[0], dup))):
+        for i, c in enumerate(order):
+            t.call(r, "MPI_Barrier", 100 + 20 * i, 110 + 20 * i, ("mpi_collective_end", 109 + 20 * i, CollectiveOp.BARRIER, c, UNDEFINED_ROOT, 0, 0))
+    return -1, "the ranks call collectives on overlapping communicators in orders that can deadlock"
+
+
+@pytest.mark.parametrize("spoil", [_otf2_not_a_member, _otf2_bad_peer, _otf2_collective_count, _otf2_opposite_orders])
+def test_otf2_bad_communicator_use_names_file_location_event_and_communicator(tmp_path, spoil):
+    found: list[tuple[int, str]] = []
+    anchor = otf2_pairs(tmp_path / "bad", lambda t, pairs: found.append(spoil(t, pairs)))
+    rank, expected = found[0]
+    with pytest.raises(ScenarioError) as e:
+        read_trace(anchor, key="jobs[0].workload.path")
+    msg = str(e.value)
+    assert msg.startswith(f"jobs[0].workload.path: {anchor}: "), msg
+    assert expected in msg, msg
+    if rank >= 0:  # an event's error names the rank, its location and the event's index
+        assert f"rank {rank} (location 'Master thread'), event #" in msg, msg
+    else:  # matching across ranks names each call's event
+        assert ", event #" in msg, msg
+
+
+def test_cli_names_a_communicator_that_cannot_be_rebuilt_without_traceback(tmp_path):
+    from qoslab.cli import app
+    from typer.testing import CliRunner
+
+    ranks = dumpi_split_pairs()
+    _bad_group_incl(ranks)
+    first = write_ranks(tmp_path / "trace", ranks)
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(
+        '[topology]\nkind = "single-switch"\nhosts = 4\n[[jobs]]\nname = "t"\nnodes = 4\n'
+        'workload = { kind = "trace", path = "trace/app-0000.txt" }\n'
+    )
+    result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    line = line_of(first, "MPI_Group_incl entering")
+    assert f"{scenario}: jobs[0].workload.path: {first}, line {line}: MPI_Group_incl: rank 7 is not in group 3" in result.stderr
 
 
 # ---------------------------------------------------------------------------------------------
@@ -636,7 +1068,7 @@ def test_real_dumpi_rank0():
     assert skipped == {}
     assert rank_ops == [
         (COMPUTE, 37_000_000, 0, 0),  # 24 + 6 + 7 us between MPI_Init, Comm_rank, Comm_size, Barrier
-        (COLLECTIVE, BARRIER, 0, 0),
+        coll(BARRIER, 0, 0),
         (COMPUTE, 15_000_000, 0, 0),
         (ISEND, 1, 4, 1337),
         (COMPUTE, 10_000_000, 0, 0),
@@ -645,7 +1077,7 @@ def test_real_dumpi_rank0():
         (COMPUTE, 8_000_000, 0, 0),
         (WAIT, 0, 0, 0),
         (COMPUTE, 15_000_000, 0, 0),
-        (COLLECTIVE, ALLREDUCE, 4, 0),
+        coll(ALLREDUCE, 4, 1),
     ]
 
 
@@ -665,3 +1097,122 @@ def test_real_dumpi_full_job_when_converted(tmp_path):
     for r in range(4):
         sends = [op for op in ops(prog, r) if op[0] == ISEND]
         assert sends == [(ISEND, (r + 1) % 4, 4, 1337)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Real traces with communicators (shared/real-data/traces): expectations computed from the
+# traces themselves, with a plain text scan (DUMPI) or the otf2 package (OTF2)
+# ---------------------------------------------------------------------------------------------
+
+
+def real_traces() -> Path | None:
+    env = os.environ.get("QOSLAB_REAL_TRACES")
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parents[1].parent / "shared" / "real-data" / "traces")
+    for c in candidates:
+        if c.is_dir():
+            return c
+    return None
+
+
+REAL = real_traces()
+needs_real = pytest.mark.skipif(
+    REAL is None,
+    reason="real traces not found: set QOSLAB_REAL_TRACES or put them in ../shared/real-data/traces next to the repo",
+)
+
+
+def dumpi_records(path: Path) -> list[tuple[str, dict[str, str]]]:
+    """(call, {parameter: value}) per record of a dumpi2ascii file, by a plain scan of the text."""
+    out: list[tuple[str, dict[str, str]]] = []
+    params: dict[str, str] | None = None
+    for line in path.read_text().splitlines():
+        if " entering at walltime " in line:
+            params = {}
+            out.append((line.split()[0], params))
+        elif " returning at walltime " in line:
+            params = None
+        elif params is not None and "=" in line:
+            name, value = line.split("=", 1)
+            params[name.split()[-1].split("[")[0]] = value.split(" (")[0]
+    return out
+
+
+@needs_real
+def test_real_dumpi_point_to_point_on_a_comm_create_communicator():
+    """sstmacro-testbgp-7: 7 ranks (Blue Gene/P). Sends and receives run on a communicator made
+    by MPI_Comm_create from MPI_Group_incl of MPI_COMM_WORLD's group; alltoalls on it too."""
+    folder = REAL / "sstmacro-testbgp-7"
+    meta = dict(line.split("=", 1) for line in (folder / "testbgp.meta").read_text().splitlines() if "=" in line)
+    n = int(meta["numprocs"])
+    prog = read_trace(folder)
+    assert prog.ranks == n == 7
+    assert prog.skipped == {} and prog.approximated == {}
+    collectives: Counter[str] = Counter()
+    expected_bytes = []
+    for r in range(n):
+        records = dumpi_records(folder / f"testbgp-{r:04d}.txt")
+        incl = [p for name, p in records if name == "MPI_Group_incl"]
+        assert len(incl) == 1
+        world_of = [int(x) for x in incl[0]["ranks"].strip("[]").split(",")]  # comm rank -> world rank
+        comm = next(p["newcomm"] for name, p in records if name == "MPI_Comm_create")
+        sends = [(ISEND, world_of[int(p["dest"])], 8 * int(p["count"]), int(p["tag"]))
+                 for name, p in records if name == "MPI_Isend" and p["comm"] == comm and p["datatype"] == "14"]
+        receives = [(IRECV, world_of[int(p["source"])], 0, int(p["tag"]))
+                    for name, p in records if name == "MPI_Irecv" and p["comm"] == comm]
+        assert len(sends) == sum(1 for name, _ in records if name == "MPI_Isend") > 0
+        rank_ops = ops(prog, r)
+        assert [op for op in rank_ops if op[0] == ISEND] == sends
+        assert [op for op in rank_ops if op[0] == IRECV] == receives
+        alltoalls = [8 * int(p["sendcount"]) for name, p in records if name == "MPI_Alltoall"]
+        collectives["alltoall"] += len(alltoalls)
+        collectives["barrier"] += sum(1 for name, _ in records if name == "MPI_Barrier")
+        # Each alltoall sends one block to each other rank; barriers send nothing.
+        expected_bytes.append(sum(s[2] for s in sends) + sum(b * (n - 1) for b in alltoalls))
+    assert prog.summary()["collectives"] == dict(collectives)
+    assert prog.communicators == []  # the created communicator holds every rank, in order
+    messages = replay(folder, n)
+    sent = [sum(b for s, _, b in messages if s == r) for r in range(n)]
+    assert sent == expected_bytes
+
+
+@needs_real
+def test_real_otf2_split_pairs_and_one_rank_communicators():
+    """sstmacro-otf2-10: 10 ranks; point-to-point and collectives on MPI_COMM_WORLD, on
+    MPI_Comm_split pairs and on one-rank communicators."""
+    anchor = REAL / "sstmacro-otf2-10" / "traces.otf2"
+    prog = read_trace(anchor)
+    with otf2.reader.open(str(anchor)) as trace:
+        defs = trace.definitions
+        world = next(list(g.members) for g in defs.groups if g.group_type == GroupType.COMM_LOCATIONS)
+        rank_of = {loc: r for r, loc in enumerate(world)}
+        sends: list[list[tuple[int, int, int, int]]] = [[] for _ in world]
+        colls: Counter[int] = Counter()
+        lists: set[tuple[int, ...]] = set()
+        regions: Counter[str] = Counter()
+        for loc, ev in trace.events:
+            r = rank_of[loc]
+            kind = type(ev).__name__
+            if kind == "Enter":
+                regions[ev.region.name] += 1
+            elif kind in ("MpiIsend", "MpiSend"):
+                members = [rank_of[m] for m in ev.communicator.group.members] or [r]  # COMM_SELF: the rank
+                sends[r].append((ISEND, members[ev.receiver], ev.msg_length, ev.msg_tag))
+            elif kind == "MpiCollectiveEnd" and ev.communicator.group.group_type != GroupType.COMM_SELF:
+                if ev.collective_op in (CollectiveOp.GATHER, CollectiveOp.SCATTER):
+                    continue
+                colls[r] += 1
+                members = tuple(rank_of[m] for m in ev.communicator.group.members)
+                if members != tuple(range(len(world))):
+                    lists.add(members)
+    assert prog.ranks == len(world) == 10
+    for r in range(prog.ranks):
+        assert [op for op in ops(prog, r) if op[0] == ISEND] == sends[r], r
+        assert sum(1 for op in ops(prog, r) if op[0] == COLLECTIVE) == colls[r], r
+    assert sorted(prog.communicators) == sorted(lists) == [(0, 6), (1, 7), (2, 8), (3, 9)]
+    # Gathers, scatters and non-blocking collectives are not replayed, and are counted.
+    assert prog.skipped == {name: regions[name] for name in ("MPI_Gather", "MPI_Iallgather", "MPI_Iallreduce", "MPI_Ialltoall", "MPI_Scatter")}
+    messages = replay(anchor, prog.ranks)
+    # Between ranks, the fabric carries every send whose destination is another rank.
+    between = [s for r in range(prog.ranks) for s in sends[r] if s[1] != r]
+    assert len(payload(messages)) >= len([s for s in between if s[2] > 0])

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -107,9 +108,10 @@ def simulate(scenario: Scenario) -> RunResult:
     return result
 
 
-def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, bytes]]:
-    """Reads the trace of every trace-replay job: {job index: (offsets, ops)} as the engine takes them."""
-    programs: dict[int, tuple[bytes, bytes]] = {}
+def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
+    """Reads the trace of every trace-replay job: {job index: (offsets, ops[, comm_offsets,
+    comm_members])} as the engine takes them."""
+    programs: dict[int, tuple[bytes, ...]] = {}
     for i, job in enumerate(scenario.jobs):
         w = job.workload
         if w.kind != "trace":
@@ -120,12 +122,8 @@ def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, bytes]]:
         ranks = len(scenario.placements()[i]) * job.ranks_per_node
         program = read_trace(w.path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path",
                              source=scenario.source, base_dir=base, ranks=ranks)
-        programs[i] = (_le_u64(program.offsets), _le_u64(program.words))
+        programs[i] = program.engine_arrays()
     return programs
-
-
-def _le_u64(values: Any) -> bytes:
-    return np.ascontiguousarray(values, dtype="<u8").tobytes()
 
 
 def describe(scenario: Scenario) -> dict[str, Any]:

@@ -80,7 +80,7 @@ fn a_receive_that_can_never_match_is_reported_as_a_deadlock_naming_the_ranks() {
         packed::IRECV, 1, 0, 5, packed::WAITALL, 0, 0, 0, // rank 0
         packed::ISEND, 0, 8, 6, packed::WAITALL, 0, 0, 0, // rank 1
     ];
-    let trace = PackedTrace { offsets: vec![0, 2, 4], words };
+    let trace = PackedTrace { offsets: vec![0, 2, 4], words, ..Default::default() };
     let cfg = config(json!([job("t", vec![0, 1], 1, json!({"kind": "trace"}))]));
     let mut sim = Simulation::with_traces(cfg, &HashMap::from([(0, trace)])).unwrap();
     sim.run(&mut || false);
@@ -91,6 +91,54 @@ fn a_receive_that_can_never_match_is_reported_as_a_deadlock_naming_the_ranks() {
         }
         other => panic!("expected a deadlock, got {other:?}"),
     }
+}
+
+#[test]
+fn trace_collectives_run_on_their_communicators_only() {
+    use qoslab_engine::mpi::program::{packed, PackedTrace};
+    use std::collections::HashMap;
+    // Communicator 1 = {0, 2}, communicator 2 = {3, 1} (rank 3 first). The first pair allreduces
+    // twice, the second once (so per-rank collective counts differ), then every rank barriers on
+    // the job. Sequence numbers: pair 1's allreduces 0 and 1, pair 2's 2, the barrier 3.
+    let (ar, bar) = (3, 0);
+    let coll = |kind: u64, bytes: u64, comm: u64, seq: u64| [packed::COLLECTIVE, kind, bytes, comm | seq << 32];
+    let programs = [
+        vec![coll(ar, 96, 1, 0), coll(ar, 96, 1, 1), coll(bar, 0, 0, 3)],
+        vec![coll(ar, 96, 2, 2), coll(bar, 0, 0, 3)],
+        vec![coll(ar, 96, 1, 0), coll(ar, 96, 1, 1), coll(bar, 0, 0, 3)],
+        vec![coll(ar, 96, 2, 2), coll(bar, 0, 0, 3)],
+    ];
+    let mut offsets = vec![0u64];
+    let mut words = Vec::new();
+    for p in &programs {
+        words.extend(p.iter().flatten());
+        offsets.push(words.len() as u64 / 4);
+    }
+    let trace = PackedTrace { offsets, words, comm_offsets: vec![0, 2, 4], comm_members: vec![0, 2, 3, 1] };
+    let mut cfg = config(json!([job("t", vec![0, 1, 2, 3], 1, json!({"kind": "trace"}))]));
+    cfg.run.record_messages = true;
+    let mut sim = Simulation::with_traces(cfg, &HashMap::from([(0, trace)])).unwrap();
+    sim.run(&mut || false);
+    assert_eq!(*sim.status(), RunStatus::Completed, "{:?}", sim.status());
+    let out = sim.output(false).unwrap();
+    let s = out.summary;
+    // Allreduce of 2 ranks: one exchange (2 messages of 96 B); barrier of 4: 2 rounds x 4 ranks.
+    assert_eq!(s["jobs"]["t"]["messages_sent"], 3 * 2 + 8, "{}", s["jobs"]["t"]);
+    assert_eq!(s["jobs"]["t"]["bytes_sent"], 3 * 2 * 96);
+    let cols = out.messages.unwrap();
+    let col = |name: &str| -> Vec<u64> {
+        let c = cols.iter().find(|c| c.name == name).unwrap();
+        let width: usize = c.dtype[2..].parse().unwrap();
+        c.data.chunks_exact(width).map(|b| b.iter().rev().fold(0u64, |v, &x| v << 8 | x as u64)).collect()
+    };
+    let (src, dst, bytes) = (col("src"), col("dst"), col("bytes"));
+    for i in 0..src.len() {
+        if bytes[i] == 96 {
+            let pair = [src[i].min(dst[i]), src[i].max(dst[i])];
+            assert!(pair == [0, 2] || pair == [1, 3], "allreduce message {} -> {} leaves its communicator", src[i], dst[i]);
+        }
+    }
+    assert_eq!(bytes.iter().filter(|&&b| b == 96).count(), 6);
 }
 
 #[test]

@@ -63,7 +63,8 @@ fn columns_to_py(py: Python<'_>, cols: &[Column]) -> PyResult<PyObject> {
     Ok(d.into_any().unbind())
 }
 
-/// Trace programs from Python: {job index: (offsets, words)}, both little-endian u64 bytes.
+/// Trace programs from Python: {job index: (offsets, words)} or (offsets, words, comm_offsets,
+/// comm_members) when the trace's collectives run on communicators, all little-endian u64 bytes.
 fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, PackedTrace>> {
     let mut out = HashMap::new();
     let Some(traces) = traces else { return Ok(out) };
@@ -75,8 +76,21 @@ fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, 
     };
     for (job, value) in traces.iter() {
         let job: usize = job.extract()?;
-        let (offsets, ops): (Vec<u8>, Vec<u8>) = value.extract()?;
-        out.insert(job, PackedTrace { offsets: words(&offsets)?, words: words(&ops)? });
+        let parts: Vec<Vec<u8>> = value.extract()?;
+        let (offsets, ops, comm_offsets, comm_members) = match parts.as_slice() {
+            [o, w] => (o, w, &Vec::new(), &Vec::new()),
+            [o, w, co, cm] => (o, w, co, cm),
+            _ => return Err(PyValueError::new_err("a trace is (offsets, words) or (offsets, words, comm_offsets, comm_members)")),
+        };
+        out.insert(
+            job,
+            PackedTrace {
+                offsets: words(offsets)?,
+                words: words(ops)?,
+                comm_offsets: words(comm_offsets)?,
+                comm_members: words(comm_members)?,
+            },
+        );
     }
     Ok(out)
 }

@@ -22,7 +22,7 @@ pub mod workloads;
 use crate::config::{JobConfig, MpiConfig};
 use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
 use collectives::{collective_tag, push_step_ops, AllreduceAlgorithm, Algorithms, AlltoallAlgorithm};
-use program::{CollectiveKind, Group, Op, PackedTrace, ANY};
+use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, ANY};
 use sl_policy::SlPolicy;
 use std::collections::HashMap;
 use serde_json::{json, Value};
@@ -92,12 +92,22 @@ enum State {
     Finished,
 }
 
+/// Who takes part in a collective: a strided group of the job, or a trace's communicator.
+#[derive(Debug, Clone, Copy)]
+enum Members {
+    Strided(Group),
+    Comm(u32),
+}
+
 /// The collective a rank is inside, expanded one step at a time into `Rank::collective_ops`.
 #[derive(Debug, Clone, Copy)]
 struct ActiveCollective {
     kind: CollectiveKind,
     bytes: u64,
-    group: Group,
+    members: Members,
+    /// The rank's position among the members, and their number.
+    position: u32,
+    size: u32,
     step: u32,
     tag_seq: u32,
 }
@@ -137,6 +147,8 @@ struct Job {
     size: u32,
     nodes: u32,
     program: Box<dyn Program>,
+    /// The communicators of a replayed trace (only the whole job for other workloads).
+    comms: Communicators,
     algorithms: Algorithms,
     sl_policy: SlPolicy,
     /// Payload bytes issued per SL in the first run.
@@ -223,12 +235,13 @@ impl Mpi {
             if let Some(m) = params.as_object_mut() {
                 m.remove("kind");
             }
+            let mut comms = Communicators::world(size);
             let program: Result<Box<dyn Program>, String> = if kind == "trace" {
                 match traces.get(&j) {
-                    Some(packed) => packed
-                        .unpack(size)
-                        .and_then(workloads::Trace::new)
-                        .map(|t| Box::new(t) as Box<dyn Program>),
+                    Some(packed) => packed.unpack(size).and_then(|(ops, c)| {
+                        comms = c;
+                        workloads::Trace::new(ops).map(|t| Box::new(t) as Box<dyn Program>)
+                    }),
                     None => Err("no trace program was supplied for this job".into()),
                 }
             } else {
@@ -295,6 +308,7 @@ impl Mpi {
                 size,
                 nodes: jc.hosts.len() as u32,
                 program,
+                comms,
                 algorithms,
                 sl_policy,
                 bytes_by_sl: [0; 16],
@@ -564,7 +578,20 @@ impl Mpi {
                     let r = &mut self.ranks[rank as usize];
                     let tag_seq = r.collectives_called;
                     r.collectives_called += 1;
-                    r.collective = Some(ActiveCollective { kind, bytes, group, step: 0, tag_seq });
+                    let (position, size) = (group.position(r.local), group.size);
+                    let members = Members::Strided(group);
+                    r.collective = Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq });
+                    r.collective_ops.clear();
+                    r.collective_pc = 0;
+                }
+                Op::CommCollective { kind, bytes, comm, seq } => {
+                    let r = &mut self.ranks[rank as usize];
+                    let comms = &self.jobs[r.job as usize].comms;
+                    // Membership was checked when the trace was unpacked.
+                    let position = comms.position(comm, r.local).expect("a trace rank calls collectives on its own communicators");
+                    let size = comms.size(comm);
+                    let members = Members::Comm(comm);
+                    r.collective = Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq: seq });
                     r.collective_ops.clear();
                     r.collective_pc = 0;
                 }
@@ -603,14 +630,14 @@ impl Mpi {
                     return Some(r.collective_ops[r.collective_pc - 1]);
                 }
                 let job = &self.jobs[r.job as usize];
-                let me = c.group.position(r.local);
                 r.collective_ops.clear();
                 r.collective_pc = 0;
-                match collectives::step(c.kind, job.algorithms, c.group.size, me, c.bytes, c.step) {
+                match collectives::step(c.kind, job.algorithms, c.size, c.position, c.bytes, c.step) {
                     Some(s) => {
-                        let (group, local) = (c.group, r.local);
-                        push_step_ops(&mut r.collective_ops, &s, collective_tag(c.tag_seq), |pos| {
-                            group.member(local, pos)
+                        let (members, local, comms) = (c.members, r.local, &job.comms);
+                        push_step_ops(&mut r.collective_ops, &s, collective_tag(c.tag_seq), |pos| match members {
+                            Members::Strided(group) => group.member(local, pos),
+                            Members::Comm(comm) => comms.member(comm, pos),
                         });
                         c.step += 1;
                     }

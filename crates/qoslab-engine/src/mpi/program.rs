@@ -66,6 +66,11 @@ pub enum Op {
     /// Waits for one request, numbered from 0 in issue order within the current job run.
     Wait { request: u32 },
     Collective { kind: CollectiveKind, bytes: u64, group: Group },
+    /// A collective on a communicator of a replayed trace: `comm` indexes the job's
+    /// `Communicators` (0 = the whole job); `seq` numbers it among the trace's collectives, the
+    /// same on every member, and tags its messages (members of different communicators call
+    /// different numbers of collectives, so a per-rank count would not agree).
+    CommCollective { kind: CollectiveKind, bytes: u64, comm: u32, seq: u32 },
     /// Ends an iteration: its time and time spent waiting are recorded for the rank.
     IterationEnd,
 }
@@ -88,13 +93,14 @@ pub mod packed {
     pub const GET: u64 = 4; // a = peer, b = bytes
     pub const WAITALL: u64 = 5;
     pub const WAIT: u64 = 6; // a = request number
-    pub const COLLECTIVE: u64 = 7; // a = kind (0 barrier .. 5 allgather), b = bytes, c = group size (0 = world)
+    pub const COLLECTIVE: u64 = 7; // a = kind (0 barrier .. 5 allgather), b = bytes, c = comm | seq << 32 (Op::CommCollective)
     pub const ITERATION_END: u64 = 8;
 }
 
 impl Op {
-    /// Decodes one packed op; `size` is the job size (for the world group).
-    pub fn unpack(w: [u64; 4], size: u32) -> Result<Op, String> {
+    /// Decodes one packed op; `size` is the job size, `comms` how many communicators the trace
+    /// lists besides the whole job.
+    pub fn unpack(w: [u64; 4], size: u32, comms: u32) -> Result<Op, String> {
         let peer = |v: u64| -> Result<u32, String> {
             if v == ANY as u64 || v < size as u64 {
                 Ok(v as u32)
@@ -133,7 +139,11 @@ impl Op {
                     5 => CollectiveKind::Allgather,
                     k => return Err(format!("unknown collective kind {k}")),
                 };
-                Op::Collective { kind, bytes: w[2], group: Group::world(size) }
+                let (comm, seq) = (w[3] as u32, (w[3] >> 32) as u32);
+                if comm > comms {
+                    return Err(format!("communicator {comm} is not listed (the trace lists {comms})"));
+                }
+                Op::CommCollective { kind, bytes: w[2], comm, seq }
             }
             packed::ITERATION_END => Op::IterationEnd,
             code => return Err(format!("unknown op code {code}")),
@@ -141,24 +151,114 @@ impl Op {
     }
 }
 
+/// The communicators a replayed trace's collectives run on. Communicator 0 is the whole job;
+/// communicator k >= 1 is the job ranks `members[offsets[k - 1] .. offsets[k]]`, in communicator
+/// rank order (position 0 is the root of rooted collectives).
+#[derive(Debug, Clone)]
+pub struct Communicators {
+    size: u32,
+    offsets: Vec<usize>,
+    members: Vec<u32>,
+    /// Per communicator, its (member, position) pairs sorted by member, to find a rank's position.
+    by_member: Vec<(u32, u32)>,
+}
+
+impl Communicators {
+    /// Only the whole job (every non-trace workload).
+    pub fn world(size: u32) -> Communicators {
+        Communicators { size, offsets: vec![0], members: Vec::new(), by_member: Vec::new() }
+    }
+
+    /// Checks a packed table: offsets start at 0 and never go back, members are distinct ranks of
+    /// the job.
+    pub fn new(size: u32, offsets: &[u64], members: &[u64]) -> Result<Communicators, String> {
+        if offsets.is_empty() && members.is_empty() {
+            return Ok(Communicators::world(size));
+        }
+        if offsets.first() != Some(&0) || offsets.last().copied() != Some(members.len() as u64) {
+            return Err("malformed communicator table (offsets do not cover the members)".into());
+        }
+        let mut table = Communicators::world(size);
+        for (k, w) in offsets.windows(2).enumerate() {
+            let comm = k + 1;
+            if w[0] > w[1] {
+                return Err(format!("communicator {comm}: offsets go backwards"));
+            }
+            let start = table.members.len();
+            for &m in &members[w[0] as usize..w[1] as usize] {
+                if m >= size as u64 {
+                    return Err(format!("communicator {comm}: member {m} is not a rank of the job (0..{})", size - 1));
+                }
+                table.members.push(m as u32);
+            }
+            let mut sorted: Vec<(u32, u32)> = table.members[start..].iter().enumerate().map(|(p, &m)| (m, p as u32)).collect();
+            sorted.sort_unstable();
+            if let Some(d) = sorted.windows(2).find(|d| d[0].0 == d[1].0) {
+                return Err(format!("communicator {comm}: rank {} is listed twice", d[0].0));
+            }
+            if sorted.is_empty() {
+                return Err(format!("communicator {comm} has no members"));
+            }
+            table.by_member.extend(sorted);
+            table.offsets.push(table.members.len());
+        }
+        Ok(table)
+    }
+
+    /// How many communicators are listed besides the whole job.
+    pub fn listed(&self) -> u32 {
+        self.offsets.len() as u32 - 1
+    }
+
+    pub fn size(&self, comm: u32) -> u32 {
+        match comm {
+            0 => self.size,
+            c => (self.offsets[c as usize] - self.offsets[c as usize - 1]) as u32,
+        }
+    }
+
+    /// `rank`'s position in `comm`, None if it is not a member.
+    pub fn position(&self, comm: u32, rank: u32) -> Option<u32> {
+        if comm == 0 {
+            return (rank < self.size).then_some(rank);
+        }
+        let (a, b) = (self.offsets[comm as usize - 1], self.offsets[comm as usize]);
+        let pairs = &self.by_member[a..b];
+        pairs.binary_search_by_key(&rank, |&(m, _)| m).ok().map(|i| pairs[i].1)
+    }
+
+    /// The job rank at `position` of `comm`.
+    #[inline]
+    pub fn member(&self, comm: u32, position: u32) -> u32 {
+        match comm {
+            0 => position,
+            c => self.members[self.offsets[c as usize - 1] + position as usize],
+        }
+    }
+}
+
 /// A trace's rank programs in packed form: rank r's ops are words
-/// `4 * offsets[r] .. 4 * offsets[r + 1]` of `words`.
+/// `4 * offsets[r] .. 4 * offsets[r + 1]` of `words`; the communicators its collectives name are
+/// `comm_members[comm_offsets[k - 1] .. comm_offsets[k]]` (both empty: only the whole job).
 #[derive(Debug, Clone, Default)]
 pub struct PackedTrace {
     pub offsets: Vec<u64>,
     pub words: Vec<u64>,
+    pub comm_offsets: Vec<u64>,
+    pub comm_members: Vec<u64>,
 }
 
 impl PackedTrace {
-    /// Decodes every rank's ops; errors name the rank and the op.
-    pub fn unpack(&self, size: u32) -> Result<Vec<Vec<Op>>, String> {
+    /// Decodes every rank's ops and the communicators; errors name the rank and the op.
+    pub fn unpack(&self, size: u32) -> Result<(Vec<Vec<Op>>, Communicators), String> {
         if self.offsets.len() != size as usize + 1 {
             return Err(format!("the trace has {} ranks but the job has {size}", self.offsets.len().saturating_sub(1)));
         }
-        if self.words.len() % 4 != 0 || self.offsets.last().copied() != Some(self.words.len() as u64 / 4) {
+        if !self.words.len().is_multiple_of(4) || self.offsets.last().copied() != Some(self.words.len() as u64 / 4) {
             return Err("malformed packed trace (offsets do not cover the ops)".into());
         }
-        (0..size as usize)
+        let comms = Communicators::new(size, &self.comm_offsets, &self.comm_members)?;
+        let ops = (0..size as usize)
             .map(|r| {
                 let (a, b) = (self.offsets[r] as usize, self.offsets[r + 1] as usize);
                 if a > b {
@@ -167,11 +267,19 @@ impl PackedTrace {
                 (a..b)
                     .map(|i| {
                         let w = [self.words[4 * i], self.words[4 * i + 1], self.words[4 * i + 2], self.words[4 * i + 3]];
-                        Op::unpack(w, size).map_err(|e| format!("rank {r}, op {}: {e}", i - a))
+                        let op = Op::unpack(w, size, comms.listed());
+                        match op {
+                            Ok(Op::CommCollective { comm, .. }) if comms.position(comm, r as u32).is_none() => {
+                                Err(format!("rank {r} is not a member of communicator {comm}"))
+                            }
+                            _ => op,
+                        }
+                        .map_err(|e| format!("rank {r}, op {}: {e}", i - a))
                     })
                     .collect()
             })
-            .collect()
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok((ops, comms))
     }
 }
 
@@ -188,5 +296,55 @@ mod tests {
         assert_eq!((0..4).map(|p| row.member(6, p)).collect::<Vec<_>>(), vec![4, 5, 6, 7]);
         assert_eq!(column.position(6), 1);
         assert_eq!((0..3).map(|p| column.member(6, p)).collect::<Vec<_>>(), vec![2, 6, 10]);
+    }
+
+    fn packed(ops: &[[u64; 4]], ranks: &[usize], comm_offsets: Vec<u64>, comm_members: Vec<u64>) -> PackedTrace {
+        let mut offsets = vec![0u64];
+        let mut words = Vec::new();
+        let mut i = 0;
+        for &n in ranks {
+            for op in &ops[i..i + n] {
+                words.extend_from_slice(op);
+            }
+            i += n;
+            offsets.push(i as u64);
+        }
+        PackedTrace { offsets, words, comm_offsets, comm_members }
+    }
+
+    #[test]
+    fn communicators_list_members_in_rank_order() {
+        // 4 ranks; communicator 1 = {3, 1} (rank 3 first), communicator 2 = {0, 2}.
+        let c = Communicators::new(4, &[0, 2, 4], &[3, 1, 0, 2]).unwrap();
+        assert_eq!(c.listed(), 2);
+        assert_eq!((c.size(0), c.size(1), c.size(2)), (4, 2, 2));
+        assert_eq!((c.position(1, 3), c.position(1, 1), c.position(1, 0)), (Some(0), Some(1), None));
+        assert_eq!((c.member(1, 0), c.member(1, 1), c.member(2, 1), c.member(0, 3)), (3, 1, 2, 3));
+        assert_eq!(c.position(0, 2), Some(2));
+    }
+
+    #[test]
+    fn bad_communicator_tables_are_refused() {
+        assert!(Communicators::new(4, &[0, 2], &[1, 4]).unwrap_err().contains("member 4 is not a rank"));
+        assert!(Communicators::new(4, &[0, 2], &[1, 1]).unwrap_err().contains("rank 1 is listed twice"));
+        assert!(Communicators::new(4, &[0, 0], &[]).unwrap_err().contains("no members"));
+        assert!(Communicators::new(4, &[0, 3], &[1, 2]).unwrap_err().contains("malformed"));
+    }
+
+    #[test]
+    fn packed_collectives_name_their_communicator_and_sequence() {
+        let c = packed::COLLECTIVE;
+        // Ranks 0 and 2 allreduce on communicator 1 = {0, 2}; every rank then barriers on the job.
+        let ops = [[c, 3, 64, 1], [c, 0, 0, 1 << 32], [c, 0, 0, 1 << 32], [c, 3, 64, 1], [c, 0, 0, 1 << 32]];
+        let t = packed(&ops, &[2, 1, 2], vec![0, 2], vec![0, 2]);
+        let (ops, comms) = t.unpack(3).unwrap();
+        assert_eq!(ops[0][0], Op::CommCollective { kind: CollectiveKind::Allreduce, bytes: 64, comm: 1, seq: 0 });
+        assert_eq!(ops[1][0], Op::CommCollective { kind: CollectiveKind::Barrier, bytes: 0, comm: 0, seq: 1 });
+        assert_eq!(comms.position(1, 2), Some(1));
+        // Rank 1 is not a member of communicator 1; communicator 2 is not listed.
+        let bad = packed(&[[c, 3, 64, 1]], &[0, 1, 0], vec![0, 2], vec![0, 2]);
+        assert_eq!(bad.unpack(3).unwrap_err(), "rank 1, op 0: rank 1 is not a member of communicator 1");
+        let bad = packed(&[[c, 3, 64, 2]], &[1, 0, 0], vec![0, 2], vec![0, 2]);
+        assert!(bad.unpack(3).unwrap_err().contains("communicator 2 is not listed"));
     }
 }

@@ -463,7 +463,9 @@ impl Trace {
                     b.push(i + 1);
                 }
             }
-            if *b.last().unwrap() != rank_ops.len() {
+            // Ops after the last marker are one more iteration; so is an empty program (a rank
+            // whose calls all carry no traffic), which would otherwise have none.
+            if *b.last().unwrap() != rank_ops.len() || b.len() == 1 {
                 b.push(rank_ops.len());
             }
             bounds.push(b);
@@ -511,6 +513,17 @@ mod tests {
         assert_eq!(n, vec![(6, 4), (9, 1)]);
         let n = grid_neighbors(&[4, 4], 0);
         assert_eq!(n, vec![(1, 3), (4, 12)]);
+    }
+
+    #[test]
+    fn a_trace_rank_without_ops_has_one_empty_iteration() {
+        let mut t = Trace::new(vec![vec![], vec![Op::Compute { ps: 5 }]]).unwrap();
+        assert_eq!(t.iterations(), 1);
+        let mut out = Vec::new();
+        t.iteration(0, 0, &mut out);
+        assert!(out.is_empty());
+        t.iteration(1, 0, &mut out);
+        assert_eq!(out, vec![Op::Compute { ps: 5 }]);
     }
 
     #[test]
