@@ -369,7 +369,7 @@ BAD = [
     ({"traffic": [{"load": 0.5, "hosts": [1, 1]}]}, "traffic[0].hosts", "listed twice"),
     ({"traffic": [{"load": 0.5, "destinations": [0, 99]}]}, "traffic[0].destinations", "host 99 does not exist"),
     ({"traffic": [{"load": 0.5, "hotspot_hosts": [40]}]}, "traffic[0].hotspot_hosts", "host 40 does not exist"),
-    ({"run": {"warmup_us": 500}}, "run.warmup_us", "expected less than run.duration_us (500), got 500"),
+    ({"run": {"warmup_us": 500}}, "run.warmup_us", "expected less than run.duration_us (500, the default), got 500"),
     ({"run": {"duration_us": 100, "warmup_us": 200}}, "run.warmup_us", "expected less than run.duration_us"),
     ({"run": {"duration_us": 0}}, "run.duration_us", "greater than 0"),
     ({"run": {"warmup_us": -1}}, "run.warmup_us", "greater than or equal to 0"),
