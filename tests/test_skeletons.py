@@ -1,15 +1,19 @@
 """The application skeletons' workload models: defaults resolve, unknown keys and bad values are
-rejected with the key named, NAS iterations default to the class's NITER."""
+rejected with the key named, NAS iterations default to the class's NITER, calibrated presets fill
+what the table leaves unset."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast, get_args
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
 import qoslab.workloads
+from qoslab import Scenario, ScenarioError
+from qoslab.skeleton_presets import PRESETS, presets_for
 from qoslab.skeletons import SKELETON_MODELS
+from qoslab.workload_base import Workload
 
 ADAPTER: TypeAdapter[Any] = TypeAdapter(qoslab.workloads.AnyWorkload)
 
@@ -61,7 +65,7 @@ def validate(data: dict[str, Any]) -> Any:
 
 
 def test_every_skeleton_is_a_workload_kind() -> None:
-    kinds = {m.model_fields["kind"].annotation.__args__[0] for m in SKELETON_MODELS}
+    kinds = {get_args(m.model_fields["kind"].annotation)[0] for m in SKELETON_MODELS}
     assert kinds == set(DEFAULTS)
     assert kinds <= set(qoslab.workloads.WORKLOAD_KINDS)
 
@@ -115,7 +119,7 @@ def test_nas_class_key_is_class_not_the_python_name() -> None:
     with pytest.raises(ValidationError) as info:
         validate({"kind": "nas-ft", "class_": "A"})
     assert info.value.errors()[0]["loc"][-1] == "class_"
-    model = next(m for m in SKELETON_MODELS if m.model_fields["kind"].annotation.__args__[0] == "nas-ft")
+    model = next(m for m in SKELETON_MODELS if get_args(m.model_fields["kind"].annotation)[0] == "nas-ft")
     assert "class" in model.model_fields
 
 
@@ -127,3 +131,55 @@ def test_strict_types() -> None:
         validate({"kind": "pf3d", "nx": "64"})
     # Integral microseconds are fine.
     assert validate({"kind": "cpmd", "compute_us": 5}).engine()["compute_us"] == 5
+
+
+# -- calibrated presets (skeleton_presets.py) ---------------------------------------------------
+
+PRESET_PAIRS = [(preset, kind) for preset, kinds in PRESETS.items() for kind in kinds]
+
+
+@pytest.mark.parametrize(("preset", "kind"), PRESET_PAIRS, ids=[f"{p}:{k}" for p, k in PRESET_PAIRS])
+def test_preset_fills_its_parameters_and_stays_out_of_the_engine_form(preset: str, kind: str) -> None:
+    engine = validate({"kind": kind, "preset": preset}).engine()
+    assert "preset" not in engine
+    for key, value in PRESETS[preset][kind].items():
+        assert engine[key] == value
+    # Written out in full, the same parameters validate on their own (the preset holds valid values).
+    assert validate(engine).engine() == engine
+
+
+def test_explicit_keys_win_over_the_preset() -> None:
+    engine = validate({"kind": "nas-ft", "preset": "jokanovic-class-d-256", "iterations": 2, "class": "C"}).engine()
+    assert engine["iterations"] == 2 and engine["class"] == "C"
+    assert engine["compute_us"] == PRESETS["jokanovic-class-d-256"]["nas-ft"]["compute_us"]
+    # A preset without `iterations` leaves the model default in charge.
+    assert "iterations" not in PRESETS["savoie-1540"]["milc"]
+    assert validate({"kind": "milc", "preset": "savoie-1540"}).engine()["iterations"] == DEFAULTS["milc"]["iterations"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unknown_preset_is_rejected_naming_the_key_and_the_choices(kind: str) -> None:
+    with pytest.raises(ValidationError) as info:
+        validate({"kind": kind, "preset": "no-such-preset"})
+    (error,) = info.value.errors()
+    assert error["loc"][-1] == "preset"
+    for name in presets_for(kind):
+        assert name in str(info.value)
+
+
+def test_preset_error_names_the_job_key_in_a_scenario() -> None:
+    with pytest.raises(ScenarioError) as info:
+        Scenario(topology={"kind": "single-switch", "hosts": 4},
+                 jobs=[{"nodes": 2, "workload": {"kind": "milc", "preset": "savoie"}}])
+    assert "jobs[0].workload.preset" in str(info.value) and "savoie-1540" in str(info.value)
+
+
+def test_a_preset_survives_a_scenario_round_trip() -> None:
+    # Studies rebuild scenarios from model_dump(exclude_unset=True): the preset must come back
+    # with its parameters, not with the defaults.
+    s = Scenario(topology={"kind": "single-switch", "hosts": 4},
+                 jobs=[{"nodes": 2, "workload": {"kind": "cpmd", "preset": "subramoni-64"}}])
+    again = Scenario.model_validate(s.model_dump(exclude_unset=True))
+    before, after = (cast(Workload, x.jobs[0].workload).engine() for x in (s, again))
+    assert after == before
+    assert after["compute_us"] == PRESETS["subramoni-64"]["cpmd"]["compute_us"]

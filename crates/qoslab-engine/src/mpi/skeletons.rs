@@ -549,14 +549,16 @@ impl Program for NasFt {
 /// `nprows x npcols` process grid (npcols = nprows or 2 * nprows for a power of two; here
 /// `dims_create(P, 2)` with npcols the larger). One skeleton iteration is one outer iteration:
 /// 25 CG iterations plus the residual, i.e. 26 sparse matrix-vector products. Each product sums
-/// the partial result (NA / nprows doubles) across the process row by recursive halving:
-/// ceil(log2 npcols) exchanges with the rank whose column index differs in bit k (largest
-/// distance first), sending half the remaining segment each time; then the transpose exchange
-/// sends the segment (NA / nprows / npcols doubles) to the transpose rank (row-major index of the
-/// column-major position; diagonal ranks keep theirs). Dot products are allreduces of 8 B over
-/// the process row: 1 before the loop, 2 per CG iteration (p.q, r.r), 1 for the residual, and
-/// one of 16 B for the two norms of the outer loop (53 per iteration). A non-power-of-two row
-/// skips the exchanges whose partner would be beyond the row.
+/// the partial result across the process row: ceil(log2 npcols) exchanges with the rank whose
+/// column index differs in bit k (largest distance first), then the transpose exchange with the
+/// transpose rank (row-major index of the column-major position; diagonal ranks keep theirs).
+/// As NPB's `reduce_send_lengths` and `send_len`, every one of these messages has the same
+/// length: the whole row segment (NA / nprows doubles) on a square grid, half of it otherwise
+/// (the two halves of a column pair). Class D on 256 ranks: 93750 doubles, the 732 KB that
+/// Jokanovic et al. list for CG (docs/skeletons.md, calibration). Dot products are allreduces of
+/// 8 B over the process row: 1 before the loop, 2 per CG iteration (p.q, r.r), 1 for the
+/// residual, and one of 16 B for the two norms of the outer loop (53 per iteration). A
+/// non-power-of-two row skips the exchanges whose partner would be beyond the row.
 /// NA per class: S 1400, W 7000, A 14000, B 75000, C 150000, D 1500000; NITER: S/W/A 15,
 /// B/C 75, D 100.
 ///
@@ -564,8 +566,9 @@ impl Program for NasFt {
 struct NasCg {
     p: NasParams,
     grid: Grid,
-    /// NA / nprows (the length of a process row's vector segment).
-    segment: u64,
+    /// Bytes of every row-exchange and transpose message: NA / nprows doubles on a square grid,
+    /// half of that otherwise (NPB's send_len).
+    piece: u64,
 }
 
 const CG_INNER: u32 = 25;
@@ -595,7 +598,8 @@ impl NasCg {
         let d = dims_create(size, 2);
         let (npcols, nprows) = (d[0], d[1]);
         let segment = div_ceil(cg_na(p.class), nprows as u64);
-        Ok(NasCg { p, grid: Grid::new(vec![nprows, npcols]), segment })
+        let piece = if npcols == nprows { segment } else { div_ceil(segment, 2) } * 8;
+        Ok(NasCg { p, grid: Grid::new(vec![nprows, npcols]), piece })
     }
 
     fn matvec(&self, out: &mut Vec<Op>, rank: u32, iter: u32, phase: u32) {
@@ -607,9 +611,8 @@ impl NasCg {
             let partner_col = col ^ distance;
             if partner_col < npcols {
                 let partner = rank - col + partner_col;
-                let bytes = div_ceil(self.segment, 1 << (s + 1)) * 8;
                 let t = tag(iter, phase, s);
-                out.extend([Op::Irecv { peer: partner, tag: t }, Op::Isend { peer: partner, bytes, tag: t }, Op::WaitAll]);
+                out.extend([Op::Irecv { peer: partner, tag: t }, Op::Isend { peer: partner, bytes: self.piece, tag: t }, Op::WaitAll]);
             }
         }
         // Transpose: (row r, column c) sends to the rank at row-major index c * nprows + r.
@@ -618,8 +621,7 @@ impl NasCg {
         let from = (rank % nprows) * npcols + rank / nprows;
         if to != rank {
             let t = tag(iter, phase, 31);
-            let bytes = div_ceil(self.segment, npcols as u64) * 8;
-            out.extend([Op::Irecv { peer: from, tag: t }, Op::Isend { peer: to, bytes, tag: t }, Op::WaitAll]);
+            out.extend([Op::Irecv { peer: from, tag: t }, Op::Isend { peer: to, bytes: self.piece, tag: t }, Op::WaitAll]);
         }
     }
 }
@@ -1316,14 +1318,24 @@ mod tests {
 
     #[test]
     fn nas_cg_bytes() {
-        // P = 16: 4 x 4, segment 1400 / 4 = 350 doubles: halving 175, 88 doubles; transpose
-        // 88 doubles from the 12 off-diagonal ranks; 26 products.
+        // P = 16: 4 x 4 (square), segment 1400 / 4 = 350 doubles, sent whole in each of the 2
+        // row exchanges and by the 12 off-diagonal ranks in the transpose; 26 products.
         let (b, m, c) = totals(&config("nas-cg"), 16, 0);
-        assert_eq!(b, 26 * (16 * (175 + 88) * 8 + 12 * 88 * 8));
+        assert_eq!(b, 26 * (16 * 2 + 12) * 350 * 8);
         assert_eq!(m, 26 * (16 * 2 + 12));
         assert_eq!(c.len(), 53);
         assert_eq!(c.iter().filter(|x| **x == (Allreduce, 8, 4)).count(), 52);
         assert_eq!(c[52], (Allreduce, 16, 4));
+        // P = 32: 4 rows x 8 columns, not square: half of the 350-double segment, 175 doubles,
+        // in each of the 3 row exchanges and the transpose (every rank moves: 4 x 8 has no
+        // fixed points but ranks 0 and 31).
+        let (b, m, _) = totals(&config("nas-cg"), 32, 0);
+        assert_eq!(m, 26 * (32 * 3 + 30));
+        assert_eq!(b, m * 175 * 8);
+        // Class D on 16 x 16 = 256 ranks: 93750 doubles, the 732 KB of Jokanovic et al.'s table.
+        let d = json!({"kind": "nas-cg", "class": "D", "iterations": 1, "compute_us": 0.0});
+        let (b, m, _) = totals(&d, 256, 0);
+        assert_eq!(b, m * 750_000);
     }
 
     #[test]
