@@ -35,3 +35,38 @@ def test_example_study_is_valid(study):
     else:
         assert len(loaded.concrete_policies()) >= 2
     assert (study.parent / "README.md").exists()
+
+
+# The seeds at their own scale (issue 14): each example folder's seed-scale files, sized by
+# `--plan` (nothing simulated), with the figures the seeds give.
+SEED_SCALE = sorted((Path(__file__).parent.parent / "examples").glob("*/seed-scale*.toml"))
+EXPECTED_JOBS = {
+    # Savoie et al.: 4 jobs x 70 nodes x 22 ranks per node, on a ~300-node tree.
+    "savoie-per-job/seed-scale": ({"qbox", "crystal", "milc", "pf3d"}, 70, 22, 324),
+    "savoie-per-job/seed-scale-micro": ({"flood", "nearest", "alltoall", "pairs"}, 70, 22, 324),
+    # Jokanovic et al., Table 5.2: 256 ranks per application, one per node.
+    "jokanovic-mapping/seed-scale": ({"ft", "cg", "mg", "bt"}, 256, 1, 1024),
+    "jokanovic-mapping/seed-scale-2apps": ({"ft", "cg"}, 256, 1, 512),
+    "jokanovic-mapping/seed-scale-3apps": ({"ft", "cg", "bt"}, 256, 1, 1024),
+}
+
+
+def test_every_seed_has_its_seed_scale_study():
+    folders = {p.parent.name for p in SEED_SCALE}
+    assert {"savoie-per-job", "jokanovic-mapping", "subramoni-multi-vl"} <= folders
+
+
+@pytest.mark.parametrize("study", SEED_SCALE, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_seed_scale_study_plans_at_the_seed_s_scale(study, tmp_path):
+    result = CliRunner().invoke(app, ["study", str(study), "--plan", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    import json
+
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["runs"] > 0 and not (tmp_path / "runs").exists()
+    key = f"{study.parent.name}/{study.stem}"
+    if key in EXPECTED_JOBS:
+        names, nodes, per_node, hosts = EXPECTED_JOBS[key]
+        assert set(plan["jobs"]) == names and plan["hosts"] == hosts
+        for job in plan["jobs"].values():
+            assert (job["nodes"], job["ranks_per_node"]) == (nodes, per_node)
