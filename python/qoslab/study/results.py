@@ -22,7 +22,7 @@ def is_candidate(policy: str) -> bool:
 def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The tables without search candidates' rows."""
     out = dict(tables)
-    for key in ("runs", "jobs", "iterations", "levels"):
+    for key in ("runs", "jobs", "iterations", "levels", "interference", "vl_levels"):
         frame = tables[key]
         candidate = frame["policy"].map(is_candidate).astype(bool)  # bool even when empty: keeps the columns
         out[key] = frame[~candidate].reset_index(drop=True)

@@ -224,7 +224,7 @@ def _with_search_winners(tables: dict[str, pd.DataFrame], search: pd.DataFrame) 
     out = dict(tables)
     for name, group in search.groupby("search", sort=False):
         best = group.sort_values("rank").iloc[0]["candidate"]
-        for key in ("runs", "jobs", "iterations", "levels"):
+        for key in ("runs", "jobs", "iterations", "levels", "interference", "vl_levels"):
             frame = out[key]
             winners = frame[frame["policy"] == best].copy()
             winners["policy"] = name

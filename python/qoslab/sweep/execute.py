@@ -67,7 +67,12 @@ def execute(spec: RunSpec) -> RunRecord:
     result = None
     scenario = None
     try:
-        scenario = Scenario.from_dict(spec.scenario, spec.source)
+        data = spec.scenario
+        if spec.mode == "shared":
+            # Who delayed whom, for the report: outputs only, so the run id (which hashes the
+            # spec's scenario) and every other result stay as they are.
+            data = {**data, "run": {**data.get("run", {}), "interference": True}}
+        scenario = Scenario.from_dict(data, spec.source)
         result = simulate(scenario)
         row["status"] = result.summary.get("status", "completed")
     except Deadlock as stuck:
@@ -96,6 +101,8 @@ def execute(spec: RunSpec) -> RunRecord:
         "jobs": job_rows(spec, summary, scenario),
         "levels": level_rows(spec, result.links),
         "iterations": iteration_table(spec, result.ranks),
+        "interference": interference_rows(spec, result.interference),
+        "vl_levels": vl_level_rows(spec, result.links),
         # The scenario as run: `qoslab export opensm` turns a study's policy back into configuration.
         "scenario": spec.scenario,
     }
@@ -126,6 +133,36 @@ def job_rows(spec: RunSpec, summary: dict[str, Any], scenario: Any) -> list[dict
             }
         )
     return rows
+
+
+def interference_rows(spec: RunSpec, table: pa.Table | None) -> list[dict[str, Any]]:
+    """Who delayed whom in a shared run, per (kind, victim, culprit) and link level, direction
+    and VL (the run's interference.parquet summed over the links of each level)."""
+    if table is None or table.num_rows == 0:
+        return []
+    totals: dict[tuple[Any, ...], float] = {}
+    for row in table.select(["kind", "victim", "culprit", "level", "direction", "vl", "wait_ns"]).to_pylist():
+        key = (row["kind"], row["victim"], row["culprit"], row["level"], row["direction"], row["vl"])
+        totals[key] = totals.get(key, 0.0) + row["wait_ns"]
+    return [{**spec.row(), "kind": k[0], "victim": k[1], "culprit": k[2], "level": k[3], "direction": k[4],
+             "vl": k[5], "wait_ns": v} for k, v in sorted(totals.items(), key=lambda kv: tuple(map(str, kv[0])))]
+
+
+def vl_level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
+    """Busy time per tree level, direction and VL (for the report's utilisation heatmap)."""
+    if links is None or links.num_rows == 0 or "src" not in links.column_names:
+        return []
+    totals: dict[tuple[int, str, int], dict[str, Any]] = {}
+    for row in links.select(["link", "src", "dst", "vl", "bytes", "busy_ns"]).to_pylist():
+        level = link_level(row["src"], row["dst"])
+        if level is None:
+            continue
+        entry = totals.setdefault((*level, int(row["vl"])), {"bytes": 0, "busy_ns": 0.0, "links": set()})
+        entry["bytes"] += int(row["bytes"])
+        entry["busy_ns"] += float(row["busy_ns"])
+        entry["links"].add(row["link"])
+    return [{**spec.row(), "level": lv, "direction": d, "vl": vl, "bytes": e["bytes"], "links": len(e["links"]),
+             "busy_ns": e["busy_ns"]} for (lv, d, vl), e in sorted(totals.items())]
 
 
 def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:

@@ -48,7 +48,8 @@ class RunStore:
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         pq.write_table(record["iterations"], staging / ITERATIONS)
-        meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario") if key in record}
+        meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario", "interference", "vl_levels")
+                if key in record}
         (staging / RECORD).write_text(json.dumps(meta, indent=1, allow_nan=True) + "\n")
         if final.exists():  # a failed run stored earlier and now re-run
             shutil.rmtree(final)
@@ -74,13 +75,15 @@ class RunStore:
     def tables(self, run_ids: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
         """runs, jobs, levels and iterations of the given runs (default: all stored), tidy."""
         ids = self.run_ids() if run_ids is None else list(run_ids)
-        runs, jobs, levels, iterations = [], [], [], []
+        runs, jobs, levels, iterations, interference, vl_levels = [], [], [], [], [], []
         for run_id in ids:
             record = self.get(run_id)
             run = record["run"]
             runs.append(run)
             jobs.extend(record["jobs"])
             levels.extend(record["levels"])
+            interference.extend(record.get("interference", []))  # absent in runs stored before it existed
+            vl_levels.extend(record.get("vl_levels", []))
             table = record["iterations"]
             if table.num_rows:
                 meta = {k: run[k] for k in ("run_id", "repetition", "policy", "mode")}
@@ -93,6 +96,8 @@ class RunStore:
             "jobs": pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else pd.DataFrame(columns=JOB_COLUMNS),
             "levels": pd.DataFrame(levels, columns=LEVEL_COLUMNS) if levels else pd.DataFrame(columns=LEVEL_COLUMNS),
             "iterations": pd.concat(iterations, ignore_index=True) if iterations else _empty_iterations_frame(),
+            "interference": pd.DataFrame(interference, columns=INTERFERENCE_COLUMNS),
+            "vl_levels": pd.DataFrame(vl_levels, columns=VL_LEVEL_COLUMNS),
         }
 
 
@@ -103,6 +108,8 @@ JOB_COLUMNS = RUN_KEYS + [
     "mpi_wait_fraction", "sl", "sl_policy", "bytes_by_sl", "prioritized_ranks",
 ]
 LEVEL_COLUMNS = RUN_KEYS + ["level", "direction", "bytes", "links_used", "busy_ns"]
+INTERFERENCE_COLUMNS = RUN_KEYS + ["kind", "victim", "culprit", "level", "direction", "vl", "wait_ns"]
+VL_LEVEL_COLUMNS = RUN_KEYS + ["level", "direction", "vl", "bytes", "links", "busy_ns"]
 
 
 def _empty_iterations_frame() -> pd.DataFrame:
