@@ -334,3 +334,23 @@ def test_opensm_loads_the_exported_policy_and_its_path_records_give_each_job_its
     if len(jobs) >= 2:
         assert path_sl(fabric, guid[jobs[0]["hosts"][0]], guid[jobs[1]["hosts"][0]]) == 0
     assert path_sl(fabric, guid[outside[0]], guid[outside[-1]]) == 0
+
+
+def test_real_perfquery_output_reads_as_counter_dumps_of_the_discovered_fabric(routed):
+    from qoslab.counters import parse_dump
+
+    _, fabric, topo, _ = routed
+    discovered, _ = parse_fabric(topo, "ibnetdiscover")
+    switch_lids, host_lids = lids(topo)
+    lid = switch_lids["S1-0"]
+    text = "".join(fabric.run("perfquery", *flags, "-l", str(lid), "1-4")
+                   for flags in ((), ("-x",), ("--vlxmitcounters",)))
+    dump = parse_dump(text, "perfquery")
+    assert set(dump.counters) == {(lid, p) for p in range(1, 5)}
+    for counters in dump.counters.values():
+        assert {"PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXmitWait"} <= set(counters)
+    # The LIDs qoslab reads from the same fabric's ibnetdiscover dump address these counters.
+    switch = next(i for i, n in enumerate(discovered.nodes) if n.description == "S1-0")
+    assert discovered.lid(switch, 1) == lid
+    host = next(i for i, n in enumerate(discovered.nodes) if n.description == "H0")
+    assert discovered.lid(host, 1) == host_lids["H0"]

@@ -437,6 +437,56 @@ def import_opensm_command(
     typer.echo("\n".join(lines))
 
 
+@app.command("compare-counters")
+def compare_counters_command(
+    run_out: Annotated[Path, typer.Argument(metavar="RUN_OUT", help="A `qoslab run` output with run.port_counters = true.",
+                                            show_default=False)],
+    before: Annotated[Path, typer.Argument(metavar="BEFORE", help="perfquery output taken at the interval's start.",
+                                           show_default=False)],
+    after: Annotated[Path, typer.Argument(metavar="AFTER", help="perfquery output taken at its end.", show_default=False)],
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between the two dumps.")] = 0.0,
+    tick_bytes: Annotated[int, typer.Option(help="Bytes of link time per PortXmitWait tick: 8 on Quantum switches, "
+                                                 "32 x lanes on Switch-IB.")] = 8,
+    out: OutDir = Path("qoslab-counters"),
+) -> None:
+    """Per-port utilisation and wait measured on a cluster (two perfquery dumps over an interval)
+    beside the simulated run's: a table (comparison.csv) and a figure (comparison.png)."""
+    import pyarrow.parquet as pq
+
+    from qoslab.counters import CounterDumpError, compare, comparison_figure, read_dump
+
+    counters = run_out / "port_counters.parquet"
+    if not counters.is_file():
+        raise fail(f"error: {counters}: missing; run the scenario with run.port_counters = true "
+                   f"(qoslab run SCENARIO --set run.port_counters=true --out {run_out})")
+    if interval <= 0:
+        raise fail(f"error: --interval: expected the seconds between {before} and {after} (> 0), got {interval:g}")
+    if tick_bytes < 1:
+        raise fail(f"error: --tick-bytes: expected a positive number of bytes, got {tick_bytes}")
+    try:
+        summary = json.loads((run_out / "summary.json").read_text())
+        window_ns = summary["window_ns"][1] - summary["window_ns"][0]
+        table = compare(pq.read_table(counters), window_ns, read_dump(before), read_dump(after), interval, tick_bytes)
+    except CounterDumpError as error:
+        raise fail(f"error: {error}") from None
+    except (OSError, ValueError, KeyError) as error:
+        raise fail(f"error: {run_out}: cannot read the run's summary or counters ({error})") from None
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        table.to_csv(out / "comparison.csv", index=False)
+        comparison_figure(table).savefig(out / "comparison.png", dpi=110)
+    except OSError as error:
+        raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
+    shown = Table(title="per port: measured against simulated", title_justify="left")
+    for column in ("node", "port", "lid", "real util", "sim util", "real wait", "sim wait"):
+        shown.add_column(column, justify="left" if column == "node" else "right")
+    for r in table.itertuples(index=False):
+        shown.add_row(str(r.node), str(r.port), str(r.lid), f"{r.real_utilisation:.3f}", f"{r.simulated_utilisation:.3f}",
+                      f"{r.real_wait:.3f}", f"{r.simulated_wait:.3f}")
+    console.print(shown)
+    console.print(f"wrote {out}/comparison.csv and {out}/comparison.png")
+
+
 @app.command()
 def validate(
     write: Annotated[

@@ -491,6 +491,7 @@ class Run(_Table):
     warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
     messages: bool = False  # write messages.parquet (one row per message)
     interference: bool = False  # charge waits at output ports to who caused them (interference.parquet)
+    port_counters: bool = False  # perfquery's counters per port (port_counters.parquet and .txt)
 
     def resolve(self, with_jobs: bool) -> None:
         """Fills the defaults that depend on whether there are jobs, without marking them set."""
@@ -691,8 +692,9 @@ class Scenario(_Table):
             # Off is the default: leaving it out keeps the run ids of studies stored before
             # flowlets existed (ids hash the resolved scenario).
             data["routing"].pop("flowlet_gap_us")
-        if not self.run.interference:
-            data["run"].pop("interference")  # the same for attribution, off by default
+        for key in ("interference", "port_counters"):  # outputs, off by default: the same
+            if not getattr(self.run, key):
+                data["run"].pop(key)
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)
@@ -791,6 +793,7 @@ class Scenario(_Table):
                 "warmup_us": float(self.run.warmup_us),
                 "record_messages": self.run.messages,
                 **({"interference": True} if self.run.interference else {}),
+                **({"port_counters": True} if self.run.port_counters else {}),
             },
             "jobs": [
                 {

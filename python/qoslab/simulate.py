@@ -42,6 +42,7 @@ class RunResult:
     messages: pa.Table | None = None
     ranks: pa.Table | None = None  # per (job, rank, run, iteration), when there are jobs
     interference: pa.Table | None = None  # per (link, VL, victim, culprit), with run.interference
+    port_counters: pa.Table | None = None  # per cabled port, perfquery's counters, with run.port_counters
 
     def save(self, out_dir: str | Path) -> Path:
         """Writes summary.json, links.parquet and (when there are any) messages.parquet and
@@ -56,14 +57,23 @@ class RunResult:
                 pq.write_table(table, path)
             elif path.exists():
                 path.unlink()  # a stale table from an earlier run would be mistaken for this one's
+        text = out / "port_counters.txt"
+        if self.port_counters is not None:
+            from qoslab.counters import perfquery_text
+
+            text.write_text(perfquery_text(self.port_counters))
+        elif text.exists():
+            text.unlink()
         return out
 
     def _optional(self) -> list[tuple[str, pa.Table | None]]:
-        return [("messages", self.messages), ("ranks", self.ranks), ("interference", self.interference)]
+        return [("messages", self.messages), ("ranks", self.ranks), ("interference", self.interference),
+                ("port_counters", self.port_counters)]
 
     def written(self) -> list[str]:
         """The files save() writes."""
         optional = [f"{n}.parquet" for n, t in self._optional() if t is not None]
+        optional += ["port_counters.txt"] if self.port_counters is not None else []
         return ["summary.json", "links.parquet", *optional]
 
 
@@ -101,6 +111,10 @@ def simulate(scenario: Scenario) -> RunResult:
         interference=None if raw.get("interference") is None else _interference_table(raw["interference"], raw.get("nodes"),
                                                                                       raw["links"], classes),
     )
+    if raw.get("port_waits") is not None:
+        from qoslab.counters import port_counters
+
+        result.port_counters = port_counters(scenario, result.links, columns_table(raw["port_waits"]))
     if summary.get("interrupted"):
         raise Interrupted(result)
     if summary.get("status") == "deadlock":

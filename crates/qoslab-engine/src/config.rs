@@ -173,6 +173,9 @@ pub struct RunConfig {
     /// Charge each wait at an output port to the class holding what it waits for (attribution.rs).
     #[serde(default)]
     pub interference: bool,
+    /// Count, per port, the time it sat idle with packets stalled for credits (PortXmitWait).
+    #[serde(default)]
+    pub port_counters: bool,
 }
 
 /// One MPI job, placed: `hosts` lists its nodes, ranks fill them in order (`ranks_per_node` each).

@@ -111,7 +111,7 @@ fn run(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>>) ->
     d.set_item("summary", json_to_py(py, &out.summary)?)?;
     d.set_item("nodes", PyList::new(py, &out.node_names)?)?;
     d.set_item("links", columns_to_py(py, &out.links)?)?;
-    for (name, table) in [("messages", &out.messages), ("ranks", &out.ranks), ("interference", &out.interference)] {
+    for (name, table) in [("messages", &out.messages), ("ranks", &out.ranks), ("interference", &out.interference), ("port_waits", &out.port_waits)] {
         match table {
             Some(t) => d.set_item(name, columns_to_py(py, t)?)?,
             None => d.set_item(name, py.None())?,

@@ -54,6 +54,8 @@ class Node:
     # CA port -> port GUID; a switch's only port GUID is its node GUID (port 0).
     port_guids: dict[int, int] = field(default_factory=dict)
     line: int = 0  # where its record starts in the file it came from (0: generated)
+    # LIDs the dump gives: a switch's base LID at port 0, a CA's per port (empty: not given).
+    lids: dict[int, int] = field(default_factory=dict)
 
     @property
     def ident(self) -> str:
@@ -128,6 +130,26 @@ class Fabric:
 
     def switch_indices(self) -> list[int]:
         return [i for i, n in enumerate(self.nodes) if n.kind == "switch"]
+
+    def lid(self, node: int, port: int) -> int:
+        """The LID that addresses a port's counters: a switch's base LID (every port of a switch
+        answers at it), a CA port's own. From the dump when it gives them; otherwise numbered in
+        node order from 1 (switches one each, CA ports one each), as a subnet manager might."""
+        n = self.nodes[node]
+        own = n.lids.get(0 if n.kind == "switch" else port)
+        if own:
+            return own
+        return self._numbered_lids()[(node, 0 if n.kind == "switch" else port)]
+
+    def _numbered_lids(self) -> dict[tuple[int, int], int]:
+        if not hasattr(self, "_lid_cache"):
+            numbered, lid = {}, 1
+            for i, n in enumerate(self.nodes):
+                for port in ([0] if n.kind == "switch" else range(1, n.ports + 1)):
+                    numbered[(i, port)] = lid
+                    lid += 1
+            self._lid_cache = numbered
+        return self._lid_cache
 
     def engine_topology(self, default_gbps: float) -> dict[str, Any]:
         """The engine's `graph` topology: hosts (one per cabled CA port), then switches; links

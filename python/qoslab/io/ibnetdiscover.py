@@ -39,6 +39,10 @@ _GUID = re.compile(r"^(switchguid|caguid|hcaguids|rtguid)\s*([=+])\s*(0x[0-9a-fA
 _DESCRIPTION = re.compile(r'#\s*"([^"]*)"')
 _LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\s*$")
 _OPTION = re.compile(r"\b([wse])=(\d+)")
+# LIDs: a switch record's "base port 0 lid N", a CA port line's own "# lid N" (before the peer's
+# quoted description, whose "lid N" is the peer's). 0 means unassigned (a dump taken before the SM ran).
+_BASE_LID = re.compile(r"base port 0 lid (\d+)")
+_OWN_LID = re.compile(r"\s*#\s*lid (\d+)")
 _IBSIM_WIDTHS = {code: width for width, code in IBSIM_WIDTH.items()}
 _IBSIM_SPEEDS = {code: speed for speed, code in IBSIM_SPEED.items()}
 
@@ -113,6 +117,9 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             pending_guid = None
             ids[ident] = len(nodes)
             nodes.append(Node(kind, node_guid, description, count, line=number))
+            base_lid = _BASE_LID.search(rest)
+            if kind == "switch" and base_lid and int(base_lid[1]):
+                nodes[-1].lids[0] = int(base_lid[1])
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
@@ -130,6 +137,9 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
                 raise fail(number, f"port [{local}] is listed twice in this record")
             if port[2] and owner.kind == "ca":
                 owner.port_guids[local] = int(port[2], 16)
+            own_lid = _OWN_LID.match(port[6] or "")
+            if owner.kind == "ca" and own_lid and int(own_lid[1]):
+                owner.lids[local] = int(own_lid[1])
             width, speed = _link_type(port[6], number, warnings, source)
             ports.append(_Port(current, local, port[3], int(port[4] or 1), width, speed, number))
             continue

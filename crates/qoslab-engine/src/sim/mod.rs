@@ -175,6 +175,9 @@ pub struct Simulation {
     pub(crate) message_log: Vec<MessageRecord>,
     /// Who delayed whom (`run.interference`); None costs one check per filing and grant.
     pub(crate) attribution: Option<Box<attribution::Attribution>>,
+    /// `run.port_counters`: per port, since when it has sat idle with credit-stalled packets
+    /// (NEVER: it has not) and the window-clipped total (PortXmitWait's time).
+    pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
 }
 
 impl Simulation {
@@ -334,6 +337,7 @@ impl Simulation {
                 .run
                 .interference
                 .then(|| Box::new(attribution::Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
+            xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
             topology,
             cfg,
         };
@@ -934,6 +938,11 @@ impl Simulation {
         let grant = if ready != 0 { ps.arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
+                if let Some(w) = self.xmit_wait.as_deref_mut() {
+                    if w[port as usize].0 == NEVER {
+                        w[port as usize].0 = now;
+                    }
+                }
                 if self.attribution.is_some() {
                     let ps = &self.ports[port as usize];
                     let downstream = (!ps.peer_is_host).then(|| ps.peer * self.vls);
@@ -1021,6 +1030,13 @@ impl Simulation {
         };
         if self.attribution.is_some() {
             self.attribute_wait(port, q, now, done);
+        }
+        if let Some(w) = self.xmit_wait.as_deref_mut() {
+            let (since, total) = &mut w[port as usize];
+            if *since != NEVER {
+                *total += self.window.overlap(*since, now);
+                *since = NEVER;
+            }
         }
         let idx = self.port_vl(port, vl);
         let pv = &mut self.port_vls[idx];
@@ -1225,6 +1241,12 @@ impl Simulation {
 
     fn close_stalls(&mut self) {
         let now = self.now;
+        if let Some(w) = self.xmit_wait.as_deref_mut() {
+            for (since, total) in w.iter_mut().filter(|e| e.0 != NEVER) {
+                *total += self.window.overlap(*since, now);
+                *since = NEVER;
+            }
+        }
         if let Some(mut a) = self.attribution.take() {
             // Ports still blocked at the end: their wait so far is charged too.
             let window = self.window;

@@ -30,6 +30,8 @@ pub struct RunOutput {
     pub ranks: Option<Vec<Column>>,
     /// Per (output port, VL, victim class, culprit class), with `run.interference`.
     pub interference: Option<Vec<Column>>,
+    /// Per cabled port, with `run.port_counters`: idle time with credit-stalled packets.
+    pub port_waits: Option<Vec<Column>>,
 }
 
 impl Simulation {
@@ -116,7 +118,22 @@ impl Simulation {
                 column("wait_ns", "<f8", rows.iter().map(|r| ps_to_ns(r.5)), f64::to_le_bytes),
             ]
         });
-        Ok(RunOutput { summary: Value::Object(summary), node_names: g.node_names.clone(), links, messages, ranks, interference })
+        let port_waits = self.xmit_wait.as_deref().map(|w| {
+            let ports: Vec<u32> = (0..g.ports()).filter(|&p| g.port_peer[p as usize] != crate::topology::NONE).collect();
+            vec![
+                column("link", "<u4", ports.iter().copied(), u32::to_le_bytes),
+                column("xmit_wait_ns", "<f8", ports.iter().map(|&p| ps_to_ns(w[p as usize].1)), f64::to_le_bytes),
+            ]
+        });
+        Ok(RunOutput {
+            summary: Value::Object(summary),
+            node_names: g.node_names.clone(),
+            links,
+            messages,
+            ranks,
+            interference,
+            port_waits,
+        })
     }
 
     fn link_columns(&self, g: &crate::topology::Graph) -> Vec<Column> {

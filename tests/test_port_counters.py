@@ -1,0 +1,157 @@
+"""Port counters as perfquery shows them (`run.port_counters`), checked against closed forms, and
+real perfquery dumps read back and compared (`qoslab compare-counters`), bad dumps refused by
+file and line."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import qoslab
+from qoslab.cli import app
+from qoslab.counters import TICK_BYTES, CounterDumpError, compare, parse_dump, perfquery_text
+from qoslab.simulate import simulate
+
+HEADER = 26
+RATE_BYTES_PER_NS = 100 / 8
+
+
+def by_port(table, node, port):
+    rows = [r for r in table.to_pylist() if r["node"] == node and r["port"] == port]
+    assert len(rows) == 1
+    return rows[0]
+
+
+def test_a_lone_message_counts_its_octets_less_the_vcrc_in_four_byte_words():
+    message = 10_000  # three packets: 4096 + 4096 + 1808
+    scenario = qoslab.Scenario(
+        topology={"kind": "single-switch", "hosts": 2},
+        jobs=[{"placement": "hosts", "hosts": [0, 1], "workload": {"kind": "ping-pong", "bytes": message, "iterations": 1}}],
+        mpi={"eager_threshold_bytes": 1 << 20},
+        run={"port_counters": True},
+    )
+    table = simulate(scenario).port_counters
+    packets = math.ceil(message / 4096)
+    words = (message + packets * (HEADER - 2)) // 4
+    h0, switch_in = by_port(table, "H0", 1), by_port(table, "S1-0", 1)
+    # The ping and the pong: each host sends one message and receives one.
+    assert (h0["PortXmitData"], h0["PortXmitPkts"]) == (words, packets)
+    assert (h0["PortRcvData"], h0["PortRcvPkts"]) == (words, packets)
+    assert (switch_in["PortRcvData"], switch_in["PortRcvPkts"]) == (words, packets)
+    assert h0["PortXmitWait"] == 0 and h0["PortXmitDataVL0"] == words
+
+
+def test_two_senders_into_one_port_each_wait_half_the_window():
+    scenario = qoslab.Scenario(
+        topology={"kind": "single-switch", "hosts": 4},
+        traffic=[{"pattern": "incast", "hosts": [0, 1], "destinations": [3], "load": "saturate"}],
+        run={"duration_us": 220, "warmup_us": 20, "port_counters": True},
+    )
+    table = simulate(scenario).port_counters
+    window_ns, packet_ns = 200_000, (4096 + HEADER) / RATE_BYTES_PER_NS
+    for host in ("H0", "H1"):
+        row = by_port(table, host, 1)
+        # The shared output carries one packet of each in turn, so each sender sits idle for credits
+        # half the time: ticks of 8 bytes at 12.5 bytes/ns.
+        waited_ns = row["PortXmitWait"] * TICK_BYTES / RATE_BYTES_PER_NS
+        assert waited_ns == pytest.approx(window_ns / 2, abs=2 * packet_ns)
+        assert row["PortVLXmitWait0"] == row["PortXmitWait"]
+    out = by_port(table, "S1-0", 4)
+    assert out["PortXmitWait"] == 0
+    assert 4 * out["PortXmitData"] == pytest.approx(window_ns * RATE_BYTES_PER_NS, rel=0.01)
+
+
+def test_the_text_form_reads_back_as_the_same_counters(tmp_path):
+    scenario = qoslab.Scenario(
+        topology={"kind": "xgft", "m": [4, 2], "w": [1, 2]},
+        traffic=[{"load": 0.5}], run={"duration_us": 60, "warmup_us": 10, "port_counters": True})
+    result = simulate(scenario)
+    result.save(tmp_path)
+    assert {"port_counters.parquet", "port_counters.txt"} <= set(result.written())
+    dump = parse_dump((tmp_path / "port_counters.txt").read_text(), "port_counters.txt")
+    for row in result.port_counters.to_pylist():
+        read = dump.counters[(row["lid"], row["port"])]
+        for name in ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts", "PortXmitWait", "PortVLXmitWait1"):
+            assert read[name] == row[name], name
+
+
+def counters_run(tmp_path: Path) -> Path:
+    path = tmp_path / "s.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[[traffic]]\npattern = "incast"\nhosts = [0, 1]\n'
+                    'destinations = [3]\nload = "saturate"\n[run]\nduration_us = 120\nwarmup_us = 20\nport_counters = true\n')
+    out = tmp_path / "run"
+    assert CliRunner().invoke(app, ["run", str(path), "--out", str(out)]).exit_code == 0
+    return out
+
+
+def scaled_dump(text: str, factor: int) -> str:
+    return re.sub(r"(:\.+)(\d+)$", lambda m: m[1] + str(int(m[2]) * factor), text, flags=re.M)
+
+
+def test_compare_counters_sets_measured_beside_simulated(tmp_path):
+    out = counters_run(tmp_path)
+    text = (out / "port_counters.txt").read_text()
+    # A "cluster" that did exactly what was simulated, over an interval 3x the window, 3x the counts.
+    (tmp_path / "before.txt").write_text(scaled_dump(text, 0))
+    (tmp_path / "after.txt").write_text(scaled_dump(text, 3))
+    result = CliRunner().invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"),
+                                      str(tmp_path / "after.txt"), "--interval", "0.0003", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    table = pd.read_csv(tmp_path / "c" / "comparison.csv")
+    assert (tmp_path / "c" / "comparison.png").exists()
+    assert table["real_utilisation"].to_numpy() == pytest.approx(table["simulated_utilisation"].to_numpy(), abs=1e-6)
+    assert table["real_wait"].to_numpy() == pytest.approx(table["simulated_wait"].to_numpy(), abs=1e-6)
+    h0 = table[table["node"] == "H0"].iloc[0]
+    assert h0["real_wait"] == pytest.approx(0.5, abs=0.01) and h0["real_utilisation"] == pytest.approx(0.5, abs=0.01)
+
+
+@pytest.mark.parametrize("mangle, words", [
+    (lambda t: t.split("PortXmitWait:")[0], "without PortXmitWait: a truncated dump?"),
+    (lambda t: t.replace("Lid 1 port 1", "Lid 77 port 1"), "Lid 77 port 1 is not a port of the simulated fabric"),
+    (lambda t: t.replace("PortXmitData:....................", "PortXmitData:....................x", 1),
+     "PortXmitData: expected a number"),
+    (lambda t: "garbage line\n" + t, "expected perfquery output"),
+    (lambda t: "", "no perfquery counter blocks"),
+])
+def test_bad_dumps_are_refused_by_file_and_line(tmp_path, mangle, words):
+    out = counters_run(tmp_path)
+    text = (out / "port_counters.txt").read_text()
+    (tmp_path / "before.txt").write_text(scaled_dump(text, 0))
+    (tmp_path / "after.txt").write_text(mangle(text))
+    result = CliRunner().invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"),
+                                      str(tmp_path / "after.txt"), "--interval", "1", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2, result.output
+    assert words in result.output and "after.txt" in result.output and "Traceback" not in result.output
+
+
+def test_counters_going_down_and_missing_inputs_are_errors(tmp_path):
+    out = counters_run(tmp_path)
+    text = (out / "port_counters.txt").read_text()
+    (tmp_path / "before.txt").write_text(scaled_dump(text, 2))
+    (tmp_path / "after.txt").write_text(text)
+    runner = CliRunner()
+    result = runner.invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"), str(tmp_path / "after.txt"),
+                                 "--interval", "1"])
+    assert result.exit_code == 2 and "went down between the dumps" in result.output
+    result = runner.invoke(app, ["compare-counters", str(out), str(tmp_path / "after.txt"), str(tmp_path / "after.txt")])
+    assert result.exit_code == 2 and "--interval" in result.output
+    result = runner.invoke(app, ["compare-counters", str(tmp_path), str(tmp_path / "after.txt"),
+                                 str(tmp_path / "after.txt"), "--interval", "1"])
+    assert result.exit_code == 2 and "run.port_counters = true" in result.output
+
+
+def test_compare_needs_a_port_in_both_dumps():
+    from qoslab.counters import Dump
+
+    with pytest.raises(CounterDumpError, match="no port appears in both"):
+        import pyarrow as pa
+
+        table = pa.table({"lid": [1], "port": [1], "node": ["H0"], "node_guid": ["0x1"], "link_gbps": [100.0],
+                          "PortXmitData": [0], "PortXmitWait": [0]})
+        compare(table, 1000.0, Dump("a", {(1, 1): {}}, {(1, 1): 1}), Dump("b", {}, {}), 1.0)
