@@ -7,8 +7,22 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-
-from qoslab.analysis import congestion_impact, iteration_stats, policy_summary, sample_stats, slowdowns, slowest_ranks
+from qoslab.analysis import (
+    best_policy_leads,
+    congestion_impact,
+    cross_job_changes,
+    harm_shift,
+    interference_matrix,
+    iteration_stats,
+    mean_interval,
+    policy_summary,
+    sample_stats,
+    slowdown_intervals,
+    slowdowns,
+    slowest_ranks,
+    vl_utilisation,
+    with_slowdown_intervals,
+)
 from qoslab.analysis.contention import ranking
 
 
@@ -78,24 +92,48 @@ def test_sample_stats_by_hand():
 
 
 def iterations_table(samples):
-    """samples: {(mode, policy, job): [(rank, time_ns, wait_ns), ...]}"""
+    """samples: {(mode, policy, job): [(rank, time_ns, wait_ns), ...]}, or rows of
+    (rank, iteration, time_ns, wait_ns, sends, send_latency_ns)."""
     rows = []
     for (mode, policy, job), values in samples.items():
-        for i, (rank, t, w) in enumerate(values):
+        for i, value in enumerate(values):
+            if len(value) == 3:
+                rank, t, w = value
+                extra = {"iteration": i}
+            else:
+                rank, iteration, t, w, sends, latency = value
+                extra = {"iteration": iteration, "sends": sends, "send_latency_ns": float(latency)}
             rows.append({"repetition": 0, "mode": mode, "policy": policy, "job": job, "rank": rank,
-                         "iteration": i, "time_ns": float(t), "mpi_wait_ns": float(w)})
+                         "time_ns": float(t), "mpi_wait_ns": float(w), **extra})
     return pd.DataFrame(rows)
 
 
 def test_iteration_stats_and_slowest_ranks():
+    # Four ranks that synchronise: each rank's two iterations add up to 60 ns, so every rank's
+    # mean iteration time is 30 (the old per-rank-mean spread was 1 by construction).
     it = iterations_table({
-        ("shared", "default", "x"): [(0, 10, 1), (1, 40, 2), (2, 20, 3), (3, 30, 4), (0, 10, 1), (1, 60, 2)],
+        ("shared", "default", "x"): [
+            (0, 0, 10, 1, 1, 100), (1, 0, 40, 2, 2, 800), (2, 0, 20, 3, 1, 200), (3, 0, 30, 4, 1, 300),
+            (0, 1, 50, 1, 1, 100), (1, 1, 20, 2, 2, 800), (2, 1, 40, 3, 1, 200), (3, 1, 30, 4, 0, 0),
+        ],
     })
     stats = iteration_stats(it).iloc[0]
-    assert stats["count"] == 6 and stats["p50"] == 25.0
+    assert stats["count"] == 8 and stats["p50"] == 30.0
     slow = slowest_ranks(it, fraction=0.5).iloc[0]
-    # per-rank means: 0:10, 1:50, 2:20, 3:30 -> slowest two: 1, 3; median 25; max/median 2
-    assert slow["slowest"] == [1, 3] and slow["max_over_median"] == 2.0
+    # per iteration (min, median, max): (10, 25, 40) and (20, 35, 50) -> means 15, 30, 45
+    assert (slow["min_ns"], slow["median_ns"], slow["max_ns"]) == (15.0, 30.0, 45.0)
+    assert slow["max_over_median"] == 1.5
+    # mean latency per message: rank 0: 200 / 2 = 100, 1: 1600 / 4 = 400, 2: 200, 3: 300 / 1
+    assert slow["slowest"] == [1, 3]
+    assert slow["send_latency_max_over_median"] == pytest.approx(400 / 250)
+
+
+def test_slowest_ranks_keeps_repetitions_apart():
+    one = iterations_table({("shared", "p", "x"): [(0, 0, 10, 0, 1, 10), (1, 0, 20, 0, 1, 90)]})
+    two = one.assign(repetition=1, send_latency_ns=one["send_latency_ns"][::-1].to_numpy())
+    slow = slowest_ranks(pd.concat([one, two]), fraction=0.5)
+    # Each repetition places the ranks elsewhere: the slow rank is 1, then 0, not a blend.
+    assert list(slow["repetition"]) == [0, 1] and [s for s in slow["slowest"]] == [[1], [0]]
 
 
 def test_congestion_impact_latency_and_bandwidth():
@@ -109,3 +147,127 @@ def test_congestion_impact_latency_and_bandwidth():
     bw = congestion_impact(it, "lat", kind="bandwidth").iloc[0]
     # isolated bandwidth 1/10; congested mean of 1/t = (1/10+1/20+1/30+1/40)/4
     assert bw["cif_average"] == pytest.approx(0.1 / ((0.1 + 0.05 + 1 / 30 + 0.025) / 4))
+
+
+# -- confidence intervals over repetitions ---------------------------------------------------
+
+T_975_1, T_975_2 = 12.706, 4.303  # Student t quantiles from any textbook table (1 and 2 degrees of freedom)
+
+
+def test_mean_interval_is_student_t_and_absent_with_one_value():
+    interval = mean_interval([1.0, 2.0, 3.0])  # mean 2, sample sd 1
+    assert interval.mean == 2.0 and interval.n == 3
+    assert interval.half_width == pytest.approx(T_975_2 / math.sqrt(3), rel=1e-3)
+    single = mean_interval([5.0, float("nan")])  # NaN is not a repetition
+    assert single.mean == 5.0 and single.n == 1 and math.isnan(single.low) and math.isnan(single.high)
+
+
+def test_policy_summary_and_slowdowns_carry_their_intervals():
+    summary = policy_summary(slowdowns(JOBS)).set_index("policy")
+    d = summary.loc["default"]
+    half = T_975_1 * np.std([150.0, 100.0], ddof=1) / math.sqrt(2)  # totals 150 and 100
+    assert d["total_contention_ci95_low_us"] == pytest.approx(125.0 - half, rel=1e-3)
+    assert d["total_contention_ci95_high_us"] == pytest.approx(125.0 + half, rel=1e-3)
+    assert math.isnan(summary.loc["prio-a", "total_contention_ci95_low_us"])  # one complete repetition
+    slow = slowdowns(JOBS)
+    intervals = slowdown_intervals(slow).set_index(["policy", "job"])
+    a = intervals.loc[("default", "a")]  # slowdowns 1.5 and 2.0
+    assert a["slowdown_mean"] == 1.75 and a["slowdown_repetitions"] == 2
+    assert a["slowdown_ci95_high"] == pytest.approx(1.75 + T_975_1 * np.std([1.5, 2.0], ddof=1) / math.sqrt(2), rel=1e-3)
+    b = intervals.loc[("prio-a", "b")]  # b did not finish in repetition 1
+    assert b["slowdown_repetitions"] == 1 and math.isnan(b["slowdown_ci95_low"])
+    table = with_slowdown_intervals(slow)
+    assert list(table.columns[:len(slow.columns)]) == list(slow.columns) and len(table) == len(slow)
+    assert set(table.loc[(table["policy"] == "default") & (table["job"] == "a"), "slowdown_mean"]) == {1.75}
+
+
+def summary_of(totals: dict[str, list[float]]) -> pd.DataFrame:
+    """A policy summary from per-repetition total contentions: one job, alone runtime 100."""
+    rows = []
+    for rep in range(max(len(v) for v in totals.values())):
+        rows.append((rep, "alone", "j", 1, 100.0))
+        rows += [(rep, policy, "j", 1, 100.0 + values[rep]) for policy, values in totals.items() if rep < len(values)]
+    return policy_summary(slowdowns(jobs_table(rows)))
+
+
+def test_best_policy_leads_say_whether_the_intervals_separate():
+    clear = best_policy_leads(summary_of({"default": [100, 102, 98], "good": [50, 51, 49], "fair": [80, 82, 78]}))
+    assert list(clear["other"]) == ["default", "fair"] and list(clear["against"]) == ["default", "runner-up"]
+    assert list(clear["distinguishable"]) == [True, True]
+    assert clear["lead_us"].tolist() == pytest.approx([50.0, 30.0])
+    noisy = best_policy_leads(summary_of({"default": [100, 60, 140], "good": [99, 59, 139.5]}))
+    assert list(noisy["against"]) == ["default and runner-up"] and list(noisy["distinguishable"]) == [False]
+    single = best_policy_leads(summary_of({"default": [100], "good": [10]}))
+    assert single["distinguishable"].tolist() == [None] and single["best_repetitions"].tolist() == [1]
+
+
+# -- who delayed whom, utilisation ------------------------------------------------------------
+
+
+def interference_rows(rows):
+    """rows: (run_id, policy, kind, victim, culprit, wait_ns), spread over two links of the run."""
+    out = []
+    for run_id, policy, kind, victim, culprit, wait in rows:
+        for level in (1, 2):  # the same wait split over two levels: the matrix sums them
+            out.append({"run_id": run_id, "repetition": int(run_id[1]), "policy": policy, "mode": "shared", "kind": kind,
+                        "victim": victim, "culprit": culprit, "level": level, "direction": "up", "vl": 0,
+                        "wait_ns": wait / 2})
+    return pd.DataFrame(out)
+
+
+RUNS = pd.DataFrame([
+    {"run_id": f"r{rep}-{policy}", "repetition": rep, "policy": policy, "mode": "shared",
+     "status": "completed" if (rep, policy) != (2, "p") else "deadlock", "sim_time_ns": 1000.0 * (rep + 1)}
+    for rep in (0, 1, 2) for policy in ("default", "p")
+])
+
+
+def test_interference_matrix_averages_over_completed_runs_counting_absent_pairs_as_zero():
+    inter = interference_rows([
+        ("r0-default", "default", "output", "a", "b", 100.0), ("r1-default", "default", "output", "a", "b", 200.0),
+        ("r0-default", "default", "buffer", "a", "b", 30.0),  # only in one of three repetitions
+        ("r0-p", "p", "output", "a", "b", 10.0), ("r1-p", "p", "output", "b", "a", 40.0),
+        ("r2-p", "p", "output", "a", "b", 1e9),  # a deadlocked run: left out
+    ])
+    m = interference_matrix(inter, RUNS, ["a", "b"]).set_index(["policy", "kind", "victim", "culprit"])
+    assert m.loc[("default", "output", "a", "b"), "wait_ns"] == pytest.approx(300.0 / 3)
+    assert m.loc[("default", "buffer", "a", "b"), "wait_ns"] == pytest.approx(10.0)
+    assert m.loc[("default", "output", "b", "a"), "wait_ns"] == 0.0  # every pair, zeros included
+    assert m.loc[("p", "output", "a", "b"), "wait_ns"] == pytest.approx(5.0) and m.loc[("p", "output", "a", "b"), "repetitions"] == 2
+    assert len(m) == 2 * 2 * 2 * 2  # policies x kinds x victims x culprits
+    changes = cross_job_changes(m.reset_index()).set_index(["policy", "victim", "culprit"])
+    # default a<-b: 100 + 10 = 110 (output and buffer summed); p: 5
+    assert changes.loc[("p", "a", "b"), "baseline_wait_ns"] == pytest.approx(110.0)
+    assert changes.loc[("p", "a", "b"), "change_pct"] == pytest.approx(100 * (5 / 110 - 1))
+    assert math.isnan(changes.loc[("p", "b", "a"), "change_pct"])  # nothing under default to compare with
+    shift = harm_shift(changes.reset_index()).iloc[0]
+    # removed 105 from a<-b, added 20 to b<-a: 20 < 25% of 105, so reduced, not moved
+    assert shift["verdict"] == "reduced" and shift["removed_ns"] == pytest.approx(105.0) and shift["added_ns"] == pytest.approx(20.0)
+    assert shift["largest_fall"][:2] == ("a", "b") and shift["largest_rise"][:2] == ("b", "a")
+
+
+@pytest.mark.parametrize("p_waits, verdict", [
+    ({("a", "b"): 50.0, ("b", "a"): 40.0}, "moved"),        # 50 removed, 40 added
+    ({("a", "b"): 99.0, ("b", "a"): 0.0}, "about the same"),  # 1% of 100
+    ({("a", "b"): 100.0, ("b", "a"): 100.0}, "increased"),
+])
+def test_harm_shift_verdicts(p_waits, verdict):
+    matrix = pd.DataFrame([
+        {"policy": "default", "kind": "output", "victim": "a", "culprit": "b", "wait_ns": 100.0, "repetitions": 1},
+        {"policy": "default", "kind": "output", "victim": "b", "culprit": "a", "wait_ns": 0.0, "repetitions": 1},
+        *({"policy": "p", "kind": "output", "victim": v, "culprit": c, "wait_ns": w, "repetitions": 1}
+          for (v, c), w in p_waits.items()),
+    ])
+    assert harm_shift(cross_job_changes(matrix)).iloc[0]["verdict"] == verdict
+
+
+def test_vl_utilisation_is_busy_time_over_links_and_simulated_time():
+    vl_levels = pd.DataFrame([
+        {"run_id": "r0-default", "policy": "default", "level": 1, "direction": "up", "vl": 0, "bytes": 10, "links": 4, "busy_ns": 2000.0},
+        {"run_id": "r1-default", "policy": "default", "level": 1, "direction": "up", "vl": 0, "bytes": 30, "links": 4, "busy_ns": 2000.0},
+        {"run_id": "r2-p", "policy": "p", "level": 1, "direction": "up", "vl": 0, "bytes": 30, "links": 4, "busy_ns": 2000.0},
+    ])
+    u = vl_utilisation(vl_levels, RUNS).set_index("policy")
+    # r0: 2000 / (4 x 1000) = 0.5; r1: 2000 / (4 x 2000) = 0.25; the deadlocked r2-p is left out
+    assert u.loc["default", "utilisation"] == pytest.approx(0.375) and u.loc["default", "bytes"] == 20
+    assert "p" not in u.index

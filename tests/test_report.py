@@ -3,13 +3,30 @@
 from __future__ import annotations
 
 import re
+from xml.etree import ElementTree
 
+import matplotlib.pyplot as plt
 import pandas as pd
-
-from qoslab.analysis import slowdowns
-from qoslab.plots import latency_cdf, policy_ranking, rank_timing_map, slowdown_bars
-from qoslab.analysis import policy_summary
+from matplotlib.colors import to_hex
+from qoslab.analysis import (
+    interference_matrix,
+    policy_summary,
+    slowdowns,
+    vl_utilisation,
+)
+from qoslab.cli import app
+from qoslab.plots import (
+    interference_figure,
+    latency_cdf,
+    policy_ranking,
+    policy_styles,
+    rank_timing_map,
+    slowdown_bars,
+    slowdown_heatmap,
+    utilisation_figure,
+)
 from qoslab.report import write_report
+from typer.testing import CliRunner
 
 
 def tables():
@@ -60,3 +77,142 @@ def test_report_is_self_contained_with_headline_figures_and_failures(tmp_path):
     assert "src=\"http" not in page and "<link" not in page and "<script" not in page
     assert "engine exploded at the spine" in page
     assert (tmp_path / "figures" / "slowdown.png").exists()
+
+
+# -- many policies --------------------------------------------------------------------------
+
+
+def many_policy_tables(count: int = 26, repetitions: int = 3, jobs=("a", "b", "c", "d")):
+    """`count` policies (default first) over `repetitions` repetitions: jobs, iterations, runs,
+    interference and vl_levels as a study writes them, with made-up but varied numbers."""
+    policies = ["default"] + [f"policy-{i:02d}[x,y=z]" for i in range(1, count)]
+    rows, iterations, runs, interference, vl_levels = [], [], [], [], []
+    for rep in range(repetitions):
+        for p_index, policy in enumerate(["alone", *policies]):
+            mode = "alone" if policy == "alone" else "shared"
+            for j_index, job in enumerate(jobs):
+                run_id = f"r{rep}-{policy}-{job}" if mode == "alone" else f"r{rep}-{policy}"
+                runtime = 100.0 * (j_index + 1) * (1.0 if mode == "alone" else 1.2 + 0.03 * ((p_index * 7 + j_index) % 11))
+                runtime *= 1 + 0.02 * rep
+                rows.append({"run_id": run_id, "repetition": rep, "policy": policy, "mode": mode, "job": job,
+                             "workload": "all-to-all", "ranks": 4, "runtime_us": runtime})
+                for rank in range(4):
+                    for it in range(3):
+                        iterations.append({"run_id": run_id, "repetition": rep, "policy": policy, "mode": mode, "job": job,
+                                           "rank": rank, "iteration": it, "time_ns": runtime * 1000 / 3 * (1 + 0.05 * rank * it),
+                                           "mpi_wait_ns": 10.0 * rank, "sends": 2, "send_latency_ns": 100.0 * (rank + 1)})
+            for run_id in sorted({r["run_id"] for r in rows if r["repetition"] == rep and r["policy"] == policy}):
+                runs.append({"run_id": run_id, "repetition": rep, "seed": rep, "policy": policy, "mode": mode,
+                             "alone_job": None, "status": "completed", "error": None, "sim_time_ns": 1e6})
+            if mode == "shared":
+                run_id = f"r{rep}-{policy}"
+                for kind in ("output", "buffer"):
+                    for v_index, victim in enumerate(jobs):
+                        for c_index, culprit in enumerate(jobs):
+                            interference.append({"run_id": run_id, "repetition": rep, "policy": policy, "mode": mode,
+                                                 "kind": kind, "victim": victim, "culprit": culprit, "level": 1,
+                                                 "direction": "up", "vl": 0,
+                                                 "wait_ns": 1e5 * (1 + (p_index + v_index * 3 + c_index) % 5)})
+                for level in (1, 2):
+                    for direction in ("up", "down"):
+                        for vl in range(4):
+                            vl_levels.append({"run_id": run_id, "repetition": rep, "policy": policy, "mode": mode,
+                                              "level": level, "direction": direction, "vl": vl, "bytes": 1000, "links": 8,
+                                              "busy_ns": 8e6 * 0.1 * ((p_index + vl) % 4)})
+    return policies, {"jobs": pd.DataFrame(rows), "iterations": pd.DataFrame(iterations), "runs": pd.DataFrame(runs),
+                      "interference": pd.DataFrame(interference), "vl_levels": pd.DataFrame(vl_levels)}
+
+
+def panel_titles(fig) -> list[str]:
+    return [ax.get_title().replace("\n", "") for ax in fig.axes if ax.get_visible() and ax.get_title()]
+
+
+def test_every_figure_shows_every_one_of_26_policies():
+    policies, t = many_policy_tables()
+    slow = slowdowns(t["jobs"])
+    heat = slowdown_heatmap(slow, policies)
+    assert [label.get_text() for label in heat.axes[0].get_yticklabels()] == policies
+    ranked = policy_ranking(policy_summary(slow))
+    assert {label.get_text() for label in ranked.axes[0].get_yticklabels()} == set(policies)
+    assert len(ranked.axes[0].patches) == len(policies)
+    cdf = latency_cdf(t["iterations"], "a", ["alone", *policies])
+    legends = {text.get_text() for ax in cdf.axes if ax.get_legend() for text in ax.get_legend().get_texts()}
+    assert legends == {"alone", *policies}
+    assert max(len(ax.get_lines()) for ax in cdf.axes) <= 2 + 4  # references + a few per panel, not 27 lines
+    ranks = rank_timing_map(t["iterations"], "a", ["alone", *policies])
+    assert panel_titles(ranks) == ["alone", *policies]
+    matrix = interference_matrix(t["interference"], t["runs"], ["a", "b", "c", "d"])
+    for kind in ("output", "buffer"):
+        fig = interference_figure(matrix, policies, ["a", "b", "c", "d"], kind)
+        assert panel_titles(fig) == policies
+        norms = {(image.norm.vmin, image.norm.vmax) for ax in fig.axes for image in ax.images}
+        assert len(norms) == 1  # one colour scale for every panel
+    utilisation = utilisation_figure(vl_utilisation(t["vl_levels"], t["runs"]), policies)
+    assert panel_titles(utilisation) == policies
+    plt.close("all")
+
+
+def test_policy_styles_are_distinct_and_the_same_in_every_figure():
+    names = ["alone", "default"] + [f"p{i}" for i in range(60)]
+    styles = policy_styles(names)
+    lines = [(s.colour, s.linestyle, s.marker) for s in styles.values()]
+    bars = [(s.colour, s.hatch, s.marker) for s in styles.values()]
+    assert len(set(lines)) == len(lines) and len(set(bars)) == len(bars)
+    assert policy_styles(names[5:] + names[:5])["alone"] == styles["alone"]  # references keep their look
+    policies, t = many_policy_tables(count=12, repetitions=2)
+    styles = policy_styles(["alone", *policies])
+    cdf = latency_cdf(t["iterations"], "b", ["alone", *policies], styles=styles)
+    drawn = {line.get_label(): (to_hex(line.get_color()), line.get_linestyle()) for ax in cdf.axes for line in ax.get_lines()}
+    ranked = policy_ranking(policy_summary(slowdowns(t["jobs"])), styles=styles)
+    by_y = {round(patch.get_y() + patch.get_height() / 2, 6): to_hex(patch.get_facecolor()) for patch in ranked.axes[0].patches}
+    bars = {label.get_text(): by_y[round(label.get_position()[1], 6)] for label in ranked.axes[0].get_yticklabels()}
+    for policy in policies:
+        assert drawn[policy][0] == bars[policy] == styles[policy].colour
+    plt.close("all")
+
+
+def test_headline_warns_when_the_best_lead_is_within_the_intervals(tmp_path):
+    # One job alone at 100 us; per repetition its runtime beside the others under each policy.
+    shared = {"default": [200, 201, 199], "best": [120, 130, 110], "close": [125, 140, 112]}
+    rows = [{"run_id": f"r{rep}-alone", "repetition": rep, "policy": "alone", "mode": "alone", "job": "a",
+             "workload": "w", "ranks": 1, "runtime_us": 100.0} for rep in range(3)]
+    rows += [{"run_id": f"r{rep}-{policy}", "repetition": rep, "policy": policy, "mode": "shared", "job": "a",
+              "workload": "w", "ranks": 1, "runtime_us": float(times[rep])}
+             for policy, times in shared.items() for rep in range(3)]
+    runs = pd.DataFrame([{"run_id": r["run_id"], "repetition": r["repetition"], "policy": r["policy"], "alone_job": None,
+                          "status": "completed", "error": None} for r in rows])
+    empty = pd.DataFrame(columns=["run_id", "repetition", "policy", "mode", "job", "rank", "iteration", "time_ns", "mpi_wait_ns"])
+    page = write_report(tmp_path, {"jobs": pd.DataFrame(rows), "runs": runs, "iterations": empty},
+                        {"name": "leads", "seeds": [0, 1, 2]}).read_text()
+    headline = re.search(r"<div class='headline'>(.*?)</div>", page, re.DOTALL).group(1)
+    # best: contention 20 ± 25 us; default 100 ± 2.5: apart. close: 25.7 ± 35: overlapping.
+    assert "best's lead over default, 80 us, is larger than both 95% confidence intervals (3 repetitions)" in headline
+    assert ("Warning: best's lead over the runner-up, close, 6 us, is within the 95% confidence intervals: best is not "
+            "distinguishable from close with 3 repetitions") in headline
+    assert "The best policy by total contention is <b>best</b>: 20 us (-80.0% against default), 95% confidence interval" in headline
+
+
+def test_report_with_one_repetition_says_there_is_no_interval(tmp_path):
+    page = write_report(tmp_path, tables(), {"name": "one", "seeds": [1]}).read_text()
+    assert "With 1 complete repetition there is no confidence interval" in page
+    assert "One repetition: there is no confidence interval" in page  # under the figures with error bars
+
+
+def test_figures_are_written_in_every_requested_format_and_deterministically(tmp_path):
+    meta = {"name": "formats", "seeds": [1], "figure_formats": ["png", "svg", "pdf"]}
+    write_report(tmp_path / "one", tables(), meta)
+    write_report(tmp_path / "two", tables(), meta)
+    pngs = sorted(p.stem for p in (tmp_path / "one" / "figures").glob("*.png"))
+    assert pngs and "slowdown" in pngs
+    for stem in pngs:
+        svg = tmp_path / "one" / "figures" / f"{stem}.svg"
+        ElementTree.parse(svg)  # well-formed
+        assert (tmp_path / "one" / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
+        assert svg.read_bytes() == (tmp_path / "two" / "figures" / f"{stem}.svg").read_bytes()
+    write_report(tmp_path / "png", tables(), {"name": "png only", "seeds": [1]})
+    assert not list((tmp_path / "png" / "figures").glob("*.svg"))
+
+
+def test_figures_option_is_checked():
+    result = CliRunner().invoke(app, ["study", "--figures", "png,tiff", "--plan"])
+    assert result.exit_code == 2 and "tiff" in result.output

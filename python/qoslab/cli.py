@@ -176,6 +176,20 @@ def check_document(scenario: Scenario, fabric: dict[str, Any], path: str) -> dic
     return document
 
 
+def _figure_formats_option(value: str | None) -> str | None:
+    """--figures png,svg: known formats only, spaces and repeats dropped, PNG always kept."""
+    from qoslab.study.model import FIGURE_FORMATS
+
+    if value is None:
+        return None
+    formats = [f.strip().lower() for f in value.split(",") if f.strip()]
+    unknown = [f for f in formats if f not in FIGURE_FORMATS]
+    if unknown or not formats:
+        raise typer.BadParameter(f"expected formats among {', '.join(FIGURE_FORMATS)}, comma-separated; "
+                                 f"got {value!r}")
+    return ",".join(dict.fromkeys(["png", *formats]))
+
+
 @app.command()
 def study(
     study_file: Annotated[
@@ -190,6 +204,11 @@ def study(
     ] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Print the study's size (runs, hosts, jobs) and write "
                                        "plan.json to --out; simulate nothing.")] = False,
+    figures: Annotated[
+        str | None, typer.Option("--figures", metavar="FORMATS", callback=_figure_formats_option,
+                                    help="Figure formats for figures/, comma-separated: png, svg, pdf (PNG is always "
+                                    "written); overrides the study file's figure_formats.")
+    ] = None,
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
@@ -207,6 +226,8 @@ def study(
             loaded = load_study(study_file)
         for message in getattr(loaded, "warnings", list)():
             err_console.print(Text(f"warning: {message}", style="yellow"))
+        if figures is not None:
+            loaded.figure_formats = figures.split(",")
         if plan:
             return _plan(loaded, out)
         if isinstance(loaded, TailStudy):

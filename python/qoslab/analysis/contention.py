@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from qoslab.analysis.confidence import Interval, intervals_separate, mean_interval
+
 BASELINE = "default"
 
 
@@ -25,7 +27,8 @@ def slowdowns(jobs: pd.DataFrame) -> pd.DataFrame:
 def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.DataFrame:
     """Per policy, in the order policies first appear, averaged over repetitions:
 
-    - total_contention_us: sum over jobs of T_shared - T_alone (mean; min and max over repetitions);
+    - total_contention_us: sum over jobs of T_shared - T_alone (mean; min and max over repetitions,
+      and the 95% Student-t confidence interval of the mean, NaN with one complete repetition);
     - pw_core_seconds: compute-power waste, C x sum over jobs of ranks x T_contention (seconds);
     - mean_slowdown, geomean_slowdown, worst_slowdown (and worst_job) over jobs;
     - throughput_jobs_per_hour: 3600 s x sum over jobs of 1 / T_shared, each job rerun back to
@@ -46,6 +49,7 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
                 "alone_throughput": 3600e6 * (1.0 / g["alone_us"]).sum() if complete else np.nan,
             })
         reps = pd.DataFrame(per_rep)
+        total = mean_interval(reps["total"])
         by_job = group.groupby("job", sort=False)["slowdown"].mean()
         worst_job = by_job.idxmax() if by_job.notna().any() else None
         rows.append({
@@ -53,6 +57,8 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
             "total_contention_us": reps["total"].mean(),
             "total_contention_min_us": reps["total"].min(),
             "total_contention_max_us": reps["total"].max(),
+            "total_contention_ci95_low_us": total.low,
+            "total_contention_ci95_high_us": total.high,
             "pw_core_seconds": reps["pw"].mean(),
             "mean_slowdown": by_job.mean(),
             "geomean_slowdown": float(np.exp(np.log(by_job).mean())) if by_job.notna().all() else np.nan,
@@ -71,6 +77,58 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
     else:
         out["vs_default_pct"] = np.nan
     return out
+
+
+def slowdown_intervals(slow: pd.DataFrame) -> pd.DataFrame:
+    """Per (policy, job), in the order they first appear: slowdown_mean over the repetitions in
+    which both runs completed, its 95% Student-t interval (slowdown_ci95_low, slowdown_ci95_high;
+    NaN with fewer than two) and slowdown_repetitions, how many repetitions it rests on."""
+    rows = []
+    for (policy, job), group in slow.groupby(["policy", "job"], sort=False):
+        interval = mean_interval(group["slowdown"])
+        rows.append({"policy": policy, "job": job, "slowdown_mean": interval.mean, "slowdown_ci95_low": interval.low,
+                     "slowdown_ci95_high": interval.high, "slowdown_repetitions": interval.n})
+    return pd.DataFrame(rows, columns=["policy", "job", "slowdown_mean", "slowdown_ci95_low", "slowdown_ci95_high",
+                                       "slowdown_repetitions"])
+
+
+def with_slowdown_intervals(slow: pd.DataFrame) -> pd.DataFrame:
+    """`slow` (one row per repetition) with its (policy, job)'s slowdown_intervals beside each
+    row: the columns slowdown.parquet adds to the per-repetition ones."""
+    return slow.merge(slowdown_intervals(slow), on=["policy", "job"], how="left")
+
+
+def total_contention_interval(summary_row: pd.Series) -> Interval:
+    return Interval(summary_row["total_contention_us"], summary_row["total_contention_ci95_low_us"],
+                    summary_row["total_contention_ci95_high_us"], int(summary_row["complete_repetitions"]))
+
+
+def best_policy_leads(summary: pd.DataFrame) -> pd.DataFrame:
+    """The best policy by total contention against the default and against the runner-up (one
+    row when they are the same policy): lead_us (how much less contention the best has),
+    `distinguishable` (True: the 95% intervals do not overlap; False: they do; None: a side has
+    fewer than two complete repetitions, so no interval) and the repetitions of each side."""
+    columns = ["best", "other", "against", "lead_us", "distinguishable", "best_repetitions", "other_repetitions"]
+    ranked = ranking(summary)
+    ranked = ranked[ranked["total_contention_us"].notna()].reset_index(drop=True)
+    if ranked.empty:
+        return pd.DataFrame(columns=columns)
+    best = ranked.iloc[0]
+    others: dict[str, list[str]] = {}
+    baseline = ranked[ranked["policy"] == BASELINE]
+    if best["policy"] != BASELINE and len(baseline):
+        others.setdefault(BASELINE, []).append("default")
+    if len(ranked) > 1:
+        others.setdefault(ranked.iloc[1]["policy"], []).append("runner-up")
+    rows = []
+    for name, roles in others.items():
+        other = ranked[ranked["policy"] == name].iloc[0]
+        rows.append({"best": best["policy"], "other": name, "against": " and ".join(roles),
+                     "lead_us": other["total_contention_us"] - best["total_contention_us"],
+                     "distinguishable": intervals_separate(total_contention_interval(best), total_contention_interval(other)),
+                     "best_repetitions": int(best["complete_repetitions"]),
+                     "other_repetitions": int(other["complete_repetitions"])})
+    return pd.DataFrame(rows, columns=columns)
 
 
 def ranking(summary: pd.DataFrame, metric: str = "total_contention_us") -> pd.DataFrame:

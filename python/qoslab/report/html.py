@@ -1,11 +1,15 @@
 """report.html: what a person reads instead of the tables. One file, figures embedded as PNG,
-a small inline stylesheet, no external references, so it can be mailed or archived as is."""
+a small inline stylesheet, no external references, so it can be mailed or archived as is. The
+figures are also written to figures/ (PNG, and SVG or PDF when the study asks).
+
+This module assembles: the numbers come from qoslab.analysis, the drawings from qoslab.plots."""
 
 from __future__ import annotations
 
 import base64
 import html
 import io
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +17,32 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from qoslab.analysis import congestion_impact, iteration_stats, policy_summary, slowdowns, slowest_ranks
+from qoslab.analysis import (
+    best_policy_leads,
+    congestion_impact,
+    cross_job_changes,
+    harm_shift,
+    interference_matrix,
+    iteration_stats,
+    policy_summary,
+    slowdown_intervals,
+    slowdowns,
+    slowest_ranks,
+    vl_utilisation,
+)
 from qoslab.analysis.contention import ranking
-from qoslab.plots import latency_cdf, policy_ranking, rank_timing_map, slowdown_bars
+from qoslab.analysis.interference import MOVED_SHARE, UNCHANGED_SHARE, class_order
+from qoslab.plots import (
+    interference_figure,
+    latency_cdf,
+    policy_ranking,
+    policy_styles,
+    rank_timing_map,
+    slowdown_bars,
+    slowdown_heatmap,
+    utilisation_figure,
+)
+from qoslab.plots.interference import wait_unit
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -25,34 +52,59 @@ th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
 th { background: #f2f2f2; } td:first-child, th:first-child { text-align: left; }
 .headline { background: #eef4fb; border-left: 4px solid #3b75af; padding: 0.6em 1em; }
 .note { color: #555; font-size: 0.9em; } img { max-width: 100%; }
-.error { color: #a00; }
+figure { margin: 1em 0; } figcaption { color: #555; font-size: 0.9em; }
+.error { color: #a00; } .warning { color: #8a4b00; }
 """
 
 METRICS = [
     ("slowdown", "T_shared / T_alone of a job: its runtime beside the other jobs under a policy, over its runtime alone on the same hosts."),
     ("total contention", "Sum over jobs of T_shared − T_alone (Jokanovic et al.'s Total_contention), mean over repetitions."),
+    ("95% CI", "Confidence interval of a mean over repetitions: mean ± t(0.975, n−1) × s / √n (Student t, s the sample standard deviation); none with one repetition."),
     ("Pw", "Compute-power waste: C × Σ ranks × (T_shared − T_alone), in core-seconds with C = 1."),
     ("throughput", "3600 s × Σ 1/T_shared: jobs per hour if every job is rerun back to back; 'vs alone' divides by the same sum of alone runtimes."),
     ("p99/p50, cv", "Predictability of a job's iteration times: the 99th percentile over the median, and the standard deviation over the mean."),
     ("CIF", "GPCNeT's congestion impact factor of a job: its iteration times shared over alone (average and p99); > 1 means congestion hurts."),
+    ("wait (who delayed whom)", "Time the victim's packets spent waiting on the culprit's packets, summed over packets, mean per run over repetitions: output waits (for the link, the VL's turn or credits) and buffer waits (queued behind the culprit's packet)."),
+    ("utilisation", "busy_ns / (links × simulated time) of a tree level, direction and VL: the share of the run its links spent sending that VL's packets."),
 ]
 
+# Grouped bars read well up to this many policies; beyond, the policies x jobs heatmap.
+BAR_POLICIES = 6
 
-def _figure(fig: Any, out_dir: Path, name: str) -> str:
-    """Saves `fig` as figures/<name>.png and returns an <img> with it embedded."""
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
-    plt.close(fig)
-    data = buffer.getvalue()
+
+def _figure(fig: Any, out_dir: Path, name: str, alt: str | None = None, formats: Iterable[str] | None = None,
+            caption: str | None = None) -> str:
+    """Saves `fig` as figures/<name>.png (and .svg, .pdf if in `formats`) and returns an <img>
+    with the PNG embedded, its alt text `alt` (default: the name), under a caption if given."""
     folder = out_dir / "figures"
     folder.mkdir(parents=True, exist_ok=True)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    data = buffer.getvalue()
     (folder / f"{name}.png").write_bytes(data)
-    return f'<img alt="{html.escape(name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+    for extra in dict.fromkeys(formats or ()):
+        if extra == "png":
+            continue
+        # Fixed ids and no dates, so the same study writes the same files.
+        with plt.rc_context({"svg.hashsalt": "qoslab"}):
+            fig.savefig(folder / f"{name}.{extra}", format=extra, bbox_inches="tight", metadata=VECTOR_METADATA[extra])
+    plt.close(fig)
+    image = f'<img alt="{html.escape(alt or name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
+    if caption is None:
+        return image
+    return f"<figure>{image}<figcaption>{caption}</figcaption></figure>"
 
 
-def _table(frame: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
+VECTOR_METADATA: dict[str, dict[str, Any]] = {"svg": {"Date": None, "Creator": None},
+                                              "pdf": {"CreationDate": None, "Creator": None, "Producer": None}}
+
+
+def _table(frame: pd.DataFrame, formats: dict[str, str] | None = None, break_headers: bool = False) -> str:
+    """`frame` as an HTML table; `break_headers`: the column names (kept as in Parquet) may wrap
+    after an underscore, so a wide table fits the page."""
     formats = formats or {}
-    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in frame.columns)
+    head = "".join(f"<th>{html.escape(str(c)).replace('_', '_<wbr>') if break_headers else html.escape(str(c))}</th>"
+                   for c in frame.columns)
     body = []
     for row in frame.itertuples(index=False):
         cells = []
@@ -66,10 +118,15 @@ def _table(frame: pd.DataFrame, formats: dict[str, str] | None = None) -> str:
     return f"<table><tr>{head}</tr>{''.join(body)}</table>"
 
 
+def _names(policies: Iterable[str]) -> str:
+    return ", ".join(policies)
+
+
 def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Path:
-    """Writes out_dir/report.html (and its figures as PNG under out_dir/figures/)."""
+    """Writes out_dir/report.html (and its figures under out_dir/figures/)."""
     out = Path(out_dir)
     jobs, runs, iterations = tables["jobs"], tables["runs"], tables["iterations"]
+    formats = meta.get("figure_formats") or ["png"]
     policies_meta = {p["name"]: p["description"] for p in meta.get("policies", [])}
     slow = slowdowns(jobs)
     summary = policy_summary(slow)
@@ -84,32 +141,46 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dic
     if summary.empty:
         parts.append("<p class='error'>No policy has complete runs to compare; see the failed runs below.</p>")
     else:
-        parts.append(_headline(summary, slow))
-        show = summary[["policy", "total_contention_us", "vs_default_pct", "mean_slowdown", "worst_slowdown", "worst_job",
-                        "throughput_vs_alone", "pw_core_seconds", "complete_repetitions"]]
-        parts.append("<h2>Policies</h2>" + _table(show, {"vs_default_pct": "+.1f", "total_contention_us": ",.0f"}))
-        parts.append("<h3>What each policy does</h3><table><tr><th>policy</th><th>description</th></tr>" + "".join(
-            f"<tr><td>{html.escape(p)}</td><td style='text-align:left'>{html.escape(policies_meta.get(p, ''))}</td></tr>"
-            for p in summary["policy"]) + "</table>")
-        order = list(summary["policy"])
-        parts.append("<h2>Slowdown per job</h2>" + _figure(slowdown_bars(slow, order), out, "slowdown"))
-        per_job = slow.pivot_table(index="policy", columns="job", values="slowdown", aggfunc="mean", sort=False).reset_index()
-        parts.append(_table(per_job))
-        parts.append("<h2>Ranking</h2>" + _figure(policy_ranking(summary), out, "ranking"))
-        parts.append(_per_rank(iterations, slow, summary, out))
-        parts.append(_distributions(iterations, slow, summary, out))
+        # The study's order (the search winners and later stages would otherwise come last).
+        listed = [p["name"] for p in meta.get("policies", [])]
+        present = list(summary["policy"])
+        order = [p for p in listed if p in present] + [p for p in present if p not in listed]
+        summary = summary.set_index("policy").loc[order].reset_index()
+        # One look per policy, the same in every figure: the study's order, alone and default first.
+        styles = policy_styles(["alone", "default", *order])
+        parts.append(_headline(summary))
+        parts.append(_policies(summary, policies_meta))
+        parts.append(_slowdown(slow, order, styles, out, formats))
+        repetitions = int(summary["complete_repetitions"].max())
+        parts.append("<h2>Ranking</h2>" + _figure(
+            policy_ranking(summary, styles=styles), out, "ranking", formats=formats,
+            alt=f"Policies by total contention, best first, with 95% confidence intervals: {_names(ranking(summary)['policy'])}",
+            caption=html.escape(_interval_caption(repetitions, "whiskers"))))
+        parts.append(_interference(tables.get("interference"), runs, jobs, order, out, formats))
+        parts.append(_utilisation(tables.get("vl_levels"), runs, order, out, formats))
+        parts.append(_per_rank(iterations, slow, order, out, formats))
+        parts.append(_distributions(iterations, order, styles, out, formats))
     if "search" in tables and tables["search"] is not None and len(tables["search"]):
         parts.append("<h2>Search candidates</h2>" + _table(tables["search"][["search", "rank", "candidate", "objective", "value"]]))
     parts.append(_failures(runs))
     parts.append("<h2>How the metrics are defined</h2><table>" + "".join(
         f"<tr><td>{html.escape(k)}</td><td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in METRICS) + "</table>")
     parts.append(f"<p class='note'>qoslab {html.escape(str(meta.get('qoslab_version', '')))}; tables beside this "
-                 "file: runs, jobs, iterations, levels, slowdown, policies (Parquet); docs/metrics.md defines every metric.</p>")
+                 "file: runs, jobs, iterations, levels, interference, vl_levels, slowdown, policies (Parquet); "
+                 "docs/metrics.md defines every metric.</p>")
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(meta.get('name') or 'qoslab study')}</title>" \
            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
     path = out / "report.html"
     path.write_text(page)
     return path
+
+
+def _interval_caption(repetitions: int, marks: str = "error bars") -> str:
+    if repetitions < 2:
+        return (f"One repetition: there is no confidence interval, so no {marks}; differences between policies "
+                "cannot be told from run-to-run variation.")
+    return (f"{marks.capitalize()}: 95% confidence interval of the mean over {repetitions} repetitions (Student t), "
+            "not the range of the repetitions.")
 
 
 def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
@@ -126,7 +197,7 @@ def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
     return text + "<h2>Jobs</h2>" + _table(alone, {"alone_us": ",.1f"})
 
 
-def _headline(summary: pd.DataFrame, slow: pd.DataFrame) -> str:
+def _headline(summary: pd.DataFrame) -> str:
     ranked = ranking(summary)
     best = ranked.iloc[0]
     default = summary[summary["policy"] == "default"]
@@ -137,13 +208,183 @@ def _headline(summary: pd.DataFrame, slow: pd.DataFrame) -> str:
                      f"contention in total; the worst hit, {d['worst_job']}, runs {d['worst_slowdown']:.2f}× slower than alone.")
         if best["policy"] != "default":
             lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>: "
-                         f"{best['total_contention_us']:,.0f} us ({best['vs_default_pct']:+.1f}% against default); its worst "
-                         f"job, {html.escape(str(best['worst_job']))}, runs {best['worst_slowdown']:.2f}× slower than alone.")
+                         f"{best['total_contention_us']:,.0f} us ({best['vs_default_pct']:+.1f}% against default)"
+                         f"{_interval_text(best)}; its worst job, {html.escape(str(best['worst_job']))}, runs "
+                         f"{best['worst_slowdown']:.2f}× slower than alone.")
         else:
             lines.append("No policy beats the default on total contention.")
     else:
         lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>.")
+    lines += [_lead_text(lead) for lead in best_policy_leads(summary).to_dict("records")]
     return "<div class='headline'>" + "<br>".join(lines) + "</div>"
+
+
+def _interval_text(row: pd.Series) -> str:
+    if np.isnan(row["total_contention_ci95_low_us"]):
+        return ""
+    return (f", 95% confidence interval {row['total_contention_ci95_low_us']:,.0f} to "
+            f"{row['total_contention_ci95_high_us']:,.0f} us over {int(row['complete_repetitions'])} repetitions")
+
+
+def _lead_text(lead: dict[str, Any]) -> str:
+    best, other = html.escape(str(lead["best"])), html.escape(str(lead["other"]))
+    whom = {"default": "default", "runner-up": f"the runner-up, {other}",
+            "default and runner-up": "default, the runner-up"}[lead["against"]]
+    repetitions = min(lead["best_repetitions"], lead["other_repetitions"])
+    plural = "repetition" if repetitions == 1 else "repetitions"
+    if lead["distinguishable"] is None:
+        return (f"<span class='warning'>With {repetitions} complete {plural} there is no confidence interval: "
+                f"{best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run variation; "
+                "run more repetitions.</span>")
+    if lead["distinguishable"]:
+        return (f"{best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is larger than both 95% confidence "
+                f"intervals ({repetitions} {plural}).")
+    return (f"<span class='warning'>Warning: {best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is within the 95% "
+            f"confidence intervals: {best} is not distinguishable from {other} with {repetitions} {plural}.</span>")
+
+
+def _policies(summary: pd.DataFrame, policies_meta: dict[str, str]) -> str:
+    show = summary[["policy", "total_contention_us"]].assign(**{"95% CI (us)": [
+        _range(lo, hi, ",.0f") for lo, hi in zip(summary["total_contention_ci95_low_us"],
+                                                  summary["total_contention_ci95_high_us"])]})
+    show = pd.concat([show, summary[["vs_default_pct", "mean_slowdown", "worst_slowdown", "worst_job", "throughput_vs_alone",
+                                     "pw_core_seconds", "complete_repetitions"]]], axis=1)
+    return ("<h2>Policies</h2><p class='note'>Total contention: mean over repetitions, with its 95% confidence "
+            "interval (Student t; – with one repetition).</p>" +
+            _table(show, {"vs_default_pct": "+.1f", "total_contention_us": ",.0f"}, break_headers=True) +
+            "<h3>What each policy does</h3><table><tr><th>policy</th><th>description</th></tr>" + "".join(
+                f"<tr><td>{html.escape(p)}</td><td style='text-align:left'>{html.escape(policies_meta.get(p, ''))}</td></tr>"
+                for p in summary["policy"]) + "</table>")
+
+
+def _range(low: float, high: float, spec: str) -> str:
+    return "–" if np.isnan(low) else f"{format(low, spec)} to {format(high, spec)}"
+
+
+def _slowdown(slow: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path, formats: list[str]) -> str:
+    intervals = slowdown_intervals(slow)
+    repetitions = int(intervals["slowdown_repetitions"].max()) if len(intervals) else 0
+    if len(order) <= BAR_POLICIES:
+        figure = slowdown_bars(slow, order, styles)
+        what = "Bars: mean slowdown over repetitions. " + _interval_caption(repetitions)
+    else:
+        figure = slowdown_heatmap(slow, order)
+        what = ("Each cell: mean slowdown over repetitions; ± the half-width of its 95% confidence interval (Student t)."
+                if repetitions > 1 else "Each cell: the slowdown. " + _interval_caption(repetitions, "intervals"))
+    parts = ["<h2>Slowdown per job</h2>", _figure(figure, out, "slowdown", formats=formats,
+                                                  alt=f"Slowdown of each job under each policy: {_names(order)}",
+                                                  caption=html.escape(what))]
+    cells = intervals.assign(cell=[_mean_and_interval(m, lo, hi) for m, lo, hi in zip(
+        intervals["slowdown_mean"], intervals["slowdown_ci95_low"], intervals["slowdown_ci95_high"])])
+    table = cells.pivot(index="policy", columns="job", values="cell").reindex(order).reset_index()
+    table.columns.name = None
+    parts.append("<p class='note'>Mean slowdown [95% confidence interval] over repetitions.</p>" + _table(table))
+    return "".join(parts)
+
+
+def _mean_and_interval(mean: float, low: float, high: float) -> str:
+    if np.isnan(mean):
+        return "–"
+    return f"{mean:.3g}" if np.isnan(low) else f"{mean:.3g} [{low:.3g}, {high:.3g}]"
+
+
+def _interference(interference: pd.DataFrame | None, runs: pd.DataFrame, jobs: pd.DataFrame, order: list[str],
+                  out: Path, formats: list[str]) -> str:
+    if interference is None or interference.empty:
+        return ""
+    job_names = list(dict.fromkeys(jobs["job"]))
+    classes = class_order(job_names, set(interference["victim"]) | set(interference["culprit"]))
+    matrix = interference_matrix(interference, runs, classes)
+    shown = [p for p in order if p in set(matrix["policy"])]
+    if not shown:
+        return ""
+    parts = ["<h2>Who delayed whom</h2>", (
+        "<p>During every shared run the engine charges each packet's waiting to the job whose packet it waited for. "
+        "<b>Output waits</b>: at an output port while another packet is on the link (on any VL: waiting for the link "
+        "or for its VL's turn), or while the port is stalled for credits (charged to the job holding the downstream "
+        "buffer). <b>Buffer waits</b>: queued behind another packet in an input buffer or a send queue "
+        "(head-of-line blocking), charged to that packet's job. They are shown separately because different levers "
+        "act on them: arbitration weights and priorities decide who gets the link (output waits), while only "
+        "separate VLs take one job's packets out of another's queues (buffer waits); and a buffer wait blames the "
+        "packet in front, often the victim's own, which itself waits at an output for someone else. For one packet "
+        "the two are disjoint spans of time, so the sentences and the table below add them for the whole harm one "
+        "job did another.</p>"
+        "<p class='note'>Row: the job that waited; column: the job it waited for; the diagonal is a job waiting on "
+        "its own packets. Values: waiting summed over the waiting job's packets (two packets waiting 1 us each "
+        "count 2 us), summed over the fabric, mean per run over the repetitions; one colour scale (log) for all "
+        "panels of a figure; blank: no wait.</p>")]
+    for kind in ("output", "buffer"):
+        parts.append(_figure(interference_figure(matrix, shown, classes, kind), out, f"interference-{kind}",
+                             formats=formats, alt=f"Who delayed whom, {kind} waits, one panel per policy: {_names(shown)}"))
+    shift = harm_shift(cross_job_changes(matrix))
+    shift = shift.set_index("policy").reindex([p for p in shown if p in set(shift["policy"])]).reset_index()
+    unit = wait_unit(float(matrix["wait_ns"].max()))
+    if len(shift):
+        parts.append(f"<h3>Against default: was the harm removed or moved?</h3><p class='note'>Waiting the jobs "
+                     f"caused each other (output and buffer, diagonal left out), against the default policy. "
+                     f"<i>reduced</i>/<i>increased</i>: one direction dominates; <i>moved</i>: some pairs rose by at "
+                     f"least {MOVED_SHARE:.0%} of what others fell (or the reverse); <i>about the same</i>: every change "
+                     f"under {UNCHANGED_SHARE:.0%} of the default's total. Means over repetitions, without intervals: "
+                     f"check the slowdown intervals above before reading much into small changes.</p><ul>" +
+                     "".join(f"<li>{_harm_sentence(row, unit)}</li>" for row in shift.to_dict("records")) + "</ul>")
+    table = matrix.pivot_table(index=["policy", "victim", "culprit"], columns="kind", values="wait_ns", sort=False)
+    table = (table.reindex(columns=["output", "buffer"]).fillna(0.0) / unit[1]).reset_index()
+    table = table[table["output"] + table["buffer"] > 0]
+    table["total"] = table["output"] + table["buffer"]
+    base = table[table["policy"] == "default"].set_index(["victim", "culprit"])["total"]
+    table["vs default %"] = [100.0 * (t / base[(v, c)] - 1.0) if (v, c) in base.index and base[(v, c)] > 0 else np.nan
+                             for v, c, t in zip(table["victim"], table["culprit"], table["total"])]
+    table = table.rename(columns={"output": f"output wait {unit[0]}", "buffer": f"buffer wait {unit[0]}",
+                                  "total": f"total {unit[0]}"})
+    table.columns.name = None
+    parts.append(f"<details><summary>Table: waits per policy, victim and culprit ({unit[0]}, mean per run)</summary>" +
+                 _table(table, {"vs default %": "+.0f"}) + "</details>")
+    return "".join(parts)
+
+
+def _pair(victim: str, culprit: str) -> str:
+    return f"{html.escape(victim)}'s wait caused by {html.escape(culprit)}"
+
+
+def _change(pct: float, change_ns: float, unit: tuple[str, float]) -> str:
+    if np.isnan(pct):
+        return f"{change_ns / unit[1]:+.3g} {unit[0]} (none under default)"
+    return f"{pct:+.0f}%"
+
+
+def _harm_sentence(row: dict[str, Any], unit: tuple[str, float]) -> str:
+    name, scale = unit
+    text = f"<b>{html.escape(row['policy'])}</b>: waiting caused by other jobs "
+    if np.isnan(row["change_pct"]):
+        text += f"{row['cross_wait_ns'] / scale:.3g} {name}, none under default"
+    else:
+        text += (f"{row['change_pct']:+.0f}% against default ({row['baseline_cross_wait_ns'] / scale:,.3g} → "
+                 f"{row['cross_wait_ns'] / scale:,.3g} {name})")
+    text += f": harm {row['verdict']}."
+    if row["largest_fall"] is not None:
+        v, c, pct, ns = row["largest_fall"]
+        text += f" Largest fall: {_pair(v, c)}: {_change(pct, ns, unit)}."
+    if row["largest_rise"] is not None:
+        v, c, pct, ns = row["largest_rise"]
+        text += f" Largest rise: {_pair(v, c)}: {_change(pct, ns, unit)}."
+    return text
+
+
+def _utilisation(vl_levels: pd.DataFrame | None, runs: pd.DataFrame, order: list[str], out: Path, formats: list[str]) -> str:
+    if vl_levels is None or vl_levels.empty:
+        return ""
+    utilisation = vl_utilisation(vl_levels, runs)
+    shown = [p for p in order if p in set(utilisation["policy"])]
+    if not shown:
+        return ""
+    return ("<h2>Link utilisation per level and VL</h2><p>Which VLs carry the load, and where: for each tree level "
+            "(level l holds the links between levels l−1 and l) and direction, the share of the run its links spent "
+            "sending each VL's packets (busy time / (links × the run's simulated time), from vl_levels.parquet), "
+            "averaged over all the level's links, used or not, and over repetitions, so a few saturated links "
+            "show as a modest average. A policy that separates jobs onto VLs moves the load across columns; the top "
+            "level's up-links are where a slimmed tree is short of bandwidth.</p>" +
+            _figure(utilisation_figure(utilisation, shown), out, "utilisation", formats=formats,
+                    alt=f"Link utilisation per level, direction and VL, one panel per policy: {_names(shown)}"))
 
 
 def _most_affected(slow: pd.DataFrame) -> str:
@@ -152,31 +393,41 @@ def _most_affected(slow: pd.DataFrame) -> str:
     return str(source.groupby("job")["slowdown"].mean().idxmax())
 
 
-def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, summary: pd.DataFrame, out: Path) -> str:
+def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, order: list[str], out: Path, formats: list[str]) -> str:
     if iterations.empty:
         return ""
     job = _most_affected(slow)
-    best = ranking(summary).iloc[0]["policy"]
-    shown = list(dict.fromkeys(["alone", "default", best]))
-    present = set(iterations.loc[iterations["job"] == job, "policy"].unique())
-    shown = [p for p in shown if p in present]
-    spread = slowest_ranks(iterations[iterations["job"] == job])
-    spread = spread[["policy", "ranks", "median_ns", "max_ns", "max_over_median"]].assign(
-        slowest_ranks=[", ".join(map(str, s[:8])) for s in slowest_ranks(iterations[iterations["job"] == job])["slowest"]])
-    return (f"<h2>Per-rank timing: {html.escape(job)}</h2><p class='note'>The job the default policy hurts most. Each row is "
-            "a rank, each column an iteration (first repetition).</p>" + _figure(rank_timing_map(iterations, job, shown), out,
-                                                                                 f"ranks-{job}") + _table(spread))
+    rows = iterations[iterations["job"] == job]
+    present = set(rows["policy"].unique())
+    shown = [p for p in ["alone", *order] if p in present]
+    first = rows[rows["repetition"] == rows["repetition"].min()]
+    spread = slowest_ranks(first).set_index("policy")
+    spread = spread.reindex([p for p in shown if p in spread.index]).reset_index()
+    spread["slowest_ranks"] = [", ".join(map(str, s[:8])) for s in spread["slowest"]]
+    spread = spread[["policy", "ranks", "median_ns", "max_ns", "max_over_median", "send_latency_max_over_median",
+                     "slowest_ranks"]]
+    return (f"<h2>Per-rank timing: {html.escape(job)}</h2><p class='note'>The job the default policy hurts most. Each "
+            "panel a policy, each row a rank, each column an iteration (first repetition). In the table, per "
+            "iteration the median and the slowest rank's time, averaged over iterations, and their ratio; the "
+            "slowest ranks are those whose messages arrive latest (highest mean message latency), and their "
+            "latency over the median rank's. A rank's mean iteration time says nothing here: ranks that "
+            "synchronise finish together, so those means are equal.</p>" +
+            _figure(rank_timing_map(iterations, job, shown), out, f"ranks-{job}", formats=formats,
+                    alt=f"{job}: per-rank iteration times, one panel per policy: {_names(shown)}") +
+            _table(spread, {"median_ns": ",.0f", "max_ns": ",.0f", "max_over_median": ".3f",
+                            "send_latency_max_over_median": ".3f"}))
 
 
-def _distributions(iterations: pd.DataFrame, slow: pd.DataFrame, summary: pd.DataFrame, out: Path) -> str:
+def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path, formats: list[str]) -> str:
     if iterations.empty:
         return ""
     parts = ["<h2>Iteration-time distributions</h2>"]
-    policies = ["alone"] + list(summary["policy"])
+    policies = ["alone", *order]
     present = iterations.groupby("job", sort=False)["policy"].unique()
     for job, job_policies in present.items():
         shown = [p for p in policies if p in set(job_policies)]
-        parts.append(_figure(latency_cdf(iterations, job, shown[:8]), out, f"cdf-{job}"))
+        parts.append(_figure(latency_cdf(iterations, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
+                             alt=f"{job}: iteration time distribution per policy: {_names(shown)}"))
     stats = iteration_stats(iterations)
     stats = stats[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
     parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(stats, {"p50": ",.0f", "p99": ",.0f"}))

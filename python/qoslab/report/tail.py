@@ -65,6 +65,7 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
     out = Path(out_dir)
     runs, iterations = tables["tail_runs"], tables["tail_iterations"]
     name = meta.get("name") or "tail-latency study"
+    formats = meta.get("figure_formats")
     parts = [f"<h1>{html.escape(name)}</h1>"]
     if meta.get("description"):
         parts.append(f"<p>{html.escape(meta['description'])}</p>")
@@ -86,11 +87,12 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
                      "Sarle's coefficient &gt; 5/9 and two KDE modes.</p>" + _table(show, {"p50": ",.0f", "p99": ",.0f",
                                                                                             "p999": ",.0f"}))
         parts.append("<h2>Distributions</h2>" + _figure(histograms_figure(frame, BY, "latency_ns", log_y=True), out,
-                                                         "tail_histograms"))
-        parts.append(_figure(cdfs_figure(frame, BY, "latency_ns"), out, "tail_cdfs"))
+                                                         "tail_histograms", formats=formats))
+        parts.append(_figure(cdfs_figure(frame, BY, "latency_ns"), out, "tail_cdfs", formats=formats))
         medians = run_medians(iterations)
         if len(medians):
-            parts.append("<h2>Background traffic b and latency</h2>" + _figure(_scatter(medians), out, "tail_b_scatter"))
+            parts.append("<h2>Background traffic b and latency</h2>" + _figure(_scatter(medians), out, "tail_b_scatter",
+                                                                                       formats=formats))
             q = float(meta.get("tail_quantile", 0.9))
             parts.append(f"<p class='note'>Per locality and routing over the background snapshots: correlation of b "
                          f"with each run's median latency, and a threshold on b (best F1) flagging runs whose median "

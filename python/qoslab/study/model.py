@@ -46,11 +46,20 @@ class ExecutorConfig(_Table):
         return self
 
 
+FigureFormat = Literal["png", "svg", "pdf"]
+FIGURE_FORMATS: tuple[str, ...] = ("png", "svg", "pdf")
+
+
 class StudyFile(_Table):
     """What every study file shares: a base scenario (a file relative to the study file, or an
-    inline table), an executor, and being read from a file whose name errors carry."""
+    inline table), an executor, the report's figure formats, and being read from a file whose
+    name errors carry."""
 
     DEFAULT_TITLE: ClassVar[str] = "qoslab study"
+
+    # The formats figures/ gets besides PNG, which is always written (report.html embeds it).
+    # Output only: changing it reruns nothing.
+    figure_formats: list[FigureFormat] = Field(default_factory=lambda: ["png"])
 
     _source: str | None = PrivateAttr(default=None)
     _base: Scenario | None = PrivateAttr(default=None)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from qoslab.analysis import policy_summary, slowdowns
+from qoslab.analysis import policy_summary, slowdowns, with_slowdown_intervals
 from qoslab.policies.search import CANDIDATE_MARK
 from qoslab.report import write_report
 from qoslab.sweep.store import write_tables
@@ -33,7 +33,8 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, An
     """slowdown.parquet, policies.parquet and report.html (with figures/) in `out`."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
-    written = write_tables({"slowdown": slow, "policies": policy_summary(slow)}, out)
+    # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
+    written = write_tables({"slowdown": with_slowdown_intervals(slow), "policies": policy_summary(slow)}, out)
     written.append(write_report(out, kept, meta))
     return written
 

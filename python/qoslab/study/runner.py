@@ -214,6 +214,7 @@ class StudyRunner:
                          for p in self.study.concrete_policies()],
             # Weights the fabric's MTU cannot tell apart, by policy (also printed when the study starts).
             "warnings": self.study.warnings(),
+            "figure_formats": list(self.study.figure_formats),
             "base_scenario": self.plan.repetitions[0].scenario,
         }
 

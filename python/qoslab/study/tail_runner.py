@@ -83,7 +83,8 @@ class TailStudyRunner(TailPlan):
 
             meta = {"name": self.study.title(), "description": self.study.description, "qoslab_version": __version__,
                     "heuristic": self.study.heuristic, "tail_quantile": self.study.tail_quantile,
-                    "fabric": self.base.topology.model_dump(), "target": self.study.target.model_dump()}
+                    "fabric": self.base.topology.model_dump(), "target": self.study.target.model_dump(),
+                    "figure_formats": list(self.study.figure_formats)}
             outcome.written.append(write_tail_report(self.out, tables, meta))
         except Exception as error:  # the tables are written; a report bug must not lose them
             outcome.report_error = f"{type(error).__name__}: {error}"
