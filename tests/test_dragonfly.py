@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 from qoslab import _engine, simulate
-from qoslab.errors import ScenarioError
 from qoslab.cli import app
+from qoslab.errors import ScenarioError
 from qoslab.scenario import Scenario
 from typer.testing import CliRunner
 
@@ -170,4 +170,5 @@ def test_minhop_round_a_ring_deadlocks_and_the_run_names_the_cycle(tmp_path):
     assert "routing deadlock" in result.stderr and "a cycle of 5 full input buffers" in result.stderr
     assert "port 4 VL0 ->" in result.stderr or "port 3 VL0 ->" in result.stderr
     summary = json.loads(Path(out / "summary.json").read_text())
-    assert summary["status"] == "deadlock" and summary["conservation"]["ok"]
+    # The partial results are kept; the cycle's full buffers still hold their packets.
+    assert summary["status"] == "deadlock" and summary["conservation"]["packets_in_flight"] > 0

@@ -1,9 +1,8 @@
-"""Determinism and conservation on runs that exercise every random stream and routing choice."""
+"""Determinism and conservation figures on runs that exercise every random stream and routing choice."""
 
 import copy
 
 import pytest
-
 from qoslab import Scenario, simulate
 
 WALL_CLOCK = {"wall_seconds"}
@@ -49,14 +48,15 @@ def test_another_seed_gives_another_run():
 
 
 @pytest.mark.parametrize("algorithm", ["dmodk", "random", "adaptive"])
-def test_every_packet_and_credit_is_accounted_for(algorithm):
+def test_conservation_figures_of_a_busy_run(algorithm):
+    # The engine fails a run whose packets or credits do not balance (an EngineError; its Rust
+    # tests break an invariant mid-run to show it), so a summary always balances: what is left to
+    # check is what the figures must be.
     s = simulate(busy_scenario(algorithm=algorithm)).summary
     c = s["conservation"]
-    assert c["ok"]
-    assert c["packets_created"] == c["packets_delivered"] + c["packets_in_flight"]
     assert c["packets_in_flight"] > 0, "a saturating source must leave packets in flight"
-    assert c["messages_created"] >= c["messages_completed"]
-    # Every (link direction, VL) credit counter was balanced: 2 x links x VLs.
+    assert c["packets_delivered_outside_window"] > 0, "deliveries during the warm-up are outside the window"
+    # Every (link direction, VL) credit counter was checked: 2 x links x VLs.
     assert c["credit_counters_checked"] == 2 * s["links"] * 4
 
 
@@ -94,12 +94,12 @@ def test_link_table_counts_what_was_delivered():
 def test_sl2vl_per_input_output_pair_overrides_the_switch_table():
     """SL0 from H0 to H1 rides VL0 on the switch's output to H1, except when the pair table for
     (input 0, output 1) sends it to VL2; traffic from input 2 to the same output keeps VL0."""
-    base = dict(
-        topology={"kind": "single-switch", "hosts": 4},
-        traffic=[{"hosts": [0], "destinations": [1], "load": 0.3},
-                 {"hosts": [2], "destinations": [1], "load": 0.3}],
-        run={"duration_us": 50, "warmup_us": 5},
-    )
+    base = {
+        "topology": {"kind": "single-switch", "hosts": 4},
+        "traffic": [{"hosts": [0], "destinations": [1], "load": 0.3},
+                    {"hosts": [2], "destinations": [1], "load": 0.3}],
+        "run": {"duration_us": 50, "warmup_us": 5},
+    }
     pair = {"switch": 0, "in_port": 0, "out_port": 1, "sl2vl": [2] + [0] * 15}
 
     def bytes_on_vl(result, vl):
@@ -160,7 +160,6 @@ def test_overloaded_sources_pause_and_their_queues_stay_bounded(arrival):
     cap = 4
     s = simulate(overloaded_incast(arrival, cap)).summary
     c = s["conservation"]
-    assert c["ok"]
     senders, buffered = 8, 16 * 2 * 4 * (32768 // 4160)  # ports x VLs x MTU packets per VL buffer
     assert c["packets_in_flight"] <= senders * cap + buffered
     # Every arrival is either created or refused (the window is the whole run): 300 us at one

@@ -119,7 +119,7 @@ fn pick(entries: &[(u8, u32)], positions: &[u64; 16], index: &mut u8, used: &mut
     let mut i = *index as usize;
     // Usually the current entry still has weight left and its VL is ready.
     let (vl, weight) = entries[i];
-    if ready & (1 << vl) != 0 && (*used as u32) < weight {
+    if ready & (1 << vl) != 0 && (*used as u32) < weight && !mutation::skip_current_entry() {
         return vl;
     }
     if n <= 64 {
@@ -153,6 +153,35 @@ fn pick(entries: &[(u8, u32)], positions: &[u64; 16], index: &mut u8, used: &mut
         }
     }
     unreachable!("pick is only called when a table entry covers a ready VL")
+}
+
+/// A one-rule change of `pick` that tests can switch on, to show that the golden net catches it
+/// (src/golden_mutation.rs). Outside `cfg(test)` it is a constant `false`, so release builds
+/// compile exactly the code they had without it.
+pub(crate) mod mutation {
+    #[cfg(test)]
+    thread_local! {
+        // Per thread: the other tests, which run in parallel, keep the real arbiter.
+        static SKIP_CURRENT_ENTRY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// Whether to stop serving the current entry while it has weight left (every packet then
+    /// moves on to the next ready entry: weighted round robin becomes plain round robin).
+    #[cfg(test)]
+    pub(crate) fn skip_current_entry() -> bool {
+        SKIP_CURRENT_ENTRY.with(|s| s.get())
+    }
+
+    #[cfg(not(test))]
+    #[inline(always)]
+    pub(crate) const fn skip_current_entry() -> bool {
+        false
+    }
+
+    #[cfg(test)]
+    pub(crate) fn set_skip_current_entry(on: bool) {
+        SKIP_CURRENT_ENTRY.with(|s| s.set(on));
+    }
 }
 
 #[cfg(test)]

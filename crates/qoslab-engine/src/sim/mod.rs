@@ -11,6 +11,8 @@
 
 mod attribution;
 mod deadlock;
+#[cfg(test)]
+mod faults;
 mod mem;
 pub mod output;
 pub(crate) mod state;
@@ -29,6 +31,8 @@ use crate::stats::{FlowStats, PortVlCounters, Window};
 use crate::topology::{Graph, Topology, NONE};
 use crate::traffic::{build_sources, stream_rng, Source, TrafficTable, RNG_REFUSED, RNG_ROUTING};
 use crate::units::{credits_for, ns_to_ps, us_to_ps, Rate, Time, NEVER};
+#[cfg(test)]
+use faults::Fault;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use state::{CreditReturn, CreditReturns, Message, Packet, PortVl, Queue, Slab};
@@ -178,6 +182,9 @@ pub struct Simulation {
     /// `run.port_counters`: per port, since when it has sat idle with credit-stalled packets
     /// (NEVER: it has not) and the window-clipped total (PortXmitWait's time).
     pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
+    /// A fault to inject once this many events have run (tests of the conservation check).
+    #[cfg(test)]
+    fault: Option<(u64, Fault)>,
 }
 
 impl Simulation {
@@ -338,6 +345,8 @@ impl Simulation {
                 .interference
                 .then(|| Box::new(attribution::Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
             xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
+            #[cfg(test)]
+            fault: None,
             topology,
             cfg,
         };
@@ -378,6 +387,8 @@ impl Simulation {
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
             }
+            #[cfg(test)]
+            self.inject_fault();
             if self.event_count % STOP_CHECK_EVENTS == 0 {
                 if should_stop() {
                     interrupted = true;

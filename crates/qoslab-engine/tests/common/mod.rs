@@ -46,3 +46,13 @@ pub fn run(cfg: EngineConfig) -> (Simulation, Value) {
     let out = sim.output(false).unwrap();
     (sim, out.summary)
 }
+
+/// A run whose jobs all finished without restarting has nothing left in the fabric: every packet
+/// delivered, every message completed. (The engine's own conservation check, which fails the
+/// run, guarantees only that the counts balance; this says what they must be.)
+pub fn assert_drained(s: &Value, what: &str) {
+    let c = &s["conservation"];
+    assert_eq!(c["packets_in_flight"], 0, "{what}: {c}");
+    let (created, completed) = (&c["messages_created"], &c["messages_completed"]);
+    assert_eq!(created, completed, "{what}: {c}");
+}
