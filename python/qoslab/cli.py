@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any, Iterator, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -13,8 +14,16 @@ from rich.table import Table
 from rich.text import Text
 
 from qoslab._version import __version__
-from qoslab.errors import (ConfigError, DamagedRun, Deadlock, EngineError, FolderError, Interrupted, ScenarioError,
-                           from_engine_config_error)
+from qoslab.errors import (
+    ConfigError,
+    DamagedRun,
+    Deadlock,
+    EngineError,
+    FolderError,
+    Interrupted,
+    ScenarioError,
+    from_engine_config_error,
+)
 from qoslab.scenario import Scenario
 
 EXIT_USER_ERROR = 2
@@ -36,7 +45,7 @@ ScenarioPath = Annotated[
 ]
 OutDir = Annotated[Path, typer.Option("--out", "-o", help="Output directory.")]
 Overrides = Annotated[
-    Optional[list[str]],
+    list[str] | None,
     typer.Option("--set", metavar="KEY=VALUE", help="Override a scenario key, e.g. fabric.data_vls=8 (repeatable)."),
 ]
 
@@ -193,14 +202,14 @@ def _figure_formats_option(value: str | None) -> str | None:
 @app.command()
 def study(
     study_file: Annotated[
-        Optional[Path], typer.Argument(metavar="[STUDY.toml]", help="Study file; none: the built-in default study.")
+        Path | None, typer.Argument(metavar="[STUDY.toml]", help="Study file; none: the built-in default study.")
     ] = None,
     out: OutDir = Path("qoslab-out"),
     scheduler: Annotated[
-        Optional[str], typer.Option("--scheduler", metavar="ADDRESS", help="Run on this Dask scheduler (tcp://host:8786).")
+        str | None, typer.Option("--scheduler", metavar="ADDRESS", help="Run on this Dask scheduler (tcp://host:8786).")
     ] = None,
     workers: Annotated[
-        Optional[int], typer.Option("--workers", min=1, help="Local worker processes (default: every core).")
+        int | None, typer.Option("--workers", min=1, help="Local worker processes (default: every core).")
     ] = None,
     plan: Annotated[bool, typer.Option("--plan", help="Print the study's size (runs, hosts, jobs) and write "
                                        "plan.json to --out; simulate nothing.")] = False,
@@ -247,7 +256,19 @@ def _plan(loaded: Any, out: Path) -> None:
     from qoslab.study.tail_model import TailStudy
     from qoslab.study.tail_plan import TailPlan
 
-    size = TailPlan(loaded).size() if isinstance(loaded, TailStudy) else study_size(loaded)
+    if isinstance(loaded, TailStudy):
+        from qoslab.io.scheduler import SchedulerLogError
+
+        try:  # reading and mapping its scheduler log, as a run would
+            size = TailPlan(loaded).size()
+        except ScenarioError:
+            raise  # names the study file and key already (user_errors)
+        except SchedulerLogError as error:
+            raise fail(f"error: {error}") from None
+        except ValueError as error:  # e.g. background.host_names not matching the fabric
+            raise fail(f"error: {loaded.source}: {error}") from None
+    else:
+        size = study_size(loaded)
     size = {"study": loaded.title(), **size}
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -267,7 +288,8 @@ def _plan(loaded: Any, out: Path) -> None:
                       f"{size['shared_runs']} shared runs ({len(size['policies'])} policies){searches}")
     else:
         low, high = size["background_jobs"]
-        console.print(f"{size['snapshots']} background snapshots x {len(size['localities'])} localities x "
+        targets = f" x {len(size['targets'])} targets" if len(size["targets"]) > 1 else ""
+        console.print(f"{size['snapshots']} background snapshots{targets} x {len(size['localities'])} localities x "
                       f"{len(size['routings'])} routings ({size['not_placed']} with no room for the measured job); "
                       f"{low} to {high} background jobs per run")
     console.print(f"wrote {out}/plan.json (nothing simulated)")
@@ -303,29 +325,45 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
     with user_errors(str(study_file)), _study_executor(loaded.executor, scheduler, workers, out) as executor:
         try:
             runner = TailStudyRunner(loaded, out, executor, console)
-            console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots "
-                          f"x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
+            targets = f" x {len(runner.targets)} targets" if loaded.several_targets else ""
+            console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots"
+                          f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
                           f"{executor.workers} workers; results in {out}/")
             outcome = runner.run()
+        except ScenarioError:
+            raise  # names the study file and key already (user_errors)
         except SchedulerLogError as error:
             raise fail(f"error: {error}") from None
         except ValueError as error:  # e.g. background.host_names not matching the fabric
             raise fail(f"error: {study_file}: {error}") from None
-    from qoslab.report.tail import BY, with_background_label
+    import math
+
     from qoslab.analysis.tail import compare_groups
+    from qoslab.report.tail import BY, with_background_label
 
     iterations = outcome.tables["tail_iterations"]
+    by = ["target", *BY] if loaded.several_targets else BY  # one [target]: the table it always printed
     if len(iterations):
-        summary = compare_groups(with_background_label(iterations), by=BY)
+        summary = compare_groups(with_background_label(iterations), by=by)
         table = Table(title="iteration latency (ns)", title_justify="left")
-        for column in BY + ["runs' iterations", "p50", "p99", "p99/p50", "bimodal"]:
+        for column in by + ["runs' iterations", "p50", "p99", "p99/p50", "bimodal"]:
             table.add_column(column)
         for row in summary.to_dict("records"):
-            table.add_row(*(str(row[k]) for k in BY), f"{row['count']:.0f}", f"{row['p50']:,.0f}", f"{row['p99']:,.0f}",
+            table.add_row(*(str(row[k]) for k in by), f"{row['count']:.0f}", f"{row['p50']:,.0f}", f"{row['p99']:,.0f}",
                           f"{row['p99_over_p50']:.2f}", str(row["bimodal"]))
         console.print(table)
+    correlations = outcome.tables.get("tail_correlations")
+    if correlations is not None and loaded.several_targets and len(correlations):
+        table = Table(title="b against each run's median latency", title_justify="left")
+        for column in ("target", "locality", "routing", "runs", "Pearson r", "Spearman rho"):
+            table.add_column(column)
+        for row in correlations.to_dict("records"):
+            table.add_row(row["target"], row["locality"], row["routing"], str(row["runs"]),
+                          *("-" if math.isnan(row[k]) else f"{row[k]:.2f}" for k in ("pearson_r", "spearman_rho")))
+        console.print(table)
     for row in outcome.failed:
-        err_console.print(Text(f"warning: snapshot {row['snapshot']} {row['locality']}/{row['routing'] if isinstance(row['routing'], str) else 'any routing'}: "
+        who = f"{row['target']} " if loaded.several_targets else ""
+        err_console.print(Text(f"warning: {who}snapshot {row['snapshot']} {row['locality']}/{row['routing'] if isinstance(row['routing'], str) else 'any routing'}: "
                                f"{row['status']}: {row['error']}", style="yellow"))
     if outcome.report_error:
         err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "
@@ -354,11 +392,11 @@ def export_opensm_command(
     source: Annotated[Path, typer.Argument(metavar="SCENARIO.toml|STUDY_OUT",
                                            help="A scenario, or a study's output folder.", show_default=False)],
     out: OutDir = Path("qoslab-opensm"),
-    policy: Annotated[Optional[str], typer.Option(help="Study policy to export (default: the least total contention "
+    policy: Annotated[str | None, typer.Option(help="Study policy to export (default: the least total contention "
                                                        "among policies MPI settings alone can deploy).")] = None,
     repetition: Annotated[int, typer.Option(help="Study repetition whose placement names the port groups.")] = 0,
     policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf.")] = "/etc/opensm/qos-policy.conf",
-    base: Annotated[Optional[Path], typer.Option(help="An opensm.conf (or `opensm -c` template) to merge the QoS "
+    base: Annotated[Path | None, typer.Option(help="An opensm.conf (or `opensm -c` template) to merge the QoS "
                                                       "options into; written whole to --out.")] = None,
     overrides: Overrides = None,
 ) -> None:
@@ -400,7 +438,7 @@ def export_opensm_command(
 def export_fabric_command(
     scenario: ScenarioPath,
     format: Annotated[str, typer.Option("--format", help="ibsim (a net file for ibsim -s) or ibnetdiscover.")] = "ibsim",
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="File to write (default: standard output).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="File to write (default: standard output).")] = None,
     overrides: Overrides = None,
 ) -> None:
     """The scenario's fabric as an ibsim net file or ibnetdiscover text, for the real tools."""
@@ -511,7 +549,7 @@ def compare_counters_command(
 @app.command()
 def validate(
     write: Annotated[
-        Optional[Path], typer.Option("--write", metavar="FILE", help="Also write the results as a Markdown page.")
+        Path | None, typer.Option("--write", metavar="FILE", help="Also write the results as a Markdown page.")
     ] = None,
 ) -> None:
     """Check the engine against closed-form results (latency, bandwidth, arbitration, queueing)."""

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Field
+from pydantic import Field, model_serializer
 
 from qoslab.skeletons import SKELETON_MODELS
 from qoslab.workload_base import Bytes, Count, Iterations, Micros, Workload
+
 
 class PingPong(Workload):
     """Ranks 0 and 1 bounce one message per iteration (the others only mark iterations)."""
@@ -60,13 +61,24 @@ class RandomPairs(Workload):
 
 
 class CollectiveLoop(Workload):
-    """One collective per iteration, each timed: the tail-latency study's measurement loop."""
+    """One collective per iteration, each timed: the tail-latency study's measurement loop. With
+    `barrier`, an untimed barrier opens each iteration (as the OSU collective benchmarks separate
+    theirs), so a rooted collective (bcast, reduce) cannot pipeline across iterations."""
 
     kind: Literal["collective-loop"]
     collective: Literal["barrier", "bcast", "reduce", "allreduce", "alltoall", "allgather"] = "allreduce"
     bytes: Bytes = 8
     iterations: Iterations = 1000
     compute_us: Micros = 0.0
+    barrier: bool = False
+
+    @model_serializer(mode="wrap")
+    def _without_default_barrier(self, handler: Any) -> Any:
+        # Written only when set: loops from before the key keep their resolved form, so their run ids.
+        data = handler(self)
+        if isinstance(data, dict) and not self.barrier:
+            data.pop("barrier", None)
+        return data
 
 
 class GpcnetRandomRingLatency(Workload):
@@ -165,4 +177,4 @@ BUILTIN_MODELS: tuple[type[Workload], ...] = (
 ALL_MODELS = BUILTIN_MODELS + tuple(SKELETON_MODELS)
 WORKLOAD_KINDS = tuple(m.model_fields["kind"].annotation.__args__[0] for m in ALL_MODELS)
 
-AnyWorkload = Annotated[Union[ALL_MODELS], Field(discriminator="kind")]  # type: ignore[valid-type]
+AnyWorkload = Annotated[Union[ALL_MODELS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007 - a union of a tuple built at import

@@ -37,6 +37,7 @@ fn every_builtin_workload_completes_and_leaves_the_fabric_empty() {
         json!({"kind": "collective-loop", "collective": "bcast", "bytes": 100000, "iterations": 2, "compute_us": 0.0}),
         json!({"kind": "collective-loop", "collective": "reduce", "bytes": 100, "iterations": 2, "compute_us": 0.0}),
         json!({"kind": "collective-loop", "collective": "allgather", "bytes": 1000, "iterations": 2, "compute_us": 0.0}),
+        json!({"kind": "collective-loop", "collective": "reduce", "bytes": 100000, "iterations": 2, "compute_us": 0.0, "barrier": true}),
         json!({"kind": "gpcnet-rr-latency", "bytes": 8, "iterations": 5, "outstanding": 1, "iterations_per_ring": 2}),
         json!({"kind": "gpcnet-rr-bandwidth", "bytes": 131072, "iterations": 2, "outstanding": 8, "iterations_per_ring": 1}),
         json!({"kind": "gpcnet-allreduce", "bytes": 8, "iterations": 5}),
@@ -56,6 +57,29 @@ fn every_builtin_workload_completes_and_leaves_the_fabric_empty() {
             assert_drained(&s, &w.to_string());
         }
     }
+}
+
+#[test]
+fn a_barrier_before_each_timed_bcast_keeps_the_root_from_racing_ahead() {
+    // 4 ranks, 8 B eager: a hop takes 142.72 ns (as in the ping-pong test above); the binomial
+    // tree reaches ranks 1 and 2 in one hop, rank 3 in two. The first iteration's barrier ends on
+    // every rank at once (all enter it together), so its slowest rank takes exactly two hops.
+    // Over 20 iterations the median rank-iteration stays one hop. Without the barrier the root
+    // sends every iteration's message at once and the leaves find them waiting.
+    let one_way = 2.72 + 2.0 * 20.0 + 100.0;
+    let times = |barrier: bool, iterations: u32| {
+        let w = json!({"kind": "collective-loop", "collective": "bcast", "bytes": 8, "iterations": iterations,
+                       "compute_us": 0.0, "barrier": barrier});
+        let (_, s) = run(config(json!([job("b", vec![0, 1, 2, 3], 1, w)])));
+        let t = &s["jobs"]["b"]["rank_iteration_ns"];
+        (t["p50"].as_f64().unwrap(), t["max"].as_f64().unwrap())
+    };
+    let (_, first) = times(true, 1);
+    assert!((first - 2.0 * one_way).abs() < 1e-6, "slowest rank {first} ns, expected two hops ({} ns)", 2.0 * one_way);
+    let (timed, _) = times(true, 20);
+    assert!((timed - one_way).abs() < 10.0, "median rank-iteration {timed} ns, expected one hop ({one_way} ns)");
+    let (raced, _) = times(false, 20);
+    assert!(raced < 0.5 * one_way, "without the barrier the median rank-iteration is {raced} ns");
 }
 
 #[test]

@@ -350,3 +350,46 @@ def compare_groups(frame: pd.DataFrame, value: str = "latency_ns", by=("locality
     if len(out):
         out["bimodal"] = out["bimodal"].astype("boolean")
     return out
+
+
+# --- a study's runs: b against each run's median --------------------------------------------------
+
+RUN_KEYS = ("target", "locality", "routing")  # what one correlation is taken over the snapshots of
+
+
+def run_medians(iterations: pd.DataFrame) -> pd.DataFrame:
+    """Per background run of a tail-latency study's `tail_iterations` (snapshot >= 0): its keys
+    (target when the table has one, snapshot, locality, routing), b, and the median and p99 of
+    its iteration latencies."""
+    keys = [k for k in ("target", "snapshot", "locality", "routing") if k in iterations.columns]
+    runs = iterations[iterations["snapshot"] >= 0]
+    grouped = runs.groupby(keys, sort=False)
+    return grouped.agg(b=("b", "first"), p50_ns=("latency_ns", "median"),
+                       p99_ns=("latency_ns", lambda v: float(np.percentile(v, 99)))).reset_index()
+
+
+def b_correlations(iterations: pd.DataFrame, tail_quantile: float = 0.9) -> pd.DataFrame:
+    """One row per target x locality x routing (in the order they first appear): over its
+    background snapshots, Pearson r and Spearman rho (with p-values) of b against each run's
+    median latency, and the threshold on b with the best F1 at flagging the runs whose median lies
+    above the `tail_quantile` quantile (fitted on the runs it is scored on: optimistic). A group
+    whose figures are undefined (fewer than 3 runs, b or latency constant) gets NaN and a `note`
+    saying why, so one such group never hides the others."""
+    medians = run_medians(iterations)
+    keys = [k for k in RUN_KEYS if k in medians.columns]
+    columns = [*keys, "runs", "b_min", "b_max", "pearson_r", "pearson_p", "spearman_rho", "spearman_p",
+               "threshold_b", "precision", "recall", "f1", "note"]
+    rows = []
+    for group_keys, runs in medians.groupby(keys, sort=False):
+        row: dict = dict(zip(keys, group_keys if isinstance(group_keys, tuple) else (group_keys,)))
+        row.update(runs=len(runs), b_min=float(runs["b"].min()), b_max=float(runs["b"].max()), note=None)
+        try:
+            c = correlation(runs["b"], runs["p50_ns"])
+            row.update(pearson_r=c.pearson_r, pearson_p=c.pearson_p, spearman_rho=c.spearman_rho,
+                       spearman_p=c.spearman_p)
+            p = tail_prediction(runs["b"], runs["p50_ns"], tail_quantile=tail_quantile)
+            row.update(threshold_b=p.threshold, precision=p.precision, recall=p.recall, f1=p.f1)
+        except ValueError as error:  # too few runs, or b constant: said in the row
+            row["note"] = str(error)
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

@@ -15,6 +15,7 @@ Three steps, each usable alone:
 
 from __future__ import annotations
 
+import gzip
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -252,7 +253,7 @@ _JOBCOMP_KEYS = (
     "SubmitTime", "EligibleTime", "ArrayJobId", "ArrayTaskId", "HetJobId", "HetJobOffset", "DerivedExitCode",
     "ExitCode",
 )
-_JOBCOMP_CUT = re.compile(r" (?=(?:%s)=)" % "|".join(_JOBCOMP_KEYS))
+_JOBCOMP_CUT = re.compile(r" (?=(?:" + "|".join(_JOBCOMP_KEYS) + ")=)")
 _JOBCOMP_REQUIRED = ("StartTime", "EndTime", "NodeList")
 
 
@@ -439,9 +440,17 @@ def _read_text(path: str | Path) -> str:
     if not p.is_file():
         raise SchedulerLogError(str(p), 0, "no such file" if not p.exists() else "expected a file, got a folder")
     try:
-        return p.read_text(encoding="utf-8", errors="replace")
+        data = p.read_bytes()
     except OSError as error:
         raise SchedulerLogError(str(p), 0, f"cannot read: {error.strerror or error}") from None
+    # Archives hand out their logs gzipped (the Parallel Workloads Archive's .swf.gz): read them
+    # as they come, by their magic number, so a copy never has to be unpacked next to the project.
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError) as error:
+            raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
+    return data.decode("utf-8", errors="replace")
 
 
 # ------------------------------------------------------------------------------------------------

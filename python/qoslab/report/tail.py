@@ -1,9 +1,11 @@
-"""The tail-latency study's report: latency distributions per locality and routing, their tails
-and modes, and how well the background-traffic heuristic b predicts the slow runs."""
+"""The tail-latency study's report: latency distributions per target, locality and routing, their
+tails and modes, and how well the background-traffic heuristic b predicts the slow runs (per
+target, so several collectives and message sizes compare in one table)."""
 
 from __future__ import annotations
 
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from qoslab.analysis.tail import compare_groups, correlation, tail_prediction
+from qoslab.analysis.tail import b_correlations, compare_groups, run_medians
 from qoslab.plots.tail import cdfs_figure, histograms_figure
 from qoslab.report.html import STYLE, _figure, _table
 
@@ -24,41 +26,66 @@ def with_background_label(iterations: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def run_medians(iterations: pd.DataFrame) -> pd.DataFrame:
-    """Per background run: b, and the median and p99 of its iteration latencies."""
-    runs = iterations[iterations["snapshot"] >= 0]
-    grouped = runs.groupby(["snapshot", "locality", "routing"], sort=False)
-    out = grouped.agg(b=("b", "first"), p50_ns=("latency_ns", "median"),
-                      p99_ns=("latency_ns", lambda v: float(np.percentile(v, 99)))).reset_index()
-    return out
+def prediction_table(table: pd.DataFrame) -> pd.DataFrame:
+    """The columns of analysis.tail.b_correlations the report shows: per target x locality x
+    routing, Pearson and Spearman between b and each run's median latency, and how a threshold on b
+    (chosen for the best F1) flags the runs whose median is in the tail; a note only where a
+    figure is undefined."""
+    show = [c for c in table.columns if c not in ("pearson_p", "spearman_p", "b_min", "b_max")]
+    return table[show] if table["note"].notna().any() else table[show].drop(columns="note")
 
 
-def prediction_table(iterations: pd.DataFrame, tail_quantile: float) -> pd.DataFrame:
-    """Per locality x routing: Pearson and Spearman between b and each run's median latency, and
-    how a threshold on b (chosen for the best F1) flags the runs whose median is in the tail."""
-    rows = []
-    for (locality, routing), runs in run_medians(iterations).groupby(["locality", "routing"], sort=False):
-        row: dict[str, Any] = {"locality": locality, "routing": routing, "runs": len(runs)}
-        try:
-            c = correlation(runs["b"], runs["p50_ns"])
-            p = tail_prediction(runs["b"], runs["p50_ns"], tail_quantile=tail_quantile)
-            row.update(pearson_r=c.pearson_r, spearman_rho=c.spearman_rho, threshold_b=p.threshold,
-                       precision=p.precision, recall=p.recall, f1=p.f1)
-        except ValueError as error:  # too few runs, or b constant: say so in the table
-            row.update(note=str(error))
-        rows.append(row)
-    return pd.DataFrame(rows)
+def _describe(target: dict[str, Any]) -> str:
+    workload = target.get("workload", {})
+    what = " ".join(str(workload.get(k, "")) for k in ("kind", "collective")).strip()
+    size = f" {workload['bytes']} B" if "bytes" in workload else ""
+    return (f"{target.get('name')}: {target.get('nodes')} nodes x {target.get('ranks_per_node', 1)} ranks, {what}{size}, "
+            f"{workload.get('iterations')} iterations")
 
 
-def _scatter(medians: pd.DataFrame) -> Any:
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for (locality, routing), runs in medians.groupby(["locality", "routing"], sort=False):
-        ax.scatter(runs["b"], runs["p50_ns"] / 1000.0, s=14, label=f"{locality}, {routing}")
-    ax.set_xlabel("background traffic b at the job's start")
-    ax.set_ylabel("median iteration latency (µs)")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "target"
+
+
+def _scatter(medians: pd.DataFrame, targets: list[str]) -> Any:
+    """b against each run's median latency: one panel per target."""
+    columns = min(len(targets), 3)
+    rows = -(-len(targets) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.6 * columns, 3.4 * rows), squeeze=False)
+    for ax, name in zip(axes.flat, targets):
+        runs_of = medians[medians["target"] == name] if "target" in medians.columns else medians
+        for (locality, routing), runs in runs_of.groupby(["locality", "routing"], sort=False):
+            ax.scatter(runs["b"], runs["p50_ns"] / 1000.0, s=14, label=f"{locality}, {routing}")
+        if len(targets) > 1:
+            ax.set_title(name, fontsize=9)
+        ax.set_xlabel("background traffic b at the job's start")
+        ax.set_ylabel("median iteration latency (µs)")
+        ax.grid(alpha=0.3)
+        if len(runs_of):
+            ax.legend(fontsize=7)
+    for ax in list(axes.flat)[len(targets):]:
+        ax.set_visible(False)
+    fig.tight_layout()
     return fig
+
+
+def _by_message_size(table: pd.DataFrame, targets: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """The correlations laid out by message size: one row per collective x locality x routing, one
+    column per size, "r / rho" in each cell. None unless several targets run collectives, each a
+    different (collective, size): targets differing only in nodes would share a cell."""
+    sizes = {t["name"]: (t.get("workload", {}).get("collective"), t.get("workload", {}).get("bytes")) for t in targets}
+    if len(targets) < 2 or any(c is None or b is None for c, b in sizes.values()) or "target" not in table.columns \
+            or len(set(sizes.values())) < len(sizes):
+        return None
+    frame = table.copy()
+    frame["collective"] = [sizes[t][0] for t in frame["target"]]
+    frame["bytes"] = [sizes[t][1] for t in frame["target"]]
+    frame["r / rho"] = [("–" if np.isnan(r) else f"{r:.2f}") + " / " + ("–" if np.isnan(s) else f"{s:.2f}")
+                        for r, s in zip(frame["pearson_r"], frame["spearman_rho"])]
+    wide = frame.pivot_table(index=["collective", "locality", "routing"], columns="bytes", values="r / rho",
+                             aggfunc="first", sort=False)
+    wide.columns = [f"{b:,} B" for b in wide.columns]
+    return wide.reset_index().fillna("")
 
 
 def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Path:
@@ -66,44 +93,61 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
     runs, iterations = tables["tail_runs"], tables["tail_iterations"]
     name = meta.get("name") or "tail-latency study"
     formats = meta.get("figure_formats")
+    targets = meta.get("targets") or ([meta["target"]] if meta.get("target") else [])
+    names = [t.get("name") for t in targets] or (sorted(set(iterations["target"])) if "target" in iterations else [])
+    several = len(names) > 1
     parts = [f"<h1>{html.escape(name)}</h1>"]
     if meta.get("description"):
         parts.append(f"<p>{html.escape(meta['description'])}</p>")
-    target = meta.get("target", {})
-    parts.append("<h2>Setup</h2><p>Measured job: " + html.escape(
-        f"{target.get('nodes')} nodes, {target.get('workload', {}).get('kind')} "
-        f"{target.get('workload', {}).get('collective', '')} {target.get('workload', {}).get('bytes', '')} B, "
-        f"{target.get('workload', {}).get('iterations')} iterations") + "; fabric: " +
-        html.escape(", ".join(f"{k} {v}" for k, v in meta.get("fabric", {}).items() if v is not None)) +
-        f"; heuristic b: {html.escape(str(meta.get('heuristic')))}.</p>")
+    measured = "; ".join(_describe(t) for t in targets)
+    parts.append("<h2>Setup</h2><p>Measured job" + ("s" if several else "") + ": " + html.escape(measured) +
+                 "; fabric: " + html.escape(", ".join(f"{k} {v}" for k, v in meta.get("fabric", {}).items() if v is not None)) +
+                 f"; heuristic b: {html.escape(str(meta.get('heuristic')))}.</p>")
     if iterations.empty:
         parts.append("<p class='error'>No run completed; see the runs below.</p>")
     else:
         frame = with_background_label(iterations)
-        summary = compare_groups(frame, value="latency_ns", by=BY)
-        show = summary[BY + ["count", "p50", "p99", "p999", "p99_over_p50", "skewness", "modes", "bimodal"]]
+        by = ["target", *BY] if "target" in frame.columns else BY
+        summary = compare_groups(frame, value="latency_ns", by=by)
+        show = summary[by + ["count", "p50", "p99", "p999", "p99_over_p50", "skewness", "modes", "bimodal"]]
         parts.append("<h2>Latency per iteration</h2><p class='note'>Latency of an iteration: the slowest "
                      "rank's time (a collective completes for all). p99/p50 &gt; 2 is a long tail; bimodal: "
                      "Sarle's coefficient &gt; 5/9 and two KDE modes.</p>" + _table(show, {"p50": ",.0f", "p99": ",.0f",
                                                                                             "p999": ",.0f"}))
-        parts.append("<h2>Distributions</h2>" + _figure(histograms_figure(frame, BY, "latency_ns", log_y=True), out,
-                                                         "tail_histograms", formats=formats))
-        parts.append(_figure(cdfs_figure(frame, BY, "latency_ns"), out, "tail_cdfs", formats=formats))
+        parts.append("<h2>Distributions</h2>")
+        for target in names:
+            of = frame[frame["target"] == target] if "target" in frame.columns else frame
+            if of.empty:
+                continue
+            suffix = f"_{_slug(target)}" if several else ""
+            if several:
+                parts.append(f"<h3>{html.escape(target)}</h3>")
+            parts.append(_figure(histograms_figure(of, BY, "latency_ns", log_y=True), out, f"tail_histograms{suffix}",
+                                 formats=formats))
+            parts.append(_figure(cdfs_figure(of, BY, "latency_ns"), out, f"tail_cdfs{suffix}", formats=formats))
         medians = run_medians(iterations)
         if len(medians):
-            parts.append("<h2>Background traffic b and latency</h2>" + _figure(_scatter(medians), out, "tail_b_scatter",
-                                                                                       formats=formats))
+            parts.append("<h2>Background traffic b and latency</h2>" + _figure(_scatter(medians, names), out,
+                                                                                 "tail_b_scatter", formats=formats))
             q = float(meta.get("tail_quantile", 0.9))
-            parts.append(f"<p class='note'>Per locality and routing over the background snapshots: correlation of b "
-                         f"with each run's median latency, and a threshold on b (best F1) flagging runs whose median "
+            table = tables.get("tail_correlations")
+            if table is None:  # tables from before the study wrote them
+                table = b_correlations(iterations, q)
+            parts.append(f"<p class='note'>Per target, locality and routing over the background snapshots: correlation "
+                         f"of b with each run's median latency, and a threshold on b (best F1) flagging runs whose median "
                          f"is above the {q:.0%} quantile. The threshold is fitted on the runs it is scored on, so "
-                         f"precision and recall are optimistic.</p>" + _table(prediction_table(iterations, q)))
+                         f"precision and recall are optimistic. Table: tail_correlations.parquet.</p>" +
+                         _table(prediction_table(table)))
+            wide = _by_message_size(table, targets)
+            if wide is not None:
+                parts.append("<h3>Correlation of b with the median latency by message size</h3><p class='note'>Pearson "
+                             "r / Spearman rho over the background snapshots.</p>" + _table(wide))
     failed = runs[runs["status"] != "completed"] if "status" in runs else runs.iloc[0:0]
     if len(failed):
-        parts.append("<h2>Runs that did not complete</h2>" + _table(
-            failed[["snapshot", "locality", "routing", "status", "error"]].astype(str)))
+        keys = [k for k in ("target", "snapshot", "locality", "routing", "status", "error") if k in failed.columns]
+        parts.append("<h2>Runs that did not complete</h2>" + _table(failed[keys].astype(str)))
     parts.append(f"<p class='note'>qoslab {html.escape(str(meta.get('qoslab_version', '')))}; tables beside this file: "
-                 "tail_runs, tail_iterations (Parquet); docs/dragonfly.md explains the study.</p>")
+                 "tail_runs, tail_iterations, tail_correlations (Parquet); docs/dragonfly.md explains the study.</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
     path = out / "report.html"

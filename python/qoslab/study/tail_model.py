@@ -1,9 +1,11 @@
-"""The tail-latency study file (``kind = "tail-latency"``): one measured job repeating a collective,
-placed with each locality, routed with each algorithm, beside many background snapshots drawn
-from a synthetic scheduler or from real scheduler logs (Salimi Beni & Cosenza, docs/dragonfly.md)."""
+"""The tail-latency study file (``kind = "tail-latency"``): a measured job repeating a collective
+(``[target]``, or several under ``[[targets]]``), placed with each locality, routed with each
+algorithm, beside many background snapshots drawn from a synthetic scheduler or from real
+scheduler logs (Salimi Beni & Cosenza, docs/dragonfly.md)."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field, model_validator
@@ -14,6 +16,8 @@ from qoslab.study.model import ExecutorConfig, StudyFile, _Table
 from qoslab.workloads import AnyWorkload
 
 LOCALITIES = ("same-group", "spread-groups", "scheduler", "random")
+Locality = Literal["same-group", "spread-groups", "scheduler", "random"]
+BACKGROUND_JOB = re.compile(r"bg[0-9]+")  # the names the plan gives background jobs
 
 
 def _default_target_workload() -> dict[str, Any]:
@@ -46,11 +50,16 @@ class Background(_Table):
     # sacct, jobcomp: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
     host_names: str | None = None
     procs_per_node: Annotated[int, Field(ge=1)] = 1  # SWF: processors per node
+    # SWF: the log's machine scaled to the fabric (its hosts / the log's nodes): a job of n > 1
+    # nodes gets round(n x scale_nodes), a one-node job becomes round(scale_nodes) one-node jobs
+    scale_nodes: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
     placement: Literal["scheduler", "random"] = "scheduler"  # synthetic and SWF jobs
     # synthetic: the busy fraction of the hosts, drawn uniformly in [low, high]
-    occupancy: Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)] = [0.3, 0.9]
+    occupancy: Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)] = Field(
+        default_factory=lambda: [0.3, 0.9])
     # synthetic: job sizes, drawn log-uniformly in [low, high]
-    job_nodes: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2, max_length=2)] = [2, 64]
+    job_nodes: Annotated[list[Annotated[int, Field(ge=1)]], Field(min_length=2, max_length=2)] = Field(
+        default_factory=lambda: [2, 64])
     single_node_fraction: Annotated[float, Field(ge=0, le=1)] = 0.2  # synthetic: one-node jobs (no network)
     workloads: Annotated[list[AnyWorkload], Field(min_length=1)] = Field(  # type: ignore[valid-type]
         default_factory=_default_background_workloads, validate_default=True)
@@ -63,6 +72,9 @@ class Background(_Table):
             raise problem('log is only read with source = "sacct", "jobcomp" or "swf"', "log")
         if self.host_names is not None and self.source not in ("sacct", "jobcomp"):
             raise problem('host_names is only used with source = "sacct" or "jobcomp"', "host_names")
+        if self.scale_nodes is not None and self.source != "swf":
+            raise problem(f'scale_nodes is only used with source = "swf" (SWF logs have node counts, not hosts), '
+                          f'not "{self.source}"', "scale_nodes")
         low, high = self.occupancy
         if not 0 <= low <= high < 1:
             raise problem(f"expected 0 <= low <= high < 1, got {show(list(self.occupancy))}", "occupancy")
@@ -70,6 +82,10 @@ class Background(_Table):
         if not 1 <= low <= high:
             raise problem(f"expected 1 <= low <= high, got {show(list(self.job_nodes))}", "job_nodes")
         return self
+
+
+def _default_localities() -> list[Locality]:
+    return ["same-group", "spread-groups"]
 
 
 def _routing_choice(value: Any) -> Any:
@@ -106,9 +122,9 @@ class TailStudy(StudyFile):
     name: str | None = None
     description: str | None = None
     scenario: str | dict[str, Any]  # fabric, topology (dragonfly-plus), qos, mpi; its jobs are ignored
-    target: Target
-    localities: Annotated[list[Literal["same-group", "spread-groups", "scheduler", "random"]],
-                          Field(min_length=1)] = ["same-group", "spread-groups"]
+    target: Target | None = None  # the measured job; or several, each named, under [[targets]]
+    targets: list[Target] | None = None
+    localities: Annotated[list[Locality], Field(min_length=1)] = Field(default_factory=_default_localities)
     # names ("minimal", "valiant", "adaptive") or tables ({ algorithm = "adaptive", flowlet_gap_us = 20 })
     routings: Annotated[list[Annotated[RoutingChoice, BeforeValidator(_routing_choice)]], Field(min_length=1)] = Field(
         default_factory=lambda: [RoutingChoice(algorithm="minimal"), RoutingChoice(algorithm="adaptive")])
@@ -120,6 +136,46 @@ class TailStudy(StudyFile):
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
 
     DEFAULT_TITLE: ClassVar[str] = "tail-latency study"
+
+    @model_validator(mode="after")
+    def _one_kind_of_target(self) -> TailStudy:
+        if self.target is not None and self.targets is not None:
+            raise problem("give [target] (one measured job) or [[targets]] (several), not both", "targets")
+        if self.target is None and self.targets is None:
+            raise problem("missing: give the measured job as [target], or several as [[targets]]", "target")
+        if self.targets is not None:
+            if not self.targets:
+                raise problem("expected at least one [[targets]] table, got an empty list", "targets")
+            seen: dict[str, int] = {}
+            for i, t in enumerate(self.targets):
+                # Several targets share tables and run labels: each needs its own, written name.
+                if "name" not in t.model_fields_set:
+                    raise problem("each of the [[targets]] needs a name (it labels its runs and rows)",
+                                  f"targets[{i}].name")
+                if t.name in seen:
+                    raise problem(f"{t.name!r} is already the name of targets[{seen[t.name]}]", f"targets[{i}].name")
+                seen[t.name] = i
+        for key, t in self.named_targets():
+            if not t.name.strip():
+                raise problem("expected a non-empty name", f"{key}.name")
+            if BACKGROUND_JOB.fullmatch(t.name):
+                raise problem(f"{t.name!r} is a background job's name (bg0, bg1, ...); choose another", f"{key}.name")
+        return self
+
+    def named_targets(self) -> list[tuple[str, Target]]:
+        """Each measured job with the key it was given under: ("target", t) or ("targets[i]", t)."""
+        if self.targets is not None:
+            return [(f"targets[{i}]", t) for i, t in enumerate(self.targets)]
+        return [("target", self.target)] if self.target is not None else []
+
+    def all_targets(self) -> list[Target]:
+        """The measured jobs, in the file's order (one for [target])."""
+        return [t for _, t in self.named_targets()]
+
+    @property
+    def several_targets(self) -> bool:
+        """Written as [[targets]]: run labels and tables then carry each target's name."""
+        return self.targets is not None
 
     def _prepare(self) -> None:
         from qoslab.io.scheduler import HEURISTICS
@@ -135,8 +191,9 @@ class TailStudy(StudyFile):
         if not isinstance(base.topology, DragonflyPlus):
             raise self._error("scenario.topology", f"the tail-latency study needs a dragonfly-plus topology "
                               f"(its localities are groups), got {base.topology.kind!r}")
-        if self.target.nodes > base.host_count():
-            raise self._error("target.nodes", f"{self.target.nodes} nodes, but the fabric has {base.host_count()} hosts")
+        for key, t in self.named_targets():
+            if t.nodes > base.host_count():
+                raise self._error(f"{key}.nodes", f"{t.nodes} nodes, but the fabric has {base.host_count()} hosts")
         if self.heuristic not in HEURISTICS:
             raise self._error("heuristic", f"unknown definition {self.heuristic!r} (known: {', '.join(sorted(HEURISTICS))})")
         labels = [r.label for r in self.routings]

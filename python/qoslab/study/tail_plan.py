@@ -1,12 +1,13 @@
 """The runs of a tail-latency study, found without running anything: per background snapshot the
-other users' jobs on their hosts and b at the measured job's start; per locality the measured
-job's hosts; per routing one run (docs/dragonfly.md)."""
+other users' jobs on their hosts and b at the measured job's start; per target (measured job) and
+locality its hosts; per routing one run (docs/dragonfly.md). Every target sees the same snapshots,
+so targets compare on equal backgrounds."""
 
 from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,11 +24,12 @@ from qoslab.io.scheduler import (
 )
 from qoslab.jobs import Job
 from qoslab.placement import PlacementError, place_jobs
-from qoslab.study.tail_model import RoutingChoice, TailStudy
+from qoslab.study.tail_model import RoutingChoice, TailStudy, Target
 from qoslab.sweep.execute import RunSpec, run_id
 
 NO_BACKGROUND = -1  # the snapshot index of the baseline runs
 _RNG_SNAPSHOT = 11  # purpose number of the snapshot random streams
+_LOG_DRAWS = 1000  # instants of a log tried for one snapshot before giving up (see snapshot())
 
 
 @dataclass
@@ -48,6 +50,9 @@ class TailPlan:
         self.data["topology"] = base.topology.model_dump()
         self.groups = base.host_groups()
         self.hosts = base.host_count()
+        self.targets = study.all_targets()
+        # Snapshots are shared by every target, so each leaves room for the largest.
+        self.room_for = max(t.nodes for t in self.targets)
         self.log = self._read_log()
 
     def _read_log(self) -> list[SchedulerJob] | None:
@@ -78,11 +83,11 @@ class TailPlan:
         if bg.source == "synthetic":
             busy = rng.uniform(*bg.occupancy)
             room = int(busy * self.hosts)
-            room = min(room, self.hosts - self.study.target.nodes)
+            room = min(room, self.hosts - self.room_for)
             sizes: list[int] = []
             low, high = bg.job_nodes
             while True:
-                size = 1 if rng.random() < bg.single_node_fraction else int(round(math.exp(rng.uniform(math.log(low), math.log(high)))))
+                size = 1 if rng.random() < bg.single_node_fraction else round(math.exp(rng.uniform(math.log(low), math.log(high))))
                 if sum(sizes) + size > room:
                     break
                 sizes.append(size)
@@ -97,7 +102,21 @@ class TailPlan:
             if bg.source in ("sacct", "jobcomp"):
                 background = [hosts for _, hosts in map_snapshot(running, self.host_names())]
             else:
-                running = [j for j in running if j.node_count <= self.hosts - self.study.target.nodes]
+                running = [j for j in running if j.node_count <= self.hosts - self.room_for]
+                running = self._scaled(running)
+                # A job starts when the machine has room for it: an instant without room for the
+                # measured job (a scaled log near full, say) is not one at which it could start.
+                for _ in range(_LOG_DRAWS):
+                    if sum(j.node_count for j in running) <= self.hosts - self.room_for:
+                        break
+                    t = float(rng.uniform(start, end))
+                    running = self._scaled([j for j in running_at(self.log, t)
+                                            if j.node_count <= self.hosts - self.room_for])
+                else:
+                    scale = f" scaled by {bg.scale_nodes:g}" if bg.scale_nodes is not None else ""
+                    raise self.study._error("background.log", f"in {_LOG_DRAWS} instants of the log, none left "
+                                            f"{self.room_for} of the fabric's {self.hosts} hosts free for the measured "
+                                            f"job (its running jobs{scale} fill the fabric)")
                 background = [hosts for _, hosts in map_snapshot(running, self.host_names(), rng=rng,
                                                                  placement="contiguous" if bg.placement == "scheduler" else "random")]
             label = f"{bg.source} at t = {t:.0f} s"
@@ -105,23 +124,40 @@ class TailPlan:
                      for h in background]
         return Snapshot(index, background, workloads, label)
 
+    def _scaled(self, running: list[SchedulerJob]) -> list[SchedulerJob]:
+        """SWF jobs with `background.scale_nodes`: a job of n > 1 nodes on round(n x f) nodes, a
+        one-node job as round(f) one-node jobs, so the log's busy share of its machine, and the
+        heuristic b, carry over to the fabric, and serial work stays off the network."""
+        f = self.study.background.scale_nodes
+        if f is None:
+            return running
+        out = []
+        for job in running:
+            if job.node_count == 1:
+                out += [job] * math.floor(f + 0.5)
+            else:
+                out.append(replace(job, node_count=min(math.floor(job.node_count * f + 0.5), self.hosts)))
+        return out
+
     def _place(self, sizes: list[int], placement: str, rng: np.random.Generator) -> list[tuple[int, ...]]:
         jobs = [Job(nodes=n, placement="scheduler" if placement == "scheduler" else "random",
                     workload={"kind": "ping-pong"}) for n in sizes]
         seed = int(rng.integers(2**63))
         return [tuple(h) for h in place_jobs(jobs, self.hosts, self.base.hosts_per_leaf(), seed, self.groups)]
 
-    def target_hosts(self, snap: Snapshot, locality: str) -> list[int]:
-        """The measured job's hosts among those the background leaves free."""
+    def target_hosts(self, snap: Snapshot, locality: str, target: Target | None = None) -> list[int]:
+        """A measured job's hosts (the first target's by default) among those the background
+        leaves free. Targets of the same size get the same hosts in a snapshot and locality."""
         used = sorted({h for hosts in snap.background for h in hosts})
         jobs = [Job(placement="hosts", hosts=used, share_hosts=False, workload={"kind": "ping-pong"})] if used else []
-        jobs.append(Job(nodes=self.study.target.nodes, placement=locality, workload={"kind": "ping-pong"}))
+        jobs.append(Job(nodes=(target or self.targets[0]).nodes, placement=locality, workload={"kind": "ping-pong"}))
         placed = place_jobs(jobs, self.hosts, self.base.hosts_per_leaf(), self.base.seed + 7919 * (snap.index + 2),
                             self.groups)
         return placed[-1]
 
-    def spec(self, snap: Snapshot, locality: str, routing: RoutingChoice, target: list[int]) -> RunSpec:
-        t = self.study.target
+    def spec(self, snap: Snapshot, locality: str, routing: RoutingChoice, target: list[int],
+             measured: Target | None = None) -> RunSpec:
+        t = measured or self.targets[0]
         scenario = copy.deepcopy(self.data)
         scenario["routing"] = routing.scenario_routing()
         scenario["jobs"] = [{"name": t.name, "placement": "hosts", "hosts": target, "ranks_per_node": t.ranks_per_node,
@@ -131,33 +167,47 @@ class TailPlan:
                 scenario["jobs"].append({"name": f"bg{k}", "placement": "hosts", "hosts": list(hosts),
                                          "restart": True, "workload": workload})
         label = f"{locality}-{routing.label}"
+        if self.study.several_targets:  # a single [target] keeps the labels, so the run ids, it always had
+            label = f"{t.name}-{label}"
         return RunSpec(run_id=run_id(max(snap.index, 0), f"s{snap.index}-{label}", scenario), repetition=snap.index,
-                       seed=self.base.seed, policy=label, mode="shared", alone_job=None, scenario=scenario,
+                       seed=self.base.seed, policy=label, mode="tail", alone_job=None, scenario=scenario,
                        source=self.study.scenario_source())
 
-    def plan(self) -> tuple[list[RunSpec], pd.DataFrame]:
-        """Every run, and one row per run describing it (snapshot, locality, routing, b)."""
-        specs, rows = [], []
+    def snapshots(self) -> list[Snapshot]:
+        """The baseline (no background) if asked for, then every background snapshot."""
         snapshots = [Snapshot(NO_BACKGROUND, [], [], "no background")] if self.study.baseline else []
-        snapshots += [self.snapshot(i) for i in range(self.study.snapshots)]
-        for snap in snapshots:
-            for locality in self.study.localities:
-                try:
-                    target = self.target_hosts(snap, locality)
-                except PlacementError as error:
-                    rows.append({"snapshot": snap.index, "locality": locality, "routing": None, "run_id": None,
-                                 "b": math.nan, "background": snap.label, "error": f"target not placed: {error.message}"})
-                    continue
-                b = background_traffic(target, snap.background, self.groups, definition=self.study.heuristic) \
-                    if snap.background else 0.0
-                for routing in self.study.routings:
-                    spec = self.spec(snap, locality, routing, target)
-                    specs.append(spec)
-                    rows.append({"snapshot": snap.index, "locality": locality, "routing": routing.label, "run_id": spec.run_id,
-                                 "b": float(b), "background": snap.label, "error": None,
-                                 "background_jobs": len(snap.background),
-                                 "background_hosts": len({h for hosts in snap.background for h in hosts}),
-                                 "target_groups": len({self.groups[h] for h in target})})
+        return snapshots + [self.snapshot(i) for i in range(self.study.snapshots)]
+
+    def plan(self) -> tuple[list[RunSpec], pd.DataFrame]:
+        """Every run, and one row per run describing it (target, snapshot, locality, routing, b)."""
+        specs, rows = [], []
+        for snap in self.snapshots():
+            placed: dict[tuple[int, str], list[int] | PlacementError] = {}  # targets of one size share hosts
+            for measured in self.targets:
+                for locality in self.study.localities:
+                    key = (measured.nodes, locality)
+                    if key not in placed:
+                        try:
+                            placed[key] = self.target_hosts(snap, locality, measured)
+                        except PlacementError as error:
+                            placed[key] = error
+                    target = placed[key]
+                    if isinstance(target, PlacementError):
+                        rows.append({"target": measured.name, "snapshot": snap.index, "locality": locality,
+                                     "routing": None, "run_id": None, "b": math.nan, "background": snap.label,
+                                     "error": f"target not placed: {target.message}"})
+                        continue
+                    b = background_traffic(target, snap.background, self.groups, definition=self.study.heuristic) \
+                        if snap.background else 0.0
+                    for routing in self.study.routings:
+                        spec = self.spec(snap, locality, routing, target, measured)
+                        specs.append(spec)
+                        rows.append({"target": measured.name, "snapshot": snap.index, "locality": locality,
+                                     "routing": routing.label, "run_id": spec.run_id,
+                                     "b": float(b), "background": snap.label, "error": None,
+                                     "background_jobs": len(snap.background),
+                                     "background_hosts": len({h for hosts in snap.background for h in hosts}),
+                                     "target_groups": len({self.groups[h] for h in target})})
         return specs, pd.DataFrame(rows)
 
 
@@ -165,12 +215,15 @@ class TailPlan:
         """What `qoslab study --plan` shows (background jobs differ per snapshot: their count and
         hosts are given as ranges)."""
         specs, plan = self.plan()
-        t = self.study.target
         placed = plan[plan["run_id"].notna()]
+        jobs = {t.name: {"nodes": t.nodes, "ranks": t.nodes * t.ranks_per_node, "ranks_per_node": t.ranks_per_node}
+                for t in self.targets}
         return {
             "runs": len(specs),
             "hosts": self.hosts,
-            "jobs": {t.name: {"nodes": t.nodes, "ranks": t.nodes * t.ranks_per_node, "ranks_per_node": t.ranks_per_node}},
+            "jobs": jobs,
+            "targets": [t.name for t in self.targets],
+            "runs_per_target": {t.name: int((placed["target"] == t.name).sum()) for t in self.targets},
             "snapshots": self.study.snapshots + (1 if self.study.baseline else 0),
             "localities": list(self.study.localities),
             "routings": [r.label for r in self.study.routings],

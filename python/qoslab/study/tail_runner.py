@@ -18,6 +18,7 @@ from rich.progress import (
 )
 
 from qoslab._version import __version__
+from qoslab.analysis.tail import b_correlations
 from qoslab.study.tail_model import TailStudy
 from qoslab.study.tail_plan import NO_BACKGROUND, Snapshot, TailPlan
 from qoslab.sweep.execute import RunSpec
@@ -53,8 +54,14 @@ class TailStudyRunner(TailPlan):
     def run(self) -> TailOutcome:
         """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
         study = self.study
-        defining = {"base": self.data, "target": study.target.model_dump(mode="json"),
-                    "background": study.background.model_dump(mode="json"), "heuristic": study.heuristic}
+        background = study.background.model_dump(mode="json")
+        if background["scale_nodes"] is None:  # absent when unset: folders written before the key still resume
+            del background["scale_nodes"]
+        defining: dict[str, Any] = {"base": self.data, "background": background, "heuristic": study.heuristic}
+        if study.target is not None:
+            defining["target"] = study.target.model_dump(mode="json")
+        else:
+            defining["targets"] = [t.model_dump(mode="json") for t in self.targets]
         with StudyFolder(self.out, study_identity("tail-latency", study.title(), study.source, defining)):
             return self._run()
 
@@ -74,7 +81,8 @@ class TailStudyRunner(TailPlan):
         return self._finish(specs, plan, len(specs) - len(todo))
 
     def _finish(self, specs: list[RunSpec], plan: pd.DataFrame, reused: int) -> TailOutcome:
-        tables = tail_tables(self.store, plan, self.study.target.name)
+        tables = tail_tables(self.store, plan)
+        tables["tail_correlations"] = b_correlations(tables["tail_iterations"], self.study.tail_quantile)
         written = write_tables(tables, self.out)
         failed = tables["tail_runs"][tables["tail_runs"]["status"] != "completed"].to_dict("records")
         outcome = TailOutcome(self.out, tables, len(specs), reused, failed, written)
@@ -83,17 +91,18 @@ class TailStudyRunner(TailPlan):
 
             meta = {"name": self.study.title(), "description": self.study.description, "qoslab_version": __version__,
                     "heuristic": self.study.heuristic, "tail_quantile": self.study.tail_quantile,
-                    "fabric": self.base.topology.model_dump(), "target": self.study.target.model_dump(),
+                    "fabric": self.base.topology.model_dump(), "targets": [t.model_dump() for t in self.targets],
                     "figure_formats": list(self.study.figure_formats)}
             outcome.written.append(write_tail_report(self.out, tables, meta))
-        except Exception as error:  # the tables are written; a report bug must not lose them
+        except Exception as error:  # noqa: BLE001 - the tables are written; a report bug must not lose them
             outcome.report_error = f"{type(error).__name__}: {error}"
         return outcome
 
 
-def tail_tables(store: RunStore, plan: pd.DataFrame, target: str) -> dict[str, pd.DataFrame]:
+def tail_tables(store: RunStore, plan: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """tail_runs (one row per run: plan + status) and tail_iterations (one row per measured
-    iteration: its latency is the slowest rank's time, as a collective completes for all)."""
+    iteration: its latency is the slowest rank's time, as a collective completes for all). Both
+    name each run's target (measured job)."""
     runs, samples = [], []
     for row in plan.to_dict("records"):
         if not isinstance(row["run_id"], str):  # the measured job could not be placed
@@ -105,14 +114,14 @@ def tail_tables(store: RunStore, plan: pd.DataFrame, target: str) -> dict[str, p
         if record is None or status != "completed":
             continue
         frame = record["iterations"].to_pandas()
-        frame = frame[frame["job"] == target]
+        frame = frame[frame["job"] == row["target"]]
         if "run" in frame.columns:
             frame = frame[frame["run"] == 0]
         per_iteration = frame.groupby("iteration")["time_ns"].max().reset_index()
         per_iteration = per_iteration.rename(columns={"time_ns": "latency_ns"})
-        for key in ("snapshot", "locality", "routing", "b"):
+        for key in ("target", "snapshot", "locality", "routing", "b"):
             per_iteration[key] = row[key]
         samples.append(per_iteration)
-    columns = ["snapshot", "locality", "routing", "b", "iteration", "latency_ns"]
+    columns = ["target", "snapshot", "locality", "routing", "b", "iteration", "latency_ns"]
     iterations = pd.concat(samples, ignore_index=True)[columns] if samples else pd.DataFrame(columns=columns)
     return {"tail_runs": pd.DataFrame(runs), "tail_iterations": iterations}

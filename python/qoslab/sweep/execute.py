@@ -26,7 +26,9 @@ class RunSpec:
     repetition: int
     seed: int
     policy: str  # the policy's name; "alone" for a job alone
-    mode: str  # "alone" | "shared"
+    # "alone" | "shared" | "tail": a tail-latency run, shared but without the interference
+    # attribution, which its tables do not use (it costs a quarter of such a run's time)
+    mode: str
     alone_job: str | None
     scenario: dict[str, Any]
     source: str | None = None  # the scenario's file, for relative trace paths and messages
@@ -82,7 +84,7 @@ def execute(spec: RunSpec) -> RunRecord:
         row["error"] = str(error)
     except KeyboardInterrupt:
         raise
-    except Exception as error:  # a bug or engine error: recorded, the study goes on
+    except Exception as error:  # noqa: BLE001 - a bug or engine error: recorded, the study goes on
         last = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
         where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
         row["error"] = f"{type(error).__name__}: {error}{where}"

@@ -597,6 +597,13 @@ impl Mpi {
                 }
                 // Generators never emit it and traces are split at it (see next_op).
                 Op::IterationEnd => {}
+                Op::StartTimer => {
+                    let r = &mut self.ranks[rank as usize];
+                    r.iteration_start = now;
+                    r.iteration_wait = 0;
+                    r.iteration_sends = 0;
+                    r.iteration_send_latency = 0;
+                }
             }
         }
     }

@@ -73,6 +73,9 @@ pub enum Op {
     CommCollective { kind: CollectiveKind, bytes: u64, comm: u32, seq: u32 },
     /// Ends an iteration: its time and time spent waiting are recorded for the rank.
     IterationEnd,
+    /// The iteration's time (and wait, and sends) counts from here: what came before it in the
+    /// iteration, a synchronising barrier say, is not part of what is measured.
+    StartTimer,
 }
 
 /// Sends and receives at the same time with one peer each side, then waits: the building block

@@ -230,7 +230,7 @@ pub struct Collective {
 
 impl Collective {
     fn with(self, kind: CollectiveKind, size: u32) -> CollectiveLoop {
-        CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, size }
+        CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, barrier: false, size }
     }
 }
 
@@ -241,6 +241,8 @@ pub struct CollectiveLoopParams {
     bytes: u64,
     iterations: u32,
     compute_us: f64,
+    #[serde(default)]
+    barrier: bool,
 }
 
 impl CollectiveLoopParams {
@@ -254,18 +256,22 @@ impl CollectiveLoopParams {
             "allgather" => CollectiveKind::Allgather,
             other => return Err(format!("workload \"collective-loop\": unknown collective {other:?}")),
         };
-        Ok(CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, size })
+        Ok(CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, barrier: self.barrier, size })
     }
 }
 
 /// One collective over the whole job per iteration (after optional compute), each timed: the
 /// all-to-all micro-benchmark, GPCNeT's allreduce canary and alltoall congestor, and the
-/// tail-latency study's 1000-iteration collective loop.
+/// tail-latency study's 1000-iteration collective loop. With `barrier`, an untimed barrier comes
+/// first in each iteration, as the OSU collective benchmarks separate their iterations: without
+/// one, a rooted collective (bcast, reduce) pipelines, the root racing iterations ahead, and an
+/// iteration's time is no longer the collective's latency.
 pub struct CollectiveLoop {
     kind: CollectiveKind,
     bytes: u64,
     iterations: u32,
     compute_us: f64,
+    barrier: bool,
     size: u32,
 }
 
@@ -275,6 +281,10 @@ impl Program for CollectiveLoop {
     }
     fn iteration(&mut self, _rank: u32, _iter: u32, out: &mut Vec<Op>) {
         compute(out, self.compute_us);
+        if self.barrier {
+            out.push(Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: Group::world(self.size) });
+            out.push(Op::StartTimer);
+        }
         out.push(Op::Collective { kind: self.kind, bytes: self.bytes, group: Group::world(self.size) });
     }
 }
