@@ -45,9 +45,12 @@ def test_savoie_job_level_qos_moves_contention_between_jobs(tmp_path):
     # The job on the top SL comes near its alone time; on the bottom SL it loses against default.
     assert (by_level[0] < 1.15).all(), by_level
     assert (by_level[0] < default).all() and (by_level[3] > default).all(), (by_level, default)
-    # And over all assignments, total contention is no better than everyone on SL 0.
+    # And over all assignments, total contention is no better than everyone on SL 0 (measured:
+    # +14% on average), though the assignments spread both ways: priorities move contention.
     totals = pd.read_parquet(outcome.out / "policies.parquet").set_index("policy")["total_contention_us"]
-    assert totals.drop("default").mean() > 0.95 * totals["default"]
+    assignments = totals.drop("default")
+    assert assignments.mean() > totals["default"]
+    assert assignments.min() < totals["default"] < assignments.max()
 
 
 def test_jokanovic_mapping_cuts_total_contention_and_the_heuristic_finds_q_opt(tmp_path):
@@ -94,13 +97,18 @@ def test_subramoni_separate_vls_free_a_victim_from_head_of_line_blocking(tmp_pat
     assert fixed == sorted(fixed, reverse=True) and fixed[-1] < 0.5 * fixed[0]
 
 
-def test_equal_vls_change_nothing_without_a_congestor(tmp_path):
+@pytest.mark.parametrize("message_bytes, at_most", [(4096, 1.02), (16384, 1.10)])
+def test_equal_vls_cost_only_what_interleaving_costs_without_a_congestor(tmp_path, message_bytes, at_most):
     scenario = read_toml(EXAMPLES / "subramoni-multi-vl" / "scenario.toml")
     scenario["jobs"] = scenario["jobs"][:1]  # the victim only
+    scenario["jobs"][0]["workload"]["bytes"] = message_bytes
     study = Study.from_dict({"scenario": scenario, "policies": [{"kind": "multi-vl", "vls": 4, "by": "destination"}]},
                             str(EXAMPLES / "subramoni-multi-vl" / "study.toml"))
     outcome = StudyRunner(study, tmp_path, LocalExecutor(1), progress=False).run()
     runtime = outcome.tables["jobs"].set_index("policy")["runtime_us"]
-    # Within 10%, not the 2% science.md guesses: packets of different VLs interleave on a link,
-    # so a 16 KiB message finishes later than it would in one FIFO (docs/reproductions.md).
-    assert runtime["multi-vl[4,destination]"] == pytest.approx(runtime["default"], rel=0.10)
+    ratio = runtime["multi-vl[4,destination]"] / runtime["default"]
+    # Never faster (nothing to relieve), and within science.md's 2% for one-packet messages
+    # (measured +1.7%). Multi-packet messages pay more (measured +4.6% for 4-packet ones): packets
+    # of different VLs interleave on a link, so a message finishes later than in one FIFO
+    # (docs/reproductions.md). The bound is what we measure, not the 2% guess.
+    assert 1.0 <= ratio <= at_most
