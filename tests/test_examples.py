@@ -77,3 +77,33 @@ def test_seed_scale_study_plans_at_the_seed_s_scale(study, tmp_path):
         assert set(plan["jobs"]) == names and plan["hosts"] == hosts
         for job in plan["jobs"].values():
             assert (job["nodes"], job["ranks_per_node"]) == (nodes, per_node)
+
+
+# Khalilov et al. under GPCNeT (network_load_test) at 64 and 512 nodes: the whole machine,
+# floor(0.8 N) congestor nodes dealt to the four congestors as GPCNeT deals them (node i of the
+# shuffled list to congestor i mod 4), the rest running the canaries; 18 ranks per node.
+KHALILOV = {"khalilov-gpcnet/seed-scale-64": (64, 3), "khalilov-gpcnet/seed-scale": (512, 2)}
+
+
+@pytest.mark.parametrize("key", sorted(KHALILOV))
+def test_khalilov_seed_scale_runs_gpcnet_s_split(key, tmp_path):
+    import json
+
+    hosts, repetitions = KHALILOV[key]
+    study = Path(__file__).parent.parent / "examples" / f"{key}.toml"
+    result = CliRunner().invoke(app, ["study", str(study), "--plan", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    congestors = int(0.8 * hosts)
+    dealt = [len(range(i, congestors, 4)) for i in range(4)]  # GPCNeT's colors: i mod 4
+    expected = {"canaries": hosts - congestors, "alltoall": dealt[0], "incast": dealt[1], "put-incast": dealt[2],
+                "get-bcast": dealt[3]}
+    assert plan["hosts"] == hosts == sum(expected.values())  # GPCNeT runs on the whole machine
+    assert {job: figures["nodes"] for job, figures in plan["jobs"].items()} == expected
+    assert plan["jobs"]["canaries"]["nodes"] / hosts == pytest.approx(0.2, abs=0.01)
+    for figures in plan["jobs"].values():
+        assert figures["ranks_per_node"] == 18 and figures["ranks"] == 18 * figures["nodes"]
+    # Each repetition: every job alone, then the default, the static priority and 5 per-message policies.
+    assert plan["repetitions"] == repetitions and plan["alone_runs"] == 5 * repetitions
+    assert "per-job[canaries high]" in plan["policies"] and sum(p.startswith("per-message") for p in plan["policies"]) == 5
+    assert plan["runs"] == repetitions * (5 + 7)

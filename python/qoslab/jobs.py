@@ -140,6 +140,9 @@ class Job(_Table):
     workload: AnyWorkload
     collectives: Collectives = Field(default_factory=Collectives)
     sl_policy: SlPolicy = Field(default_factory=lambda: JobSl(kind="job"))  # how each message's SL is chosen
+    # False: the job runs, but its iterations are not recorded (iterations.parquet, the summary's
+    # iteration figures): background jobs of thousands of ranks would outweigh the measured ones.
+    record_iterations: bool = True
 
     def service_levels(self) -> list[int]:
         """Every SL the job's messages can use."""

@@ -701,6 +701,8 @@ class Scenario(_Table):
         for job, name, hosts in zip(data["jobs"], self.job_names(), self.placements()):
             job.update(name=name, nodes=len(hosts), placement="hosts", hosts=hosts)
             job.pop("fragment_nodes", None)
+            if job.get("record_iterations", True):  # the default: left out, as run ids were before it
+                job.pop("record_iterations", None)
         return data
 
     def class_names(self) -> list[str]:
@@ -805,6 +807,7 @@ class Scenario(_Table):
                     "workload": job.workload.engine(),
                     "collectives": {"allreduce": job.collectives.allreduce, "alltoall": job.collectives.alltoall},
                     "sl_policy": job.sl_policy.engine(),
+                    "record_iterations": job.record_iterations,
                 }
                 for job, name, hosts in zip(self.jobs, self.job_names(), self.placements())
             ],

@@ -193,6 +193,14 @@ pub struct JobConfig {
     /// How each message's SL is chosen (mpi/sl_policy.rs); absent: every message at `sl`.
     #[serde(default)]
     pub sl_policy: SlPolicyConfig,
+    /// Whether the job's iterations are recorded (ranks table, summary's iteration figures):
+    /// background jobs of thousands of ranks would otherwise outweigh the measured ones.
+    #[serde(default = "record_all")]
+    pub record_iterations: bool,
+}
+
+fn record_all() -> bool {
+    true
 }
 
 /// Which messages of the chosen ranks a rank-based policy prioritises.

@@ -45,6 +45,10 @@ fn every_builtin_workload_completes_and_leaves_the_fabric_empty() {
         json!({"kind": "gpcnet-incast", "bytes": 4096, "iterations": 2, "messages": 2}),
         json!({"kind": "gpcnet-put-incast", "bytes": 4096, "iterations": 2, "messages": 2}),
         json!({"kind": "gpcnet-get-bcast", "bytes": 4096, "iterations": 2, "messages": 2}),
+        json!({"kind": "gpcnet-canaries", "latency_bytes": 8, "latency_rings": 2, "latency_iterations": 3,
+               "latency_warmup": 2, "bandwidth_bytes": 131072, "bandwidth_outstanding": 8, "bandwidth_rings": 1,
+               "bandwidth_iterations": 2, "bandwidth_warmup": 1, "allreduce_bytes": 8, "allreduce_tests": 2,
+               "allreduce_iterations": 3, "allreduce_warmup": 1}),
     ];
     for w in workloads {
         for (allreduce, alltoall) in [("recursive-doubling", "pairwise"), ("ring", "bruck")] {
@@ -80,6 +84,24 @@ fn a_barrier_before_each_timed_bcast_keeps_the_root_from_racing_ahead() {
     assert!((timed - one_way).abs() < 10.0, "median rank-iteration {timed} ns, expected one hop ({one_way} ns)");
     let (raced, _) = times(false, 20);
     assert!(raced < 0.5 * one_way, "without the barrier the median rank-iteration is {raced} ns");
+}
+
+#[test]
+fn a_job_that_records_no_iterations_still_runs_and_reports_its_runtime() {
+    let w = json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 4, "compute_us": 0.0});
+    let quiet = {
+        let mut j = job("quiet", (0..4).collect(), 1, w.clone());
+        j["record_iterations"] = json!(false);
+        j
+    };
+    let mut sim = Simulation::new(config(json!([job("loud", (4..8).collect(), 1, w), quiet]))).unwrap();
+    sim.run(&mut || false);
+    let out = sim.output(false).unwrap();
+    let s = &out.summary;
+    assert_eq!(s["jobs"]["quiet"]["completed"], true);
+    assert!(s["jobs"]["quiet"]["runtime_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(s["jobs"]["quiet"]["rank_iteration_ns"]["count"], 0);
+    assert_eq!(s["jobs"]["loud"]["rank_iteration_ns"]["count"], 16);
 }
 
 #[test]

@@ -11,7 +11,7 @@ from qoslab.analysis.contention import (
     slowdowns,
     with_slowdown_intervals,
 )
-from qoslab.analysis.gpcnet import congestion_impact
+from qoslab.analysis.gpcnet import canary_tests, congestion_impact, gpcnet_impact
 from qoslab.analysis.interference import (
     cross_job_changes,
     harm_shift,
@@ -22,7 +22,7 @@ from qoslab.analysis.ranks import rank_times, slowest_ranks
 from qoslab.analysis.utilisation import vl_utilisation
 
 __all__ = [
-    "Interval", "best_policy_leads", "congestion_impact", "cross_job_changes", "harm_shift", "interference_matrix",
-    "iteration_stats", "mean_interval", "policy_summary", "rank_times", "sample_stats", "slowdown_intervals", "slowdowns",
-    "slowest_ranks", "vl_utilisation", "with_slowdown_intervals",
+    "Interval", "best_policy_leads", "canary_tests", "congestion_impact", "cross_job_changes", "gpcnet_impact",
+    "harm_shift", "interference_matrix", "iteration_stats", "mean_interval", "policy_summary", "rank_times",
+    "sample_stats", "slowdown_intervals", "slowdowns", "slowest_ranks", "vl_utilisation", "with_slowdown_intervals",
 ]

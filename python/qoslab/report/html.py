@@ -19,8 +19,10 @@ import pandas as pd
 
 from qoslab.analysis import (
     best_policy_leads,
+    canary_tests,
     congestion_impact,
     cross_job_changes,
+    gpcnet_impact,
     harm_shift,
     interference_matrix,
     iteration_stats,
@@ -63,7 +65,7 @@ METRICS = [
     ("Pw", "Compute-power waste: C × Σ ranks × (T_shared − T_alone), in core-seconds with C = 1."),
     ("throughput", "3600 s × Σ 1/T_shared: jobs per hour if every job is rerun back to back; 'vs alone' divides by the same sum of alone runtimes."),
     ("p99/p50, cv", "Predictability of a job's iteration times: the 99th percentile over the median, and the standard deviation over the mean."),
-    ("CIF", "GPCNeT's congestion impact factor of a job: its iteration times shared over alone (average and p99); > 1 means congestion hurts."),
+    ("CIF", "GPCNeT's congestion impact factor: congested over isolated latency (isolated over congested bandwidth), for GPCNeT's average and 99th percentile; for other jobs their iteration times shared over alone; > 1 means congestion hurts."),
     ("wait (who delayed whom)", "Time the victim's packets spent waiting on the culprit's packets, summed over packets, mean per run over repetitions: output waits (for the link, the VL's turn or credits) and buffer waits (queued behind the culprit's packet)."),
     ("utilisation", "busy_ns / (links × simulated time) of a tree level, direction and VL: the share of the run its links spent sending that VL's packets."),
 ]
@@ -159,7 +161,7 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dic
         parts.append(_interference(tables.get("interference"), runs, jobs, order, out, formats))
         parts.append(_utilisation(tables.get("vl_levels"), runs, order, out, formats))
         parts.append(_per_rank(iterations, slow, order, out, formats))
-        parts.append(_distributions(iterations, order, styles, out, formats))
+        parts.append(_distributions(iterations, order, styles, out, formats, meta.get("base_scenario", {})))
     if "search" in tables and tables["search"] is not None and len(tables["search"]):
         parts.append("<h2>Search candidates</h2>" + _table(tables["search"][["search", "rank", "candidate", "objective", "value"]]))
     parts.append(_failures(runs))
@@ -394,7 +396,9 @@ def _most_affected(slow: pd.DataFrame) -> str:
 
 
 def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, order: list[str], out: Path, formats: list[str]) -> str:
-    if iterations.empty:
+    # Jobs run with record_iterations = false have no iterations to show.
+    slow = slow[slow["job"].isin(set(iterations["job"].unique()))]
+    if iterations.empty or slow["slowdown"].notna().sum() == 0:
         return ""
     job = _most_affected(slow)
     rows = iterations[iterations["job"] == job]
@@ -418,7 +422,8 @@ def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, order: list[str], ou
                             "send_latency_max_over_median": ".3f"}))
 
 
-def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path, formats: list[str]) -> str:
+def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path, formats: list[str],
+                   scenario: dict[str, Any]) -> str:
     if iterations.empty:
         return ""
     parts = ["<h2>Iteration-time distributions</h2>"]
@@ -431,10 +436,24 @@ def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str,
     stats = iteration_stats(iterations)
     stats = stats[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
     parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(stats, {"p50": ",.0f", "p99": ",.0f"}))
-    impacts = pd.concat([congestion_impact(iterations, job) for job in present.index], ignore_index=True)
-    if len(impacts):
+    canaries = canary_tests(scenario)
+    gpcnet = [gpcnet_impact(iterations, job, canaries[job]) for job in present.index if job in canaries]
+    gpcnet = [g for g in gpcnet if len(g)]
+    if gpcnet:
+        table = pd.concat(gpcnet, ignore_index=True)
+        parts.append("<h3>GPCNeT congestion impact of the canaries</h3><p class='note'>As GPCNeT computes it "
+                     "(docs/metrics.md): per test, its average and 99th percentile alone (isolated) and under each "
+                     "policy (congested), in GPCNeT's units; CIF = congested / isolated latency, isolated / congested "
+                     "bandwidth; 'printed' as GPCNeT's table shows it.</p>" +
+                     _table(table[["job", "test", "policy", "unit", "isolated_average", "congested_average", "isolated_p99",
+                                   "congested_p99", "cif_average", "cif_p99", "cif_average_printed", "cif_p99_printed"]]))
+    others = [job for job in present.index if job not in canaries]
+    impacts = [congestion_impact(iterations, job) for job in others]
+    impacts = [i for i in impacts if len(i)]
+    if impacts:
+        table = pd.concat(impacts, ignore_index=True)
         parts.append("<h3>Congestion impact (GPCNeT's CIF: shared over alone iteration time)</h3>" +
-                     _table(impacts[["job", "policy", "cif_average", "cif_p99"]]))
+                     _table(table[["job", "policy", "cif_average", "cif_p99"]]))
     return "".join(parts)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from qoslab.analysis import policy_summary, slowdowns, with_slowdown_intervals
+from qoslab.analysis import canary_tests, gpcnet_impact, policy_summary, slowdowns, with_slowdown_intervals
 from qoslab.policies.search import CANDIDATE_MARK
 from qoslab.report import write_report
 from qoslab.sweep.store import write_tables
@@ -30,13 +30,26 @@ def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
 
 
 def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> list[Path]:
-    """slowdown.parquet, policies.parquet and report.html (with figures/) in `out`."""
+    """slowdown.parquet, policies.parquet, gpcnet.parquet (with GPCNeT canary jobs) and
+    report.html (with figures/) in `out`."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
     # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
-    written = write_tables({"slowdown": with_slowdown_intervals(slow), "policies": policy_summary(slow)}, out)
+    results = {"slowdown": with_slowdown_intervals(slow), "policies": policy_summary(slow)}
+    impact = gpcnet_table(kept["iterations"], meta.get("base_scenario", {}))
+    if len(impact):
+        results["gpcnet"] = impact
+    written = write_tables(results, out)
     written.append(write_report(out, kept, meta))
     return written
+
+
+def gpcnet_table(iterations: pd.DataFrame, scenario: dict[str, Any]) -> pd.DataFrame:
+    """GPCNeT's congestion impact of every GPCNeT canary job of the study, per policy and test."""
+    tests = canary_tests(scenario)
+    frames = [gpcnet_impact(iterations, job, job_tests) for job, job_tests in tests.items()]
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
 def policy_table(tables: dict[str, pd.DataFrame], order: list[str] | None = None) -> pd.DataFrame:

@@ -14,6 +14,7 @@
 //! The layer knows nothing of packets: it talks to the fabric through `Transport`.
 
 pub mod collectives;
+pub mod gpcnet;
 pub mod program;
 pub mod skeletons;
 pub mod sl_policy;
@@ -154,6 +155,8 @@ struct Job {
     /// Payload bytes issued per SL in the first run.
     bytes_by_sl: [u64; 16],
     restart: bool,
+    /// `JobConfig::record_iterations`.
+    record_iterations: bool,
     run: u32,
     run_start: Time,
     ranks_finished: u32,
@@ -202,6 +205,15 @@ pub struct Mpi {
 
 /// Purpose index of the jobs' random streams (see `traffic::stream_rng`).
 pub const RNG_JOBS: u64 = 10;
+/// Purpose index of the jobs' name-keyed streams (`JobShape::named_rng`).
+pub const RNG_JOB_NAMES: u64 = 11;
+
+/// FNV-1a: a stable hash of a job's name (std's hasher may change between Rust releases).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
+        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+    })
+}
 
 impl Mpi {
     pub fn new(
@@ -229,7 +241,14 @@ impl Mpi {
                 return Err(ConfigError::new(key("sl"), "expected a service level 0..15"));
             }
             let size = jc.hosts.len() as u32 * jc.ranks_per_node;
-            let shape = JobShape { size, rng: crate::traffic::stream_rng(seed, RNG_JOBS, j as u64) };
+            let named_rng =
+                crate::traffic::stream_rng(seed, RNG_JOB_NAMES, fnv1a(jc.name.as_bytes()));
+            let shape = JobShape {
+                size,
+                ranks_per_node: jc.ranks_per_node,
+                rng: crate::traffic::stream_rng(seed, RNG_JOBS, j as u64),
+                named_rng,
+            };
             let kind = jc.workload.get("kind").and_then(|k| k.as_str()).unwrap_or("");
             let mut params = jc.workload.clone();
             if let Some(m) = params.as_object_mut() {
@@ -245,7 +264,13 @@ impl Mpi {
                     None => Err("no trace program was supplied for this job".into()),
                 }
             } else {
-                match workloads::build(kind, &params, JobShape { size, rng: shape.rng.clone() })
+                let copy = JobShape {
+                    size,
+                    ranks_per_node: jc.ranks_per_node,
+                    rng: shape.rng.clone(),
+                    named_rng: shape.named_rng.clone(),
+                };
+                match workloads::build(kind, &params, copy)
                     .or_else(|| skeletons::build(kind, &params, shape))
                 {
                     Some(p) => p,
@@ -313,6 +338,7 @@ impl Mpi {
                 sl_policy,
                 bytes_by_sl: [0; 16],
                 restart: jc.restart,
+                record_iterations: jc.record_iterations,
                 run: 0,
                 run_start: 0,
                 ranks_finished: 0,
@@ -662,17 +688,20 @@ impl Mpi {
             let job_index = r.job as usize;
             if r.in_iteration {
                 r.in_iteration = false;
-                self.records.push(IterationRecord {
-                    job: r.job,
-                    rank: r.local,
-                    run: self.jobs[job_index].run,
-                    iteration: r.iteration,
-                    start: r.iteration_start,
-                    end: now,
-                    wait: r.iteration_wait,
-                    sends: r.iteration_sends,
-                    send_latency: r.iteration_send_latency,
-                });
+                let job = &self.jobs[job_index];
+                if job.record_iterations && job.program.recorded(r.iteration) {
+                    self.records.push(IterationRecord {
+                        job: r.job,
+                        rank: r.local,
+                        run: self.jobs[job_index].run,
+                        iteration: r.iteration,
+                        start: r.iteration_start,
+                        end: now,
+                        wait: r.iteration_wait,
+                        sends: r.iteration_sends,
+                        send_latency: r.iteration_send_latency,
+                    });
+                }
                 let job = &mut self.jobs[job_index];
                 job.sl_policy.iteration_done(r.local, job.run, r.iteration, r.iteration_wait, r.iteration_sends,
                                              r.iteration_send_latency);

@@ -1160,7 +1160,12 @@ mod tests {
         let kind = v["kind"].as_str().unwrap();
         let mut p = v.clone();
         p.as_object_mut().unwrap().remove("kind");
-        let shape = JobShape { size, rng: crate::traffic::stream_rng(1, 99, 0) };
+        let shape = JobShape {
+            size,
+            ranks_per_node: 1,
+            rng: crate::traffic::stream_rng(1, 99, 0),
+            named_rng: crate::traffic::stream_rng(1, 98, 0),
+        };
         build(kind, &p, shape).expect("a skeleton kind").unwrap_or_else(|e| panic!("{kind}: {e}"))
     }
 
@@ -1414,7 +1419,12 @@ mod tests {
 
     #[test]
     fn unknown_and_missing_parameters_are_rejected() {
-        let shape = || JobShape { size: 4, rng: crate::traffic::stream_rng(1, 99, 0) };
+        let shape = || JobShape {
+            size: 4,
+            ranks_per_node: 1,
+            rng: crate::traffic::stream_rng(1, 99, 0),
+            named_rng: crate::traffic::stream_rng(1, 98, 0),
+        };
         for v in configs() {
             let kind = v["kind"].as_str().unwrap();
             let mut p = v.clone();

@@ -1,7 +1,8 @@
 //! Workload generators: each job's rank programs, produced one iteration at a time.
 //!
-//! The micro-benchmarks of Savoie et al., GPCNeT's canaries and congestors, a timed collective
-//! loop, ping-pong, and replayed traces live here; application skeletons in `skeletons.rs`.
+//! The micro-benchmarks of Savoie et al., a timed collective loop, ping-pong, and replayed traces
+//! live here; GPCNeT's canaries and congestors in `gpcnet.rs`, application skeletons in
+//! `skeletons.rs`.
 //! Python validates the parameters and resolves their defaults; the engine re-checks them with
 //! `deny_unknown_fields` so it is safe to drive directly.
 
@@ -20,13 +21,24 @@ pub trait Program: Send {
     /// Appends rank `rank`'s ops for iteration `iter` to an empty `out`; the iteration ends when
     /// the rank has run them all.
     fn iteration(&mut self, rank: u32, iter: u32, out: &mut Vec<Op>);
+    /// Whether iteration `iter` is recorded (iterations.parquet, the summary's iteration
+    /// figures). A benchmark's untimed iterations (GPCNeT's warm-ups) are not: at thousands of
+    /// ranks their rows would outweigh the timed ones.
+    fn recorded(&self, _iter: u32) -> bool {
+        true
+    }
 }
 
 /// Everything a generator may depend on besides its parameters.
 pub struct JobShape {
     pub size: u32,
+    /// Ranks per host: ranks 0..k-1 on the job's first host, and so on.
+    pub ranks_per_node: u32,
     /// A random stream of the job's own (seeded from the scenario seed and job index).
     pub rng: Pcg64Mcg,
+    /// A random stream keyed by the scenario seed and the job's *name*: the same whether the job
+    /// runs alone (where it is job 0) or beside others (GPCNeT's rings, isolated and congested).
+    pub named_rng: Pcg64Mcg,
 }
 
 pub fn params<T: DeserializeOwned>(kind: &str, v: &serde_json::Value) -> Result<T, String> {
@@ -51,15 +63,7 @@ pub fn build(kind: &str, p: &serde_json::Value, shape: JobShape) -> Option<Resul
         "all-to-all" => boxed(params::<Collective>(kind, p).map(|c| c.with(CollectiveKind::Alltoall, shape.size))),
         "random-pairs" => boxed(params::<RandomPairsParams>(kind, p).map(|g| RandomPairs::new(g, shape))),
         "collective-loop" => boxed(params::<CollectiveLoopParams>(kind, p).and_then(|g| g.build(shape.size))),
-        "gpcnet-rr-latency" | "gpcnet-rr-bandwidth" => {
-            boxed(params::<RandomRingParams>(kind, p).map(|g| RandomRing::new(g, kind == "gpcnet-rr-bandwidth", shape)))
-        }
-        "gpcnet-allreduce" => boxed(params::<Collective>(kind, p).map(|c| c.with(CollectiveKind::Allreduce, shape.size))),
-        "gpcnet-alltoall" => boxed(params::<Collective>(kind, p).map(|c| c.with(CollectiveKind::Alltoall, shape.size))),
-        "gpcnet-incast" => boxed(params::<Rooted>(kind, p).map(|g| RootedPattern { p: g, style: Rooting::TwoSidedIncast, size: shape.size })),
-        "gpcnet-put-incast" => boxed(params::<Rooted>(kind, p).map(|g| RootedPattern { p: g, style: Rooting::PutIncast, size: shape.size })),
-        "gpcnet-get-bcast" => boxed(params::<Rooted>(kind, p).map(|g| RootedPattern { p: g, style: Rooting::GetBcast, size: shape.size })),
-        _ => return None,
+        _ => return super::gpcnet::build(kind, p, &shape),
     })
 }
 
@@ -355,105 +359,6 @@ impl SharedDraws {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RandomRingParams {
-    bytes: u64,
-    iterations: u32,
-    /// Messages in flight per direction (GPCNeT's bandwidth test uses 8).
-    outstanding: u32,
-    /// Iterations between re-shuffles of the ring (GPCNeT: 200 iterations per random ring).
-    iterations_per_ring: u32,
-}
-
-/// GPCNeT's random-ring canaries: ranks in a shuffled ring exchange with both ring neighbours.
-/// The latency test sends one small message each way; the bandwidth test keeps `outstanding`
-/// large messages in flight and synchronises with a barrier after each iteration.
-pub struct RandomRing {
-    p: RandomRingParams,
-    with_sync: bool,
-    rings: SharedDraws,
-    size: u32,
-}
-
-impl RandomRing {
-    fn new(p: RandomRingParams, with_sync: bool, shape: JobShape) -> RandomRing {
-        let size = shape.size;
-        RandomRing { p, with_sync, rings: SharedDraws::new(shape), size }
-    }
-}
-
-impl Program for RandomRing {
-    fn iterations(&self) -> u32 {
-        self.p.iterations
-    }
-    fn iteration(&mut self, rank: u32, iter: u32, out: &mut Vec<Op>) {
-        let ring = self.rings.permutation(iter / self.p.iterations_per_ring.max(1));
-        let n = ring.len();
-        let pos = ring.iter().position(|&r| r == rank).unwrap();
-        let (left, right) = (ring[(pos + n - 1) % n], ring[(pos + 1) % n]);
-        for _ in 0..self.p.outstanding {
-            out.push(Op::Irecv { peer: left, tag: 0 });
-            out.push(Op::Irecv { peer: right, tag: 1 });
-        }
-        for _ in 0..self.p.outstanding {
-            out.push(Op::Isend { peer: right, bytes: self.p.bytes, tag: 0 });
-            out.push(Op::Isend { peer: left, bytes: self.p.bytes, tag: 1 });
-        }
-        out.push(Op::WaitAll);
-        if self.with_sync {
-            out.push(Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: Group::world(self.size) });
-        }
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Rooted {
-    bytes: u64,
-    iterations: u32,
-    /// Messages per sender per iteration.
-    messages: u32,
-}
-
-enum Rooting {
-    TwoSidedIncast,
-    PutIncast,
-    GetBcast,
-}
-
-/// GPCNeT's rooted congestors: every rank but 0 sends to (or reads from) rank 0.
-struct RootedPattern {
-    p: Rooted,
-    style: Rooting,
-    size: u32,
-}
-
-impl Program for RootedPattern {
-    fn iterations(&self) -> u32 {
-        self.p.iterations
-    }
-    fn iteration(&mut self, rank: u32, _iter: u32, out: &mut Vec<Op>) {
-        let (bytes, n) = (self.p.bytes, self.p.messages);
-        let before = out.len();
-        match (&self.style, rank) {
-            (Rooting::TwoSidedIncast, 0) => {
-                for sender in 1..self.size {
-                    out.extend((0..n).map(|_| Op::Irecv { peer: sender, tag: 0 }));
-                }
-            }
-            (Rooting::TwoSidedIncast, _) => out.extend((0..n).map(|_| Op::Isend { peer: 0, bytes, tag: 0 })),
-            // One-sided: the root's CPU takes no part.
-            (Rooting::PutIncast, 0) | (Rooting::GetBcast, 0) => {}
-            (Rooting::PutIncast, _) => out.extend((0..n).map(|_| Op::Put { peer: 0, bytes })),
-            (Rooting::GetBcast, _) => out.extend((0..n).map(|_| Op::Get { peer: 0, bytes })),
-        }
-        if out.len() > before {
-            out.push(Op::WaitAll);
-        }
-    }
-}
-
 /// A replayed trace: every rank's ops as recorded, split into iterations at IterationEnd
 /// markers (a trace without markers is one iteration).
 pub struct Trace {
@@ -539,7 +444,12 @@ mod tests {
     #[test]
     fn random_pairs_is_a_matching_on_every_rank() {
         use crate::traffic::stream_rng;
-        let shape = JobShape { size: 9, rng: stream_rng(1, 50, 0) };
+        let shape = JobShape {
+            size: 9,
+            ranks_per_node: 1,
+            rng: stream_rng(1, 50, 0),
+            named_rng: stream_rng(1, 51, 0),
+        };
         let mut g = RandomPairs::new(RandomPairsParams { bytes: 8, iterations: 3, compute_us: 0.0 }, shape);
         for iter in 0..3 {
             let mut partner = vec![None; 9];
