@@ -999,6 +999,9 @@ impl Simulation {
         // What this hop needs of the port's line, read once.
         let ps = &self.ports[port as usize];
         let (down, delivers, peer_switch, peer_local) = (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
+        // Whether the port sat idle for credits since its last transmission (the blocked
+        // interval attribution and PortXmitWait close now); read here, from the line in hand.
+        let was_blocked = ps.credit_waiting;
         let (switch, base) = (ps.switch, port - ps.local as u32);
         // Start the misses this packet-hop will take anyway, so that they overlap.
         if !delivers {
@@ -1040,13 +1043,15 @@ impl Simulation {
             self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };
         if self.attribution.is_some() {
-            self.attribute_wait(port, q, now, done);
+            self.attribute_wait(port, q, now, done, was_blocked);
         }
-        if let Some(w) = self.xmit_wait.as_deref_mut() {
-            let (since, total) = &mut w[port as usize];
-            if *since != NEVER {
-                *total += self.window.overlap(*since, now);
-                *since = NEVER;
+        if was_blocked {
+            if let Some(w) = self.xmit_wait.as_deref_mut() {
+                let (since, total) = &mut w[port as usize];
+                if *since != NEVER {
+                    *total += self.window.overlap(*since, now);
+                    *since = NEVER;
+                }
             }
         }
         let idx = self.port_vl(port, vl);
@@ -1125,11 +1130,13 @@ impl Simulation {
     /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
     /// `done`; any credit-stalled idle time before is charged first.
     #[inline(never)]
-    fn attribute_wait(&mut self, port: u32, q: u32, now: Time, done: Time) {
+    fn attribute_wait(&mut self, port: u32, q: u32, now: Time, done: Time, was_blocked: bool) {
         let window = self.window;
         let requests = self.ports[port as usize].request_mask;
         let a = self.attribution.as_deref_mut().expect("attribution on");
-        a.unblocked(port, |since| window.overlap(since, now));
+        if was_blocked {
+            a.unblocked(port, |since| window.overlap(since, now));
+        }
         a.transmitting(port, requests, q, done, window.overlap(now, done));
     }
 
