@@ -225,7 +225,7 @@ def instruction_counts():
 
 def callgrind_total(path):
     for line in Path(path).read_text().splitlines():
-        if line.startswith("totals:") or line.startswith("summary:"):
+        if line.startswith(("totals:", "summary:")):
             return int(line.split()[1])
     return 0
 

@@ -17,11 +17,10 @@ from pathlib import Path
 
 
 def measure(workers: int) -> dict:
-    from rich.console import Console
-
     from qoslab.study.default import default_study
     from qoslab.study.runner import StudyRunner
     from qoslab.sweep.executors import LocalExecutor
+    from rich.console import Console
 
     study = default_study()
     with tempfile.TemporaryDirectory() as out:
@@ -36,7 +35,7 @@ def measure(workers: int) -> dict:
     engine_seconds = float(runs["wall_seconds"].sum())
     return {
         "workers": executor.workers,
-        "runs": int(len(runs)),
+        "runs": len(runs),
         "failed_runs": int((runs["status"] != "completed").sum()),
         "wall_seconds": wall,
         "runs_per_minute": 60.0 * len(runs) / wall,

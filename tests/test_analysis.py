@@ -133,7 +133,7 @@ def test_slowest_ranks_keeps_repetitions_apart():
     two = one.assign(repetition=1, send_latency_ns=one["send_latency_ns"][::-1].to_numpy())
     slow = slowest_ranks(pd.concat([one, two]), fraction=0.5)
     # Each repetition places the ranks elsewhere: the slow rank is 1, then 0, not a blend.
-    assert list(slow["repetition"]) == [0, 1] and [s for s in slow["slowest"]] == [[1], [0]]
+    assert list(slow["repetition"]) == [0, 1] and list(slow["slowest"]) == [[1], [0]]
 
 
 def test_congestion_impact_latency_and_bandwidth():

@@ -2,9 +2,8 @@
 These cases fail before the engine is reached, so they need no compiled engine."""
 
 import pytest
-from typer.testing import CliRunner
-
 from qoslab.cli import app
+from typer.testing import CliRunner
 
 runner = CliRunner()
 

@@ -13,16 +13,22 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
 import qoslab
 from qoslab.cli import app
 from qoslab.deploy import ExportError, export_opensm, study_scenario
-from qoslab.deploy.mpi_env import ENVIRONMENT, MPI_SUPPORT, MVAPICH_QOS, RANK_WRAPPER, SL_VARIABLES, deployment
+from qoslab.deploy.mpi_env import (
+    ENVIRONMENT,
+    MPI_SUPPORT,
+    MVAPICH_QOS,
+    RANK_WRAPPER,
+    SL_VARIABLES,
+    deployment,
+)
 from qoslab.io.opensm import merge_opensm_conf, parse_opensm_conf, write_opensm_conf
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep.executors import LocalExecutor
+from typer.testing import CliRunner
 
 SCENARIO = {
     "seed": 3,

@@ -10,7 +10,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import qoslab
 from qoslab.deploy import ExportError, export_opensm
 from qoslab.deploy.mpi_env import SL_VARIABLES

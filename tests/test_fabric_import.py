@@ -8,11 +8,15 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 import qoslab
 from qoslab.deploy import export_opensm
 from qoslab.errors import ScenarioError
-from qoslab.io.ibnetdiscover import FabricFileError, parse_fabric, write_ibnetdiscover, write_ibsim
+from qoslab.io.ibnetdiscover import (
+    FabricFileError,
+    parse_fabric,
+    write_ibnetdiscover,
+    write_ibsim,
+)
 from qoslab.io.ibroute import RoutingFileError, parse_dumps, routing_table
 from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf, write_opensm_conf
 
@@ -134,7 +138,7 @@ def one_message_latency_ns(tmp_path: Path, src: int) -> float:
 
 def test_cut_through_between_links_of_different_rates_matches_the_closed_form(tmp_path):
     wire = 4096 + 26
-    fast, slow = wire * 8 / 100, wire * 8 / 25  # serialization in ns
+    slow = wire * 8 / 25  # serialization on the 25 Gb/s link, in ns (the 100 Gb/s one: wire * 8 / 100)
     link, switch = 20, 100
     # Fast to slow: the slow link's serialization decides, started a cut-through delay in.
     assert one_message_latency_ns(tmp_path, 0) == pytest.approx(link + switch + slow + link, abs=0.01)

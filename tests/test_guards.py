@@ -4,13 +4,12 @@ refused by name, defaults named as defaults (issue 16, "Bad input")."""
 from __future__ import annotations
 
 import pytest
-from typer.testing import CliRunner
-
 import qoslab
 from qoslab import resources
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
 from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
+from typer.testing import CliRunner
 
 
 @pytest.mark.parametrize("topology, key", [

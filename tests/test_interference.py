@@ -7,7 +7,6 @@ import math
 
 import pyarrow.compute as pc
 import pytest
-
 import qoslab
 from qoslab.simulate import simulate
 

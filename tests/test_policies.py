@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
-from qoslab.policies import AloneRun, MultiVl, PerJob, PerMessage, PerRank, PolicyContext, VlMapping
+from qoslab.policies import (
+    AloneRun,
+    MultiVl,
+    PerJob,
+    PerMessage,
+    PerRank,
+    PolicyContext,
+    VlMapping,
+)
 from qoslab.policies.arbitration import Arbitration
 from qoslab.policies.mapping import level_utilisation
 
@@ -114,9 +121,9 @@ def test_mapping_keeps_the_jobs_that_load_the_top_level_apart():
     four = ["a", "b", "c", "d"]
     runs = {"a": alone(10.0, [1, 30000], 4), "b": alone(10.0, [1, 1000], 4),
             "c": alone(10.0, [1, 20000], 4), "d": alone(10.0, [1, 0], 4)}
-    ctx = PolicyContext(repetition=0, seed=1, jobs=four, ranks={j: 4 for j in four}, data_vls=4, alone=runs)
+    ctx = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), data_vls=4, alone=runs)
     assert VlMapping(kind="vl-mapping").mapping(ctx) == {"a": 0, "c": 1, "b": 2, "d": 3}
-    two = PolicyContext(repetition=0, seed=1, jobs=four, ranks={j: 4 for j in four}, data_vls=2, alone=runs)
+    two = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), data_vls=2, alone=runs)
     assert VlMapping(kind="vl-mapping").mapping(two) == {"a": 0, "c": 1, "b": 0, "d": 1}
     # separate-heavy: a (0.75) and c (0.5) are >= 0.5 x 0.75; b and d share the last VL.
     heavy = VlMapping(kind="vl-mapping", rule="separate-heavy", vls=3).mapping(ctx)

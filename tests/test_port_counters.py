@@ -9,12 +9,16 @@ import re
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 import qoslab
 from qoslab.cli import app
-from qoslab.counters import TICK_BYTES, CounterDumpError, compare, parse_dump, perfquery_text
+from qoslab.counters import (
+    TICK_BYTES,
+    CounterDumpError,
+    compare,
+    parse_dump,
+)
 from qoslab.simulate import simulate
+from typer.testing import CliRunner
 
 HEADER = 26
 RATE_BYTES_PER_NS = 100 / 8
@@ -89,7 +93,7 @@ def counters_run(tmp_path: Path) -> Path:
 
 
 def scaled_dump(text: str, factor: int) -> str:
-    return re.sub(r"(:\.+)(\d+)$", lambda m: m[1] + str(int(m[2]) * factor), text, flags=re.M)
+    return re.sub(r"(:\.+)(\d+)$", lambda m: m[1] + str(int(m[2]) * factor), text, flags=re.MULTILINE)
 
 
 def test_compare_counters_sets_measured_beside_simulated(tmp_path):

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 import pytest
-
 import qoslab
 from qoslab.deploy import export_opensm
 from qoslab.io.ibnetdiscover import parse_fabric, write_ibsim
@@ -64,7 +63,7 @@ class Fabric:
         self.pids: list[int] = []
 
     def start_ibsim(self, net: Path) -> None:
-        log = open(self.folder / "ibsim.log", "w")
+        log = open(self.folder / "ibsim.log", "w")  # noqa: SIM115 - the daemon writes it for its lifetime
         proc = subprocess.Popen([tool("ibsim"), "-s", str(net)], stdin=subprocess.PIPE, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True)
         self.pids.append(proc.pid)
@@ -137,7 +136,7 @@ def routed(request, tmp_path_factory):
         topo = fabric.run("ibnetdiscover")
         dumps = folder / "ibroute"
         dumps.mkdir()
-        for lid in sorted(set(int(x) for x in re.findall(r"base port 0 lid (\d+)", topo))):
+        for lid in sorted({int(x) for x in re.findall(r"base port 0 lid (\d+)", topo)}):
             (dumps / f"switch-lid{lid}.txt").write_text(fabric.run("ibroute", str(lid)))
         yield scenario, fabric, topo, dumps
     finally:
@@ -255,7 +254,7 @@ def test_ibroute_dumps_drive_an_lft_simulation_along_the_dumped_paths(routed):
     fab = lft.tool_fabric()
     switches = fab.switch_indices()
     engine_switch = {fab.nodes[n].guid: i for i, n in enumerate(switches)}
-    for (s, d), path in paths.items():
+    for (_, d), path in paths.items():
         for guid, port in path:
             assert tables[engine_switch[guid]][d] == port - 1
     # A shift permutation simulated with the dumps' tables loads exactly the dumped paths' links.
@@ -311,7 +310,7 @@ def running_sm(request, tmp_path_factory):
 
 def path_sl(fabric: Fabric, src_guid: int, dst_guid: int) -> int:
     """The SL the running SA gives in the PathRecord from one port GUID to another."""
-    gid = lambda guid: ipaddress.IPv6Address((0xFE80 << 112) | guid).compressed  # noqa: E731
+    gid = lambda guid: ipaddress.IPv6Address((0xFE80 << 112) | guid).compressed
     out = fabric.run("saquery", "-p", "--sgid-to-dgid", f"{gid(src_guid)}-{gid(dst_guid)}")
     found = re.findall(r"\bsl\.+0x([0-9a-f]+)", out)
     assert len(found) == 1, out

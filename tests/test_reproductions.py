@@ -8,12 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-
 from qoslab.analysis import congestion_impact, iteration_stats
+from qoslab.scenario import read_toml
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep.executors import LocalExecutor
-from qoslab.scenario import read_toml
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 

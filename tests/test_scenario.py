@@ -5,7 +5,6 @@ import json
 import math
 
 import pytest
-
 from qoslab.errors import ScenarioError
 from qoslab.scenario import Scenario
 

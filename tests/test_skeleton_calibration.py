@@ -12,7 +12,6 @@ from __future__ import annotations
 import functools
 
 import pytest
-
 from qoslab.calibration import AloneRun, calibrate, figures, measure, reference_scenario
 from qoslab.simulate import simulate
 from qoslab.skeleton_presets import PRESETS, Reference, reference

@@ -7,9 +7,8 @@ from __future__ import annotations
 from typing import Any, cast, get_args
 
 import pytest
-from pydantic import TypeAdapter, ValidationError
-
 import qoslab.workloads
+from pydantic import TypeAdapter, ValidationError
 from qoslab import Scenario, ScenarioError
 from qoslab.skeleton_presets import PRESETS, presets_for
 from qoslab.skeletons import SKELETON_MODELS

@@ -6,10 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from typer.testing import CliRunner
-
 from qoslab import Scenario, ScenarioError, simulate
 from qoslab.cli import app
+from typer.testing import CliRunner
 
 SWITCH = {"kind": "single-switch", "hosts": 16}
 TREE = {"kind": "xgft", "m": [4, 4], "w": [1, 1]}  # 4 leaves of 4 hosts, one spine: 4:1
@@ -59,7 +58,7 @@ def test_spread_by_destination_and_by_message_share_bytes_equally_and_show_on_th
         result = run(a2a(sl_policy={"kind": "spread", "sls": [0, 1, 2, 3], "by": by}), run={"messages": True})
         # 8 ranks x 7 peers x 4 iterations = 224 messages: 56 per SL (per destination: 2 destinations
         # of each residue x 7 senders; per message: each rank's 28 messages dealt round robin).
-        assert by_sl(result) == {sl: 56 * 4096 for sl in range(4)}, by
+        assert by_sl(result) == dict.fromkeys(range(4), 56 * 4096), by
         wire = result.messages.to_pandas()
         counts = wire[wire["job"] == 0].groupby("sl").size().to_dict()
         assert counts == {0: 56, 1: 56, 2: 56, 3: 56}, by

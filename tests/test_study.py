@@ -9,8 +9,6 @@ import math
 
 import pandas as pd
 import pytest
-from typer.testing import CliRunner
-
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
 from qoslab.policies.arbitration import weight_entries
@@ -20,6 +18,7 @@ from qoslab.study.plan import StudyPlan
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep import execute as execute_module
 from qoslab.sweep.executors import DaskExecutor, LocalExecutor
+from typer.testing import CliRunner
 
 # Two 4-node jobs, randomly placed on a 4:1... 2:1 slimmed 16-host tree: the flood and the
 # all-to-all share up-links, so sharing costs the all-to-all time.

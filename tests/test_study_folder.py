@@ -13,14 +13,13 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
-
 from qoslab.cli import EXIT_RUNS_FAILED, app
 from qoslab.errors import FolderError
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep.executors import LocalExecutor
 from qoslab.sweep.folder import LOCK, StudyFolder, study_identity
+from typer.testing import CliRunner
 
 SCENARIO = {
     "seed": 3,

@@ -187,7 +187,7 @@ def write_collectives(folder: Path, ranks: int = 4) -> Path:
         now = 0
         t.call(r, "MPI_Init", now, now + 10)
         now += 10
-        for it in range(2):
+        for _ in range(2):
             now += 100 * (r + 1)  # rank r computes (r + 1) * 100 ns per step
             # Score-P's byte counts: allreduce of N bytes sends and receives P * N.
             t.call(

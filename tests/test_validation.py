@@ -1,7 +1,6 @@
 """The engine against closed-form results (the same checks docs/validation.md publishes)."""
 
 import pytest
-
 from qoslab import validation
 
 

@@ -90,7 +90,9 @@ def port_counters(scenario: Any, links: pa.Table, port_waits: pa.Table, tick_byt
     names = {**{i: fabric.host_name(i) for i, n in enumerate(fabric.nodes) if n.kind == "ca"}, **fabric.switch_names()}
     for (node, port), e in sorted(out.items()):
         gbps = rate[(node, port)]
-        ticks = lambda ns: int(ns * gbps / 8 / tick_bytes)  # noqa: E731 - ns x bytes per ns / bytes per tick
+
+        def ticks(ns, gbps=gbps):
+            return int(ns * gbps / 8 / tick_bytes)
         rcv = received.get((node, port), [0, 0])
         table["node"].append(names[node])
         table["node_guid"].append(f"0x{fabric.nodes[node].guid:016x}")
@@ -241,15 +243,15 @@ def compare(simulated: pa.Table, window_ns: float, before: Dump, after: Dump, in
     for key in sorted(set(before.counters) & set(after.counters)):
         a, b = before.counters[key], after.counters[key]
         s = sim.loc[key]
-        capacity = lambda seconds: float(s["link_gbps"]) * 1e9 / 8 * seconds  # noqa: E731 - bytes the link could carry
+        capacity_bytes_per_s = float(s["link_gbps"]) * 1e9 / 8
         real_bytes = 4 * (b.get("PortXmitData", 0) - a.get("PortXmitData", 0))
         real_wait = tick_bytes * (b.get("PortXmitWait", 0) - a.get("PortXmitWait", 0))
         rows.append({
             "node": s["node"], "node_guid": s["node_guid"], "lid": key[0], "port": key[1],
-            "real_utilisation": real_bytes / capacity(interval_s),
-            "simulated_utilisation": 4 * float(s["PortXmitData"]) / capacity(window_ns * 1e-9),
-            "real_wait": real_wait / capacity(interval_s),
-            "simulated_wait": tick_bytes * float(s["PortXmitWait"]) / capacity(window_ns * 1e-9),
+            "real_utilisation": real_bytes / (capacity_bytes_per_s * interval_s),
+            "simulated_utilisation": 4 * float(s["PortXmitData"]) / (capacity_bytes_per_s * window_ns * 1e-9),
+            "real_wait": real_wait / (capacity_bytes_per_s * interval_s),
+            "simulated_wait": tick_bytes * float(s["PortXmitWait"]) / (capacity_bytes_per_s * window_ns * 1e-9),
         })
     if not rows:
         raise CounterDumpError(after.source, 0, f"no port appears in both {before.source} and {after.source}")

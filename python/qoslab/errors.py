@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
@@ -46,7 +47,7 @@ class ScenarioError(ValueError):
         lines = [f"{where}{key}: {message}" if key else f"{where}{message}" for key, message in self.problems]
         return "\n".join(lines)
 
-    def with_source(self, source: str | None) -> "ScenarioError":
+    def with_source(self, source: str | None) -> ScenarioError:
         return ScenarioError(self.problems, source)
 
 

@@ -5,7 +5,8 @@ hosts have names (an imported fabric). Names are resolved to indices against the
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Sequence, Union
+from collections.abc import Sequence
+from typing import Annotated, Any
 
 import hostlist
 from pydantic import BeforeValidator
@@ -80,7 +81,7 @@ def resolve_names(names: list[str], fabric_names: Sequence[str] | None, key: str
     return [index[name] for name in names]
 
 
-Hosts = Annotated[Union[str, list[int], list[str]], BeforeValidator(_parse_hosts)]
+Hosts = Annotated[str | list[int] | list[str], BeforeValidator(_parse_hosts)]
 
 
 def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:

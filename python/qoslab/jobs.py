@@ -5,7 +5,7 @@ place their defaults live.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -103,7 +103,7 @@ class LatencyHistorySl(_Table):
     high_bytes_cap: Fraction = 1.0
 
     @model_validator(mode="after")
-    def _tiers(self) -> "LatencyHistorySl":
+    def _tiers(self) -> LatencyHistorySl:
         if len(self.thresholds) != len(self.sls) - 1:
             raise problem(f"expected {len(self.sls) - 1} thresholds for {len(self.sls)} SLs, got {len(self.thresholds)}",
                           "thresholds")
@@ -120,7 +120,7 @@ class LatencyHistorySl(_Table):
         return list(self.sls)
 
 
-SlPolicy = Annotated[Union[JobSl, RankSl, SlowestRanksSl, SpreadSl, LatencyHistorySl], Field(discriminator="kind")]
+SlPolicy = Annotated[JobSl | RankSl | SlowestRanksSl | SpreadSl | LatencyHistorySl, Field(discriminator="kind")]
 SL_POLICY_KINDS = ("job", "ranks", "slowest-ranks", "spread", "latency-history")
 SL_POLICY_MODELS = (JobSl, RankSl, SlowestRanksSl, SpreadSl, LatencyHistorySl)
 
@@ -149,7 +149,7 @@ class Job(_Table):
         return sorted({self.sl, *self.sl_policy.service_levels()})
 
     @model_validator(mode="after")
-    def _placement_keys(self) -> "Job":
+    def _placement_keys(self) -> Job:
         if self.placement == "hosts":
             if self.hosts is None:
                 raise problem('placement = "hosts" needs the list of hosts', "hosts")

@@ -17,7 +17,7 @@ Group placements (Dragonfly+ only):
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -11,20 +11,29 @@ import json
 import math
 import re
 import tomllib
+from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Iterable, Literal, Union
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
-from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
-from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
-from qoslab.placement import PlacementError, place_jobs
 from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
-from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.host_lists import is_int as _is_int
+from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
+from qoslab.placement import PlacementError, place_jobs
+from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
+from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
 DATA_VL_CHOICES = (1, 2, 4, 8, 15)
@@ -101,7 +110,7 @@ class Fabric(_Table):
         return buffer_per_vl(self.port_buffer_bytes, self.data_vls)
 
     @model_validator(mode="after")
-    def _buffer_holds_a_packet(self) -> "Fabric":
+    def _buffer_holds_a_packet(self) -> Fabric:
         if self.port_buffer_bytes is not None and self.vl_buffer_bytes is not None:
             raise problem(
                 f"give fabric.port_buffer_bytes (one buffer per port, divided among the data VLs) or "
@@ -153,7 +162,7 @@ class SingleSwitch(_Table):
     hosts: Annotated[int, Field(ge=2)] = 32
 
     @model_validator(mode="after")
-    def _size(self) -> "SingleSwitch":
+    def _size(self) -> SingleSwitch:
         _check_subnet_size(self.hosts, 1, "hosts")
         return self
 
@@ -175,7 +184,7 @@ class Xgft(_Table):
     w: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)]
 
     @model_validator(mode="after")
-    def _shape(self) -> "Xgft":
+    def _shape(self) -> Xgft:
         if len(self.w) != len(self.m):
             raise problem(f"expected as many entries as m ({len(self.m)}), got {len(self.w)}", "w")
         if self.w[0] != 1:
@@ -212,7 +221,7 @@ class Ibnetdiscover(_Table):
     _warnings: list[str] = PrivateAttr(default_factory=list)
 
     @model_validator(mode="after")
-    def _read(self) -> "Ibnetdiscover":
+    def _read(self) -> Ibnetdiscover:
         from qoslab.io.ibnetdiscover import FabricFileError, read_fabric
 
         path = _resolve_path(self.path)
@@ -268,14 +277,14 @@ class DragonflyPlus(_Table):
     switch_radix: Annotated[int, Field(ge=2, le=1024)] = 36
 
     @model_validator(mode="after")
-    def _shape(self) -> "DragonflyPlus":
+    def _shape(self) -> DragonflyPlus:
         if self.preset is not None:
             for key, value in DRAGONFLY_PRESETS[self.preset].items():
                 if key not in self.model_fields_set:
                     self.__dict__[key] = value
         for key in ("groups", "leaves_per_group", "spines_per_group", "hosts_per_leaf"):
             if getattr(self, key) is None:
-                raise problem(f'expected a number (or preset = "marconi100")', key)
+                raise problem('expected a number (or preset = "marconi100")', key)
         g, s = self.groups, self.spines_per_group
         per_spine, per_pair = self.global_links_per_spine, self.global_links_per_pair
         if per_spine is None and per_pair is None:
@@ -321,7 +330,7 @@ class DragonflyPlus(_Table):
                 "global_links_per_spine": self.global_links_per_spine}
 
 
-Topology = Annotated[Union[SingleSwitch, Xgft, Ibnetdiscover, DragonflyPlus], Field(discriminator="kind")]
+Topology = Annotated[SingleSwitch | Xgft | Ibnetdiscover | DragonflyPlus, Field(discriminator="kind")]
 TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
 
 
@@ -450,13 +459,12 @@ def default_port_qos(data_vls: int) -> dict[str, Any]:
 def _parse_load(value: Any) -> float | str:
     if value == "saturate":
         return value
-    if _is_int(value) or isinstance(value, float):
-        if 0 < value <= 1:
-            return float(value)
+    if (_is_int(value) or isinstance(value, float)) and 0 < value <= 1:
+        return float(value)
     raise problem(f'expected a fraction in (0, 1] of link_gbps or "saturate", got {show(value)}')
 
 
-Load = Annotated[Union[float, Literal["saturate"]], BeforeValidator(_parse_load)]
+Load = Annotated[float | Literal["saturate"], BeforeValidator(_parse_load)]
 
 
 class Traffic(_Table):
@@ -538,7 +546,7 @@ class Scenario(_Table):
     # -- construction --------------------------------------------------------------------------
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> "Scenario":
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> Scenario:
         if not isinstance(data, dict):
             raise ScenarioError([("", f"expected a table of scenario keys, got {show(data)}")], source)
         try:
@@ -552,10 +560,10 @@ class Scenario(_Table):
         return scenario
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> "Scenario":
+    def from_toml(cls, path: str | Path) -> Scenario:
         return cls.from_dict(read_toml(path), str(path))
 
-    def with_overrides(self, items: Iterable[str]) -> "Scenario":
+    def with_overrides(self, items: Iterable[str]) -> Scenario:
         """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
         the value is read as a TOML value, or else taken as a string."""
         items = list(items)
@@ -874,7 +882,7 @@ class Scenario(_Table):
                 owner.__dict__[field] = resolve_names(value, fabric_names, key)
 
     @model_validator(mode="after")
-    def _check_against_fabric(self) -> "Scenario":
+    def _check_against_fabric(self) -> Scenario:
         self._resolve_host_names()
         self.run.resolve(with_jobs=bool(self.jobs))
         self.run.check()

@@ -16,7 +16,13 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from qoslab._version import __version__
-from qoslab.errors import ConfigError, Deadlock, Interrupted, ScenarioError, from_engine_config_error
+from qoslab.errors import (
+    ConfigError,
+    Deadlock,
+    Interrupted,
+    ScenarioError,
+    from_engine_config_error,
+)
 from qoslab.levels import link_level
 from qoslab.scenario import Scenario
 

@@ -8,8 +8,9 @@ regenerates the published table from the same code, so the document cannot drift
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from qoslab.policies.arbitration import Arbitration
 from qoslab.scenario import Scenario

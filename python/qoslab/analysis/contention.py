@@ -40,7 +40,7 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
     rows = []
     for policy, group in slow.groupby("policy", sort=False):
         per_rep = []
-        for rep, g in group.groupby("repetition"):
+        for _, g in group.groupby("repetition"):
             complete = bool(g["complete"].all())
             per_rep.append({
                 "total": g["contention_us"].sum() if complete else np.nan,

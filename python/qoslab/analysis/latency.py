@@ -14,7 +14,7 @@ def sample_stats(samples) -> dict[str, float]:
     values = np.asarray(samples, dtype=float)
     values = values[~np.isnan(values)]
     if values.size == 0:
-        return {k: np.nan for k in ("count", "mean", *PERCENTILES, "max", "std", "cv", "p99_over_p50")}
+        return dict.fromkeys(("count", "mean", *PERCENTILES, "max", "std", "cv", "p99_over_p50"), np.nan)
     out = {"count": float(values.size), "mean": float(values.mean())}
     out.update({name: float(np.percentile(values, q)) for name, q in PERCENTILES.items()})
     out["max"] = float(values.max())

@@ -29,7 +29,11 @@ from qoslab.deploy.names import (
     opensm_string,
     shell_word,
 )
-from qoslab.io.opensm import merge_opensm_conf, routing_engine_warnings, write_opensm_conf
+from qoslab.io.opensm import (
+    merge_opensm_conf,
+    routing_engine_warnings,
+    write_opensm_conf,
+)
 from qoslab.scenario import Scenario
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")

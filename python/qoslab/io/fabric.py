@@ -227,4 +227,4 @@ def from_engine(fabric: dict[str, Any], link_gbps_default: float) -> Fabric:
         if ws is None:
             raise ValueError(f"a link of {gbps:g} Gb/s is no InfiniBand width x speed (4x EDR is 100)")
         cables.append(Cable(port_node[p], port_node[q], *ws))
-    return Fabric(nodes, cables, names={i: n for i, n in enumerate(names)})
+    return Fabric(nodes, cables, names=dict(enumerate(names)))

@@ -168,7 +168,7 @@ def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[
             warnings.append(f"{source}:{line}: link type {width}{speed} is unknown; it runs at fabric.link_gbps")
             return None, None
         return width, speed
-    options = dict((k, int(v)) for k, v in _OPTION.findall(rest))
+    options = {k: int(v) for k, v in _OPTION.findall(rest)}
     if not options:
         return None, None
     width = _IBSIM_WIDTHS.get(options.get("w", 2))

@@ -91,7 +91,7 @@ def parse_dumps(text: str, source: str = "<text>") -> list[SwitchDump]:
             continue
         if current is None or finished:
             continue  # tool noise ("ibwarn: ...") between dumps
-        if line.startswith("Lid") or line.startswith("Port"):
+        if line.startswith(("Lid", "Port")):
             continue
         entry = _ENTRY.match(line)
         if entry:

@@ -148,7 +148,7 @@ class OpenSmQos:
                        "vlarb_low": [list(e) for e in t["vlarb_low"] if e[1] > 0], "high_limit": t["high_limit"]}
                 for port, t in self.tables.items()}
 
-    def fold_routing_layers(self, layers: int) -> "OpenSmQos":
+    def fold_routing_layers(self, layers: int) -> OpenSmQos:
         """The tables a scenario with routing.vls = `layers` wrote (qoslab export repeats each
         VLArb entry for VL v + k * data_vls / layers, same weight; SL2VL names only the first
         layer's VLs), folded back to that scenario's [qos] tables. Raises OpenSmConfError naming
@@ -241,7 +241,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
             continue
         key, _, value = line.partition(" ") if " " in line else line.partition("\t")
         key, value = key.strip(), value.strip()
-        if "=" in key and (key.startswith("qos") or key.startswith("max_op_vls")):
+        if "=" in key and key.startswith(("qos", "max_op_vls")):
             warnings.append(f"{source}:{number}: {key!r}: OpenSM separates key and value by whitespace, not '=': "
                             "it ignores this line as an unknown key")
             continue

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated
 
 from pydantic import Field
 
-from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, AloneRun, Policy, PolicyContext, PolicyError
+from qoslab.policies.base import (
+    NEEDS_ALONE,
+    NEEDS_PROFILE,
+    AloneRun,
+    Policy,
+    PolicyContext,
+    PolicyError,
+)
 from qoslab.policies.default import Default
 from qoslab.policies.mapping import VlMapping
 from qoslab.policies.multi_vl import MultiVl
@@ -16,7 +23,7 @@ from qoslab.policies.per_rank import PerRank
 from qoslab.policies.search import Search
 
 AnyPolicy = Annotated[
-    Union[Default, PerJob, PerRank, PerMessage, MultiVl, VlMapping, Search], Field(discriminator="kind")
+    Default | PerJob | PerRank | PerMessage | MultiVl | VlMapping | Search, Field(discriminator="kind")
 ]
 POLICY_KINDS = ("default", "per-job", "per-rank", "per-message", "multi-vl", "vl-mapping", "search")
 

@@ -134,7 +134,7 @@ class VlMapping(Policy):
         if not light:
             return {job: i % n for i, job in enumerate(order)}
         mapping = {job: i % (n - 1) for i, job in enumerate(heavy)}
-        mapping.update({job: n - 1 for job in light})
+        mapping.update(dict.fromkeys(light, n - 1))
         return mapping
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:

@@ -9,7 +9,13 @@ from typing import Any
 
 import pandas as pd
 
-from qoslab.analysis import canary_tests, gpcnet_impact, policy_summary, slowdowns, with_slowdown_intervals
+from qoslab.analysis import (
+    canary_tests,
+    gpcnet_impact,
+    policy_summary,
+    slowdowns,
+    with_slowdown_intervals,
+)
 from qoslab.policies.search import CANDIDATE_MARK
 from qoslab.report import write_report
 from qoslab.sweep.store import write_tables

@@ -6,13 +6,20 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from qoslab._version import __version__
 from qoslab.policies import Policy, PolicyError, Search
@@ -20,10 +27,10 @@ from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, PolicyContext
 from qoslab.scenario import run_identity
 from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
+from qoslab.study.results import write_results
 from qoslab.sweep.execute import RunSpec, empty_iterations
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
-from qoslab.study.results import write_results
 from qoslab.sweep.store import RunStore, write_tables
 
 

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Iterator, Protocol, Sequence
+from typing import Any, Protocol
 
 from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
 

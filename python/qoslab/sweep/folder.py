@@ -35,7 +35,7 @@ class StudyFolder:
 
     def __enter__(self) -> StudyFolder:
         self.out.mkdir(parents=True, exist_ok=True)
-        lock = open(self.out / LOCK, "a+")  # noqa: SIM115 - held until __exit__
+        lock = open(self.out / LOCK, "a+")
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

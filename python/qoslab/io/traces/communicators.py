@@ -261,7 +261,7 @@ def _advance(p: _Pending) -> tuple[list[_Pending], RebuildError | None]:
             parts = _create_parts(p, calls, groups)
         elif call in SUPPORTED:
             parts = _parts(p, call, calls)
-        name_of = {m: c for m, c in calls}
+        name_of = dict(calls)
         for new_members, dims in parts:
             origin = name_of[new_members[0]]
             comm = Communicator(new_members, f"communicator {origin.handle} made by {call} at {origin.where}", dims)

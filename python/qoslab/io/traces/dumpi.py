@@ -775,8 +775,8 @@ def _h_group_free(d: _DumpiRank, rec: _Record) -> None:
 
 
 _HANDLERS = {
-    **{name: _h_send for name in _DUMPI_SENDS},
-    **{name: _h_isend for name in _DUMPI_ISENDS},
+    **dict.fromkeys(_DUMPI_SENDS, _h_send),
+    **dict.fromkeys(_DUMPI_ISENDS, _h_isend),
     "MPI_Recv": _h_recv,
     "MPI_Irecv": _h_irecv,
     "MPI_Sendrecv": _h_sendrecv,
@@ -806,8 +806,7 @@ _HANDLERS = {
     "MPI_Cart_create": _h_cart_create,
     "MPI_Cart_sub": _h_cart_sub,
     "MPI_Graph_create": _h_graph_create,
-    **{name: _h_comm_unsupported for name in ("MPI_Intercomm_create", "MPI_Intercomm_merge", "MPI_Comm_accept",
-                                              "MPI_Comm_connect", "MPI_Comm_spawn", "MPI_Comm_spawn_multiple")},
+    **dict.fromkeys(("MPI_Intercomm_create", "MPI_Intercomm_merge", "MPI_Comm_accept", "MPI_Comm_connect", "MPI_Comm_spawn", "MPI_Comm_spawn_multiple"), _h_comm_unsupported),
     "MPI_Comm_free": _h_comm_free,
     "MPI_Comm_rank": _h_comm_rank_size,
     "MPI_Comm_size": _h_comm_rank_size,
