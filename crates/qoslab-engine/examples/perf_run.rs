@@ -32,7 +32,12 @@ fn main() {
     summary["tables_digest"] = format!("{:016x}", h.finish()).into();
     println!("{}", serde_json::to_string_pretty(&summary).unwrap());
     let hops = summary["packet_hops"].as_f64().unwrap();
-    eprintln!("{:.3} s, {:.2} M hops/s, {:.3} events/hop", wall, hops / wall / 1e6, summary["events"].as_f64().unwrap() / hops);
+    eprintln!(
+        "{:.3} s, {:.2} M hops/s, {:.3} events/hop",
+        wall,
+        hops / wall / 1e6,
+        summary["events"].as_f64().unwrap() / hops
+    );
 }
 
 /// Not inlined, so callgrind can count just the event loop: `--toggle-collect='*run_loop*'`.

@@ -57,7 +57,13 @@ pub enum TopologyConfig {
     },
     /// Groups of two-level leaf/spine fat trees; spines of different groups cabled all-to-all.
     #[serde(rename = "dragonfly-plus")]
-    DragonflyPlus { groups: u32, leaves_per_group: u32, spines_per_group: u32, hosts_per_leaf: u32, global_links_per_spine: u32 },
+    DragonflyPlus {
+        groups: u32,
+        leaves_per_group: u32,
+        spines_per_group: u32,
+        hosts_per_leaf: u32,
+        global_links_per_spine: u32,
+    },
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -364,7 +370,8 @@ impl EngineConfig {
         if gap > 0.0 && self.routing.algorithm != RoutingAlgorithm::Adaptive {
             return Err(ConfigError::new(
                 "routing.flowlet_gap_us",
-                format!("flowlets apply to adaptive routing only (routing.algorithm is {:?})", self.routing.algorithm).to_lowercase(),
+                format!("flowlets apply to adaptive routing only (routing.algorithm is {:?})", self.routing.algorithm)
+                    .to_lowercase(),
             ));
         }
         // SL2VL gives a VL of the first routing layer; higher layers are copies of it.

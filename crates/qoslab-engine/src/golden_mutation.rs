@@ -27,35 +27,16 @@ impl Drop for Mutated {
 #[test]
 fn golden_net_catches_an_arbiter_that_leaves_an_entry_with_weight_left() {
     let scenarios = golden::scenarios();
-    assert!(
-        scenarios.len() >= 15,
-        "golden scenarios missing from {}",
-        golden::golden_dir().display()
-    );
+    assert!(scenarios.len() >= 15, "golden scenarios missing from {}", golden::golden_dir().display());
     for g in &scenarios {
         let found = g.differences(&g.run());
-        assert!(
-            found.is_empty(),
-            "{} differs with the real arbiter: {found:?}",
-            g.name
-        );
+        assert!(found.is_empty(), "{} differs with the real arbiter: {found:?}", g.name);
     }
     let caught: Vec<(String, usize)> = {
         let _mutated = Mutated::on();
-        scenarios
-            .iter()
-            .map(|g| (g.name.clone(), g.differences(&g.run()).len()))
-            .filter(|c| c.1 > 0)
-            .collect()
+        scenarios.iter().map(|g| (g.name.clone(), g.differences(&g.run()).len())).filter(|c| c.1 > 0).collect()
     };
-    assert!(
-        !caught.is_empty(),
-        "no golden scenario noticed the mutated arbiter"
-    );
+    assert!(!caught.is_empty(), "no golden scenario noticed the mutated arbiter");
     // What it caught, for the record (cargo test -- --nocapture).
-    println!(
-        "the mutated arbiter moved {} of {} golden scenarios: {caught:?}",
-        caught.len(),
-        scenarios.len()
-    );
+    println!("the mutated arbiter moved {} of {} golden scenarios: {caught:?}", caught.len(), scenarios.len());
 }

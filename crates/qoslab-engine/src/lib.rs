@@ -77,11 +77,7 @@ pub fn fabric(topology_json: &str, routing_json: Option<&str>) -> Result<serde_j
             serde_json::from_str(routing_json).map_err(|e| ConfigError::new("routing", e.to_string()))?;
         let router = routing::Router::new(&topology, &routing_cfg, 0)?;
         let tables: Vec<Option<Vec<i64>>> = (0..g.switches)
-            .map(|s| {
-                (0..g.hosts)
-                    .map(|d| router.table_entry(s, d).map(|p| p as i64))
-                    .collect::<Option<Vec<i64>>>()
-            })
+            .map(|s| (0..g.hosts).map(|d| router.table_entry(s, d).map(|p| p as i64)).collect::<Option<Vec<i64>>>())
             .collect();
         v["routes"] = serde_json::json!(tables);
     }

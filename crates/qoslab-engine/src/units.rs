@@ -82,9 +82,26 @@ mod tests {
     fn round_to_time_matches_f64_round() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand_pcg::Pcg64Mcg::seed_from_u64(3);
-        let special = [0.0, -0.0, 0.5, 1.5, 2.5, -0.5, -0.7, 0.49999999999999994, 4503599627370495.5,
-            4503599627370496.0, 9007199254740993.0, 1.8446744073709552e19, 1e30, f64::INFINITY,
-            f64::NEG_INFINITY, f64::NAN, f64::MIN_POSITIVE, f64::MAX];
+        let special = [
+            0.0,
+            -0.0,
+            0.5,
+            1.5,
+            2.5,
+            -0.5,
+            -0.7,
+            0.49999999999999994,
+            4503599627370495.5,
+            4503599627370496.0,
+            9007199254740993.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::NAN,
+            f64::MIN_POSITIVE,
+            f64::MAX,
+        ];
         for x in special {
             assert_eq!(round_to_time(x), x.round() as Time, "{x}");
         }

@@ -9,7 +9,14 @@ fn qos(data_vls: u8, qos_vls: u8) -> Value {
     json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": low, "high_limit": 0})
 }
 
-fn config(topology: Value, routing: Value, data_vls: u8, buffer: u32, traffic: Value, duration_us: f64) -> EngineConfig {
+fn config(
+    topology: Value,
+    routing: Value,
+    data_vls: u8,
+    buffer: u32,
+    traffic: Value,
+    duration_us: f64,
+) -> EngineConfig {
     let layers = routing.get("vls").and_then(Value::as_u64).unwrap_or(1) as u8;
     let port = qos(data_vls, data_vls / layers);
     let v = json!({
@@ -53,7 +60,8 @@ fn uniform_traffic_with_minimal_routing_saturates_at_the_global_link_bound() {
     // 5 groups of 8 hosts, 4 global links per group (one per group pair). Uniform traffic sends
     // 32/39 of each host's load out of its group: the 4 links carry at most 4 / (8 * 32/39).
     let bound = 4.0 / (8.0 * 32.0 / 39.0);
-    let (_, s) = run(config(dragonfly(1), json!({"algorithm": "minimal"}), 4, 32768, source(40, "uniform", 0, None), 200.0));
+    let (_, s) =
+        run(config(dragonfly(1), json!({"algorithm": "minimal"}), 4, 32768, source(40, "uniform", 0, None), 200.0));
     let a = accepted(&s);
     assert!(a <= bound * 1.02 && a >= bound * 0.85, "accepted {a:.3}, bound {bound:.3}");
 }
@@ -117,7 +125,14 @@ fn adaptive_routing_diverts_at_the_spine_when_every_spine_reaches_every_group() 
 
 #[test]
 fn non_minimal_routing_on_one_vl_is_refused() {
-    let cfg = config(dragonfly(2), json!({"algorithm": "valiant", "vls": 1}), 4, 32768, source(40, "uniform", 0, Some(0.1)), 10.0);
+    let cfg = config(
+        dragonfly(2),
+        json!({"algorithm": "valiant", "vls": 1}),
+        4,
+        32768,
+        source(40, "uniform", 0, Some(0.1)),
+        10.0,
+    );
     let e = Simulation::new(cfg).err().expect("refused");
     assert_eq!(e.key, "routing.vls");
     assert!(e.message.contains("needs 2"), "{}", e.message);

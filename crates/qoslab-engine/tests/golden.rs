@@ -10,28 +10,14 @@ mod golden;
 fn every_golden_config_gives_its_stored_summary_and_link_table() {
     let scenarios = golden::scenarios();
     // The net as docs/design/golden.md describes it; fewer means files went missing.
-    assert!(
-        scenarios.len() >= 15,
-        "only {} golden scenarios in {}",
-        scenarios.len(),
-        golden::golden_dir().display()
-    );
+    assert!(scenarios.len() >= 15, "only {} golden scenarios in {}", scenarios.len(), golden::golden_dir().display());
     let mut failures = Vec::new();
     for g in &scenarios {
         let found = g.differences(&g.run());
         if !found.is_empty() {
             let shown: Vec<&str> = found.iter().take(20).map(String::as_str).collect();
-            failures.push(format!(
-                "{} ({} differences):\n  {}",
-                g.name,
-                found.len(),
-                shown.join("\n  ")
-            ));
+            failures.push(format!("{} ({} differences):\n  {}", g.name, found.len(), shown.join("\n  ")));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "golden outputs differ:\n{}",
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "golden outputs differ:\n{}", failures.join("\n"));
 }

@@ -10,7 +10,8 @@ use serde_json::json;
 #[test]
 fn eager_ping_pong_round_trip_is_twice_the_one_way_latency() {
     // 8 B: 34 wire bytes = 2.72 ns; two links of 20 ns and one switch of 100 ns each way.
-    let (_, s) = run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 8, "iterations": 10}))])));
+    let (_, s) =
+        run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 8, "iterations": 10}))])));
     let runtime = s["jobs"]["pp"]["runtime_us"].as_f64().unwrap();
     let one_way_ns = 2.72 + 2.0 * 20.0 + 100.0;
     assert!((runtime * 1000.0 - 10.0 * 2.0 * one_way_ns).abs() < 1e-6, "runtime {runtime} us");
@@ -19,7 +20,8 @@ fn eager_ping_pong_round_trip_is_twice_the_one_way_latency() {
 #[test]
 fn rendezvous_adds_the_rts_and_cts_crossings() {
     // 64 KiB: 16 packets of 4122 wire bytes; RTS and CTS carry 64 B (90 wire bytes).
-    let (_, s) = run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 65536, "iterations": 1}))])));
+    let (_, s) =
+        run(config(json!([job("pp", vec![0, 1], 1, json!({"kind": "ping-pong", "bytes": 65536, "iterations": 1}))])));
     let runtime_ns = s["jobs"]["pp"]["runtime_us"].as_f64().unwrap() * 1000.0;
     let path = 2.0 * 20.0 + 100.0;
     let one_way = (90.0 * 0.08 + path) * 2.0 + (16.0 * 4122.0 * 0.08 + path);
@@ -88,7 +90,8 @@ fn a_barrier_before_each_timed_bcast_keeps_the_root_from_racing_ahead() {
 
 #[test]
 fn a_job_that_records_no_iterations_still_runs_and_reports_its_runtime() {
-    let w = json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 4, "compute_us": 0.0});
+    let w =
+        json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 4, "compute_us": 0.0});
     let quiet = {
         let mut j = job("quiet", (0..4).collect(), 1, w.clone());
         j["record_iterations"] = json!(false);
@@ -123,8 +126,22 @@ fn a_receive_that_can_never_match_is_reported_as_a_deadlock_naming_the_ranks() {
     use std::collections::HashMap;
     // Rank 0 waits for tag 5 from rank 1, which sends tag 6.
     let words: Vec<u64> = vec![
-        packed::IRECV, 1, 0, 5, packed::WAITALL, 0, 0, 0, // rank 0
-        packed::ISEND, 0, 8, 6, packed::WAITALL, 0, 0, 0, // rank 1
+        packed::IRECV,
+        1,
+        0,
+        5,
+        packed::WAITALL,
+        0,
+        0,
+        0, // rank 0
+        packed::ISEND,
+        0,
+        8,
+        6,
+        packed::WAITALL,
+        0,
+        0,
+        0, // rank 1
     ];
     let trace = PackedTrace { offsets: vec![0, 2, 4], words, ..Default::default() };
     let cfg = config(json!([job("t", vec![0, 1], 1, json!({"kind": "trace"}))]));
@@ -181,7 +198,12 @@ fn trace_collectives_run_on_their_communicators_only() {
     for i in 0..src.len() {
         if bytes[i] == 96 {
             let pair = [src[i].min(dst[i]), src[i].max(dst[i])];
-            assert!(pair == [0, 2] || pair == [1, 3], "allreduce message {} -> {} leaves its communicator", src[i], dst[i]);
+            assert!(
+                pair == [0, 2] || pair == [1, 3],
+                "allreduce message {} -> {} leaves its communicator",
+                src[i],
+                dst[i]
+            );
         }
     }
     assert_eq!(bytes.iter().filter(|&&b| b == 96).count(), 6);
@@ -198,5 +220,7 @@ fn restarting_jobs_keep_running_until_every_job_completed_once() {
     assert!(s["jobs"]["short"]["runs_completed"].as_u64().unwrap() >= 20);
     assert_eq!(s["jobs"]["long"]["runs_completed"], 1);
     // The short job's runtime is its first completion.
-    assert!(s["jobs"]["short"]["runtime_us"].as_f64().unwrap() < s["jobs"]["long"]["runtime_us"].as_f64().unwrap() / 10.0);
+    assert!(
+        s["jobs"]["short"]["runtime_us"].as_f64().unwrap() < s["jobs"]["long"]["runtime_us"].as_f64().unwrap() / 10.0
+    );
 }

@@ -38,7 +38,8 @@ fn every_skeleton_completes_and_leaves_the_fabric_empty() {
     for w in skeletons() {
         for (hosts, rpn, allreduce, alltoall) in &layouts {
             let ranks = hosts.len() as u32 * rpn;
-            let (sim, s) = run(config(json!([with_collectives(job("j", hosts.clone(), *rpn, w.clone()), allreduce, alltoall)])));
+            let (sim, s) =
+                run(config(json!([with_collectives(job("j", hosts.clone(), *rpn, w.clone()), allreduce, alltoall)])));
             assert_eq!(*sim.status(), RunStatus::Completed, "{w} on {ranks} ranks: {:?}", sim.status());
             let j = &s["jobs"]["j"];
             assert_eq!(j["completed"], true, "{w} on {ranks} ranks");
@@ -53,9 +54,14 @@ fn every_skeleton_completes_and_leaves_the_fabric_empty() {
 #[test]
 fn two_skeletons_share_the_fabric() {
     // Interference: a NAS FT job and a HACC job side by side, both completing.
-    let ft = job("ft", (0..16).collect(), 1, json!({"kind": "nas-ft", "class": "S", "iterations": 2, "compute_us": 0.0}));
-    let hacc = job("hacc", (16..32).collect(), 1,
-                   json!({"kind": "hacc", "particles_per_rank": 32768, "overload": 3, "iterations": 2, "compute_us": 0.0}));
+    let ft =
+        job("ft", (0..16).collect(), 1, json!({"kind": "nas-ft", "class": "S", "iterations": 2, "compute_us": 0.0}));
+    let hacc = job(
+        "hacc",
+        (16..32).collect(),
+        1,
+        json!({"kind": "hacc", "particles_per_rank": 32768, "overload": 3, "iterations": 2, "compute_us": 0.0}),
+    );
     let (sim, s) = run(config(json!([ft, hacc])));
     assert_eq!(*sim.status(), RunStatus::Completed, "{:?}", sim.status());
     assert_eq!(s["jobs"]["ft"]["completed"], true);

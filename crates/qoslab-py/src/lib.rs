@@ -80,7 +80,11 @@ fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, 
         let (offsets, ops, comm_offsets, comm_members) = match parts.as_slice() {
             [o, w] => (o, w, &Vec::new(), &Vec::new()),
             [o, w, co, cm] => (o, w, co, cm),
-            _ => return Err(PyValueError::new_err("a trace is (offsets, words) or (offsets, words, comm_offsets, comm_members)")),
+            _ => {
+                return Err(PyValueError::new_err(
+                    "a trace is (offsets, words) or (offsets, words, comm_offsets, comm_members)",
+                ))
+            }
         };
         out.insert(
             job,
@@ -111,7 +115,12 @@ fn run(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>>) ->
     d.set_item("summary", json_to_py(py, &out.summary)?)?;
     d.set_item("nodes", PyList::new(py, &out.node_names)?)?;
     d.set_item("links", columns_to_py(py, &out.links)?)?;
-    for (name, table) in [("messages", &out.messages), ("ranks", &out.ranks), ("interference", &out.interference), ("port_waits", &out.port_waits)] {
+    for (name, table) in [
+        ("messages", &out.messages),
+        ("ranks", &out.ranks),
+        ("interference", &out.interference),
+        ("port_waits", &out.port_waits),
+    ] {
         match table {
             Some(t) => d.set_item(name, columns_to_py(py, t)?)?,
             None => d.set_item(name, py.None())?,

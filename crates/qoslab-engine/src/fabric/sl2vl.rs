@@ -26,10 +26,7 @@ impl Sl2Vl {
     /// Sets the table of one (input, output) pair of a switch with `radix` ports.
     pub fn set_pair(&mut self, switch: u32, radix: u32, input: u32, output: u32, t: Sl2VlTable) {
         let swe = self.swe;
-        let entry = self
-            .pairs
-            .entry(switch)
-            .or_insert_with(|| (radix, vec![swe; (radix * radix) as usize]));
+        let entry = self.pairs.entry(switch).or_insert_with(|| (radix, vec![swe; (radix * radix) as usize]));
         entry.1[(input * radix + output) as usize] = t;
         self.has_pairs = true;
     }

@@ -26,11 +26,7 @@ use serde::Deserialize;
 use std::collections::VecDeque;
 
 /// Builds the generator for a GPCNeT kind, or None if the kind is not one of GPCNeT's.
-pub fn build(
-    kind: &str,
-    p: &serde_json::Value,
-    shape: &JobShape,
-) -> Option<Result<Box<dyn Program>, String>> {
+pub fn build(kind: &str, p: &serde_json::Value, shape: &JobShape) -> Option<Result<Box<dyn Program>, String>> {
     fn boxed<T: Program + 'static>(r: Result<T, String>) -> Result<Box<dyn Program>, String> {
         r.map(|g| Box::new(g) as Box<dyn Program>)
     }
@@ -38,35 +34,20 @@ pub fn build(
     Some(match kind {
         "gpcnet-rr-latency" | "gpcnet-rr-bandwidth" => {
             let with_sync = kind == "gpcnet-rr-bandwidth";
-            boxed(
-                params::<RandomRingParams>(kind, p)
-                    .and_then(|g| RandomRing::new(kind, g, with_sync, slices, shape)),
-            )
+            boxed(params::<RandomRingParams>(kind, p).and_then(|g| RandomRing::new(kind, g, with_sync, slices, shape)))
         }
-        "gpcnet-allreduce" => {
-            boxed(params::<LoopParams>(kind, p).map(|p| SliceAllreduce { p, slices }))
+        "gpcnet-allreduce" => boxed(params::<LoopParams>(kind, p).map(|p| SliceAllreduce { p, slices })),
+        "gpcnet-alltoall" => boxed(params::<LoopParams>(kind, p).map(|p| PairwiseAlltoall { p, slices })),
+        "gpcnet-incast" => {
+            boxed(params::<Rooted>(kind, p).map(|p| RootedPattern { p, style: Rooting::TwoSidedIncast, slices }))
         }
-        "gpcnet-alltoall" => {
-            boxed(params::<LoopParams>(kind, p).map(|p| PairwiseAlltoall { p, slices }))
+        "gpcnet-put-incast" => {
+            boxed(params::<Rooted>(kind, p).map(|p| RootedPattern { p, style: Rooting::PutIncast, slices }))
         }
-        "gpcnet-incast" => boxed(params::<Rooted>(kind, p).map(|p| RootedPattern {
-            p,
-            style: Rooting::TwoSidedIncast,
-            slices,
-        })),
-        "gpcnet-put-incast" => boxed(params::<Rooted>(kind, p).map(|p| RootedPattern {
-            p,
-            style: Rooting::PutIncast,
-            slices,
-        })),
-        "gpcnet-get-bcast" => boxed(params::<Rooted>(kind, p).map(|p| RootedPattern {
-            p,
-            style: Rooting::GetBcast,
-            slices,
-        })),
-        "gpcnet-canaries" => {
-            boxed(params::<CanaryParams>(kind, p).and_then(|p| Canaries::new(p, slices, shape)))
+        "gpcnet-get-bcast" => {
+            boxed(params::<Rooted>(kind, p).map(|p| RootedPattern { p, style: Rooting::GetBcast, slices }))
         }
+        "gpcnet-canaries" => boxed(params::<CanaryParams>(kind, p).and_then(|p| Canaries::new(p, slices, shape))),
         _ => return None,
     })
 }
@@ -81,18 +62,12 @@ pub struct Slices {
 impl Slices {
     pub fn of(shape: &JobShape) -> Slices {
         let per_node = shape.ranks_per_node.max(1);
-        Slices {
-            per_node,
-            nodes: shape.size / per_node,
-        }
+        Slices { per_node, nodes: shape.size / per_node }
     }
 
     /// The calling rank's slice as a sub-communicator (its position is its node).
     pub fn group(&self) -> Group {
-        Group {
-            stride: self.per_node,
-            size: self.nodes,
-        }
+        Group { stride: self.per_node, size: self.nodes }
     }
 
     fn slice(&self, rank: u32) -> u32 {
@@ -127,13 +102,7 @@ struct Rings {
 
 impl Rings {
     fn new(slices: Slices, rng: Pcg64Mcg, window: Option<usize>) -> Rings {
-        Rings {
-            slices,
-            rng,
-            window,
-            first: 0,
-            kept: VecDeque::new(),
-        }
+        Rings { slices, rng, window, first: 0, kept: VecDeque::new() }
     }
 
     /// (left, right) neighbours of `rank` on ring `ring` of its slice, as job ranks.
@@ -162,10 +131,7 @@ impl Rings {
         let n = order.len();
         let i = index[position as usize] as usize;
         let (left, right) = (order[(i + n - 1) % n], order[(i + 1) % n]);
-        (
-            self.slices.member(slice, left),
-            self.slices.member(slice, right),
-        )
+        (self.slices.member(slice, left), self.slices.member(slice, right))
     }
 }
 
@@ -174,32 +140,18 @@ impl Rings {
 fn ring_exchange(out: &mut Vec<Op>, left: u32, right: u32, bytes: u64, outstanding: u32) {
     for _ in 0..outstanding {
         out.push(Op::Irecv { peer: left, tag: 0 });
-        out.push(Op::Irecv {
-            peer: right,
-            tag: 1,
-        });
+        out.push(Op::Irecv { peer: right, tag: 1 });
     }
     for _ in 0..outstanding {
-        out.push(Op::Isend {
-            peer: right,
-            bytes,
-            tag: 0,
-        });
-        out.push(Op::Isend {
-            peer: left,
-            bytes,
-            tag: 1,
-        });
+        out.push(Op::Isend { peer: right, bytes, tag: 0 });
+        out.push(Op::Isend { peer: left, bytes, tag: 1 });
     }
     out.push(Op::WaitAll);
 }
 
 fn at_least_two_nodes(kind: &str, slices: Slices) -> Result<(), String> {
     if slices.nodes < 2 {
-        return Err(format!(
-            "workload {kind:?}: a ring needs at least 2 nodes, the job has {}",
-            slices.nodes
-        ));
+        return Err(format!("workload {kind:?}: a ring needs at least 2 nodes, the job has {}", slices.nodes));
     }
     Ok(())
 }
@@ -236,12 +188,7 @@ impl RandomRing {
         at_least_two_nodes(kind, slices)?;
         // A ring per `iterations_per_ring` iterations, possibly very many; ranks drift apart by
         // at most a ring or two, so a generous window is kept.
-        Ok(RandomRing {
-            p,
-            with_sync,
-            slices,
-            rings: Rings::new(slices, shape.named_rng.clone(), Some(64)),
-        })
+        Ok(RandomRing { p, with_sync, slices, rings: Rings::new(slices, shape.named_rng.clone(), Some(64)) })
     }
 }
 
@@ -250,16 +197,10 @@ impl Program for RandomRing {
         self.p.iterations
     }
     fn iteration(&mut self, rank: u32, iter: u32, out: &mut Vec<Op>) {
-        let (left, right) = self
-            .rings
-            .neighbours(iter / self.p.iterations_per_ring.max(1), rank);
+        let (left, right) = self.rings.neighbours(iter / self.p.iterations_per_ring.max(1), rank);
         ring_exchange(out, left, right, self.p.bytes, self.p.outstanding);
         if self.with_sync {
-            out.push(Op::Collective {
-                kind: CollectiveKind::Barrier,
-                bytes: 0,
-                group: self.slices.group(),
-            });
+            out.push(Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: self.slices.group() });
         }
     }
 }
@@ -285,11 +226,7 @@ impl Program for SliceAllreduce {
     }
     fn iteration(&mut self, _rank: u32, _iter: u32, out: &mut Vec<Op>) {
         compute(out, self.p.compute_us);
-        out.push(Op::Collective {
-            kind: CollectiveKind::Allreduce,
-            bytes: self.p.bytes,
-            group: self.slices.group(),
-        });
+        out.push(Op::Collective { kind: CollectiveKind::Allreduce, bytes: self.p.bytes, group: self.slices.group() });
     }
 }
 
@@ -321,13 +258,7 @@ impl Program for PairwiseAlltoall {
         let (slice, me) = (s.slice(rank), s.position(rank));
         for i in 1..s.nodes {
             let (to, from) = alltoall_partners(s.nodes, me, i);
-            sendrecv(
-                out,
-                s.member(slice, to),
-                s.member(slice, from),
-                self.p.bytes,
-                0,
-            );
+            sendrecv(out, s.member(slice, to), s.member(slice, from), self.p.bytes, 0);
         }
     }
 }
@@ -368,17 +299,10 @@ impl Program for RootedPattern {
         match (&self.style, me) {
             (Rooting::TwoSidedIncast, 0) => {
                 for sender in 1..s.nodes {
-                    out.extend((0..n).map(|_| Op::Irecv {
-                        peer: s.member(slice, sender),
-                        tag: 0,
-                    }));
+                    out.extend((0..n).map(|_| Op::Irecv { peer: s.member(slice, sender), tag: 0 }));
                 }
             }
-            (Rooting::TwoSidedIncast, _) => out.extend((0..n).map(|_| Op::Isend {
-                peer: root,
-                bytes,
-                tag: 0,
-            })),
+            (Rooting::TwoSidedIncast, _) => out.extend((0..n).map(|_| Op::Isend { peer: root, bytes, tag: 0 })),
             // One-sided: the root's CPU takes no part.
             (Rooting::PutIncast, 0) | (Rooting::GetBcast, 0) => {}
             (Rooting::PutIncast, _) => out.extend((0..n).map(|_| Op::Put { peer: root, bytes })),
@@ -454,50 +378,22 @@ impl Canaries {
         let mut blocks = Vec::new();
         let mut start = 0u64;
         let tests = [
-            (
-                CanaryTest::Latency,
-                p.latency_rings,
-                p.latency_warmup,
-                p.latency_iterations,
-            ),
-            (
-                CanaryTest::Bandwidth,
-                p.bandwidth_rings,
-                p.bandwidth_warmup,
-                p.bandwidth_iterations,
-            ),
-            (
-                CanaryTest::Allreduce,
-                p.allreduce_tests,
-                p.allreduce_warmup,
-                p.allreduce_iterations,
-            ),
+            (CanaryTest::Latency, p.latency_rings, p.latency_warmup, p.latency_iterations),
+            (CanaryTest::Bandwidth, p.bandwidth_rings, p.bandwidth_warmup, p.bandwidth_iterations),
+            (CanaryTest::Allreduce, p.allreduce_tests, p.allreduce_warmup, p.allreduce_iterations),
         ];
         for (test, count, warmup, timed) in tests {
             for index in 0..count {
-                blocks.push(Block {
-                    start: start as u32,
-                    test,
-                    index,
-                    warmup,
-                });
+                blocks.push(Block { start: start as u32, test, index, warmup });
                 start += 1 + warmup as u64 + timed as u64;
             }
         }
         if start > u32::MAX as u64 {
-            return Err(
-                "workload \"gpcnet-canaries\": more than 2^32 - 1 iterations in all".into(),
-            );
+            return Err("workload \"gpcnet-canaries\": more than 2^32 - 1 iterations in all".into());
         }
         // Every ring is kept: the bandwidth test comes back to the latency test's rings.
         let rings = Rings::new(slices, shape.named_rng.clone(), None);
-        Ok(Canaries {
-            p,
-            slices,
-            blocks,
-            total: start as u32,
-            rings,
-        })
+        Ok(Canaries { p, slices, blocks, total: start as u32, rings })
     }
 
     /// What iteration `iter` of the sequence is.
@@ -526,17 +422,11 @@ impl Program for Canaries {
         let p = &self.p;
         match self.step(iter) {
             CanaryStep::Sync(CanaryTest::Allreduce, _) => {
-                out.push(Op::Collective {
-                    kind: CollectiveKind::Allreduce,
-                    bytes: 8,
-                    group: world,
-                });
+                out.push(Op::Collective { kind: CollectiveKind::Allreduce, bytes: 8, group: world });
             }
-            CanaryStep::Sync(_, _) => out.push(Op::Collective {
-                kind: CollectiveKind::Barrier,
-                bytes: 0,
-                group: world,
-            }),
+            CanaryStep::Sync(_, _) => {
+                out.push(Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: world })
+            }
             CanaryStep::Warmup(test, ring) | CanaryStep::Timed(test, ring) => match test {
                 CanaryTest::Latency => {
                     let (left, right) = self.rings.neighbours(ring, rank);
@@ -545,11 +435,7 @@ impl Program for Canaries {
                 CanaryTest::Bandwidth => {
                     let (left, right) = self.rings.neighbours(ring, rank);
                     ring_exchange(out, left, right, p.bandwidth_bytes, p.bandwidth_outstanding);
-                    out.push(Op::Collective {
-                        kind: CollectiveKind::Barrier,
-                        bytes: 0,
-                        group: self.slices.group(),
-                    });
+                    out.push(Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: self.slices.group() });
                 }
                 CanaryTest::Allreduce => {
                     out.push(Op::Collective {
@@ -586,9 +472,9 @@ mod tests {
     fn sent(ops: &[Op]) -> Vec<(u32, u64)> {
         ops.iter()
             .filter_map(|o| match *o {
-                Op::Isend { peer, bytes, .. }
-                | Op::Put { peer, bytes }
-                | Op::Get { peer, bytes } => Some((peer, bytes)),
+                Op::Isend { peer, bytes, .. } | Op::Put { peer, bytes } | Op::Get { peer, bytes } => {
+                    Some((peer, bytes))
+                }
                 _ => None,
             })
             .collect()
@@ -601,14 +487,8 @@ mod tests {
         // Rank 7 is local rank 1 of node 2; its slice is ranks 1, 4, 7, 10, 13.
         assert_eq!((s.slice(7), s.position(7)), (1, 2));
         let g = s.group();
-        assert_eq!(
-            (0..5).map(|p| g.member(7, p)).collect::<Vec<_>>(),
-            vec![1, 4, 7, 10, 13]
-        );
-        assert_eq!(
-            (0..5).map(|p| s.member(1, p)).collect::<Vec<_>>(),
-            vec![1, 4, 7, 10, 13]
-        );
+        assert_eq!((0..5).map(|p| g.member(7, p)).collect::<Vec<_>>(), vec![1, 4, 7, 10, 13]);
+        assert_eq!((0..5).map(|p| s.member(1, p)).collect::<Vec<_>>(), vec![1, 4, 7, 10, 13]);
     }
 
     #[test]
@@ -640,31 +520,17 @@ mod tests {
         // RR Two-sided Lat: 8 B to each ring neighbour (16 B per rank); BW+Sync: 8 x 128 KiB
         // each way (2 MiB per rank), then a barrier of the slice.
         let sh = shape(7, 2);
-        let lat = RandomRingParams {
-            bytes: 8,
-            iterations: 10,
-            outstanding: 1,
-            iterations_per_ring: 200,
-        };
+        let lat = RandomRingParams { bytes: 8, iterations: 10, outstanding: 1, iterations_per_ring: 200 };
         let mut g = RandomRing::new("gpcnet-rr-latency", lat, false, Slices::of(&sh), &sh).unwrap();
         let o = ops(&mut g, 3, 0);
         assert_eq!(sent(&o).iter().map(|s| s.1).sum::<u64>(), 16);
-        let bw = RandomRingParams {
-            bytes: 131072,
-            iterations: 8,
-            outstanding: 8,
-            iterations_per_ring: 8,
-        };
+        let bw = RandomRingParams { bytes: 131072, iterations: 8, outstanding: 8, iterations_per_ring: 8 };
         let mut g = RandomRing::new("gpcnet-rr-bandwidth", bw, true, Slices::of(&sh), &sh).unwrap();
         let o = ops(&mut g, 3, 0);
         assert_eq!(sent(&o).iter().map(|s| s.1).sum::<u64>(), 2 * 8 * 131072);
         assert_eq!(
             *o.last().unwrap(),
-            Op::Collective {
-                kind: CollectiveKind::Barrier,
-                bytes: 0,
-                group: Group { stride: 2, size: 7 }
-            }
+            Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: Group { stride: 2, size: 7 } }
         );
         // Peers are in the rank's own slice (odd ranks here).
         assert!(sent(&o).iter().all(|(peer, _)| peer % 2 == 1));
@@ -673,15 +539,8 @@ mod tests {
     #[test]
     fn a_ring_needs_two_nodes() {
         let sh = shape(1, 4);
-        let lat = RandomRingParams {
-            bytes: 8,
-            iterations: 10,
-            outstanding: 1,
-            iterations_per_ring: 200,
-        };
-        let err = RandomRing::new("gpcnet-rr-latency", lat, false, Slices::of(&sh), &sh)
-            .err()
-            .unwrap();
+        let lat = RandomRingParams { bytes: 8, iterations: 10, outstanding: 1, iterations_per_ring: 200 };
+        let err = RandomRing::new("gpcnet-rr-latency", lat, false, Slices::of(&sh), &sh).err().unwrap();
         assert!(err.contains("at least 2 nodes"), "{err}");
     }
 
@@ -704,14 +563,8 @@ mod tests {
         }
         // 4 KiB to each of the other 12 members of the slice: 48 KiB per rank per iteration.
         let sh = shape(13, 3);
-        let mut g = PairwiseAlltoall {
-            p: LoopParams {
-                bytes: 4096,
-                iterations: 1,
-                compute_us: 0.0,
-            },
-            slices: Slices::of(&sh),
-        };
+        let mut g =
+            PairwiseAlltoall { p: LoopParams { bytes: 4096, iterations: 1, compute_us: 0.0 }, slices: Slices::of(&sh) };
         let o = ops(&mut g, 4, 0);
         assert_eq!(sent(&o).len(), 12);
         assert_eq!(sent(&o).iter().map(|s| s.1).sum::<u64>(), 12 * 4096);
@@ -722,44 +575,20 @@ mod tests {
     fn rooted_congestors_have_one_root_per_slice_on_the_first_node() {
         let sh = shape(4, 3);
         let s = Slices::of(&sh);
-        let p = || Rooted {
-            bytes: 4096,
-            iterations: 1,
-            messages: 1,
-        };
-        let mut incast = RootedPattern {
-            p: p(),
-            style: Rooting::TwoSidedIncast,
-            slices: s,
-        };
+        let p = || Rooted { bytes: 4096, iterations: 1, messages: 1 };
+        let mut incast = RootedPattern { p: p(), style: Rooting::TwoSidedIncast, slices: s };
         // Ranks 0, 1, 2 (node 0) are roots of slices 0, 1, 2; each receives from 3 nodes.
         for root in 0..3 {
             let o = ops(&mut incast, root, 0);
-            let from: Vec<u32> = o
-                .iter()
-                .filter_map(|x| {
-                    if let Op::Irecv { peer, .. } = x {
-                        Some(*peer)
-                    } else {
-                        None
-                    }
-                })
-                .collect();
+            let from: Vec<u32> =
+                o.iter().filter_map(|x| if let Op::Irecv { peer, .. } = x { Some(*peer) } else { None }).collect();
             assert_eq!(from, vec![root + 3, root + 6, root + 9]);
         }
         assert_eq!(sent(&ops(&mut incast, 10, 0)), vec![(1, 4096)]);
-        let mut get = RootedPattern {
-            p: p(),
-            style: Rooting::GetBcast,
-            slices: s,
-        };
+        let mut get = RootedPattern { p: p(), style: Rooting::GetBcast, slices: s };
         assert_eq!(ops(&mut get, 2, 0), vec![]);
         assert_eq!(sent(&ops(&mut get, 5, 0)), vec![(2, 4096)]);
-        let mut put = RootedPattern {
-            p: p(),
-            style: Rooting::PutIncast,
-            slices: s,
-        };
+        let mut put = RootedPattern { p: p(), style: Rooting::PutIncast, slices: s };
         assert_eq!(sent(&ops(&mut put, 11, 0)), vec![(2, 4096)]);
     }
 
@@ -802,38 +631,17 @@ mod tests {
         assert_eq!(steps[39], Timed(Allreduce, 1));
         // Syncs are over all canary ranks, the tests over the rank's slice.
         let world = Group::world(10);
-        assert_eq!(
-            ops(&mut c, 3, 0),
-            vec![Op::Collective {
-                kind: CollectiveKind::Barrier,
-                bytes: 0,
-                group: world
-            }]
-        );
+        assert_eq!(ops(&mut c, 3, 0), vec![Op::Collective { kind: CollectiveKind::Barrier, bytes: 0, group: world }]);
         assert_eq!(
             ops(&mut c, 3, 28),
-            vec![Op::Collective {
-                kind: CollectiveKind::Allreduce,
-                bytes: 8,
-                group: world
-            }]
+            vec![Op::Collective { kind: CollectiveKind::Allreduce, bytes: 8, group: world }]
         );
         assert_eq!(
             ops(&mut c, 3, 30),
-            vec![Op::Collective {
-                kind: CollectiveKind::Allreduce,
-                bytes: 8,
-                group: Group { stride: 2, size: 5 }
-            }]
+            vec![Op::Collective { kind: CollectiveKind::Allreduce, bytes: 8, group: Group { stride: 2, size: 5 } }]
         );
-        assert_eq!(
-            sent(&ops(&mut c, 3, 5)).iter().map(|s| s.1).sum::<u64>(),
-            16
-        );
-        assert_eq!(
-            sent(&ops(&mut c, 3, 22)).iter().map(|s| s.1).sum::<u64>(),
-            2 * 8 * 131072
-        );
+        assert_eq!(sent(&ops(&mut c, 3, 5)).iter().map(|s| s.1).sum::<u64>(), 16);
+        assert_eq!(sent(&ops(&mut c, 3, 22)).iter().map(|s| s.1).sum::<u64>(), 2 * 8 * 131072);
     }
 
     #[test]
@@ -843,11 +651,7 @@ mod tests {
         let mut c = Canaries::new(canary_params(), Slices::of(&sh), &sh).unwrap();
         for rank in 0..8 {
             let lat: Vec<u32> = sent(&ops(&mut c, rank, 4)).iter().map(|s| s.0).collect();
-            let bw: Vec<u32> = sent(&ops(&mut c, rank, 20))
-                .iter()
-                .map(|s| s.0)
-                .take(2)
-                .collect();
+            let bw: Vec<u32> = sent(&ops(&mut c, rank, 20)).iter().map(|s| s.0).take(2).collect();
             assert_eq!(lat, bw);
         }
     }

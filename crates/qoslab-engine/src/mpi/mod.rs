@@ -22,11 +22,11 @@ pub mod workloads;
 
 use crate::config::{JobConfig, MpiConfig};
 use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
-use collectives::{collective_tag, push_step_ops, AllreduceAlgorithm, Algorithms, AlltoallAlgorithm};
+use collectives::{collective_tag, push_step_ops, Algorithms, AllreduceAlgorithm, AlltoallAlgorithm};
 use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, ANY};
+use serde_json::{json, Value};
 use sl_policy::SlPolicy;
 use std::collections::HashMap;
-use serde_json::{json, Value};
 use workloads::{JobShape, Program};
 
 /// What the MPI layer asks of the fabric and the event list.
@@ -210,9 +210,7 @@ pub const RNG_JOB_NAMES: u64 = 11;
 
 /// FNV-1a: a stable hash of a job's name (std's hasher may change between Rust releases).
 fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
-    })
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ b as u64).wrapping_mul(0x0100_0000_01b3))
 }
 
 impl Mpi {
@@ -241,8 +239,7 @@ impl Mpi {
                 return Err(ConfigError::new(key("sl"), "expected a service level 0..15"));
             }
             let size = jc.hosts.len() as u32 * jc.ranks_per_node;
-            let named_rng =
-                crate::traffic::stream_rng(seed, RNG_JOB_NAMES, fnv1a(jc.name.as_bytes()));
+            let named_rng = crate::traffic::stream_rng(seed, RNG_JOB_NAMES, fnv1a(jc.name.as_bytes()));
             let shape = JobShape {
                 size,
                 ranks_per_node: jc.ranks_per_node,
@@ -270,9 +267,7 @@ impl Mpi {
                     rng: shape.rng.clone(),
                     named_rng: shape.named_rng.clone(),
                 };
-                match workloads::build(kind, &params, copy)
-                    .or_else(|| skeletons::build(kind, &params, shape))
-                {
+                match workloads::build(kind, &params, copy).or_else(|| skeletons::build(kind, &params, shape)) {
                     Some(p) => p,
                     None => Err(format!("unknown workload {kind:?}")),
                 }
@@ -476,7 +471,8 @@ impl Mpi {
             }
             Kind::Rts => {
                 self.release(message);
-                let cts = self.new_message(Message { kind: Kind::Cts, src: m.dst, dst: m.src, recv_request: request, ..m });
+                let cts =
+                    self.new_message(Message { kind: Kind::Cts, src: m.dst, dst: m.src, recv_request: request, ..m });
                 self.transmit(cts, m.dst, m.src, self.control_bytes, false, now, t);
             }
             _ => unreachable!("only eager data and RTS are matched"),
@@ -508,7 +504,16 @@ impl Mpi {
     }
 
     /// Hands a message to shared memory (same host) or the fabric, at the message's SL.
-    fn transmit(&mut self, message: u32, from: u32, to: u32, bytes: u64, notify: bool, now: Time, t: &mut dyn Transport) {
+    fn transmit(
+        &mut self,
+        message: u32,
+        from: u32,
+        to: u32,
+        bytes: u64,
+        notify: bool,
+        now: Time,
+        t: &mut dyn Transport,
+    ) {
         let sl = self.messages.items[message as usize].sl;
         let (src_host, dst_host) = (self.ranks[from as usize].host, self.ranks[to as usize].host);
         let job = self.ranks[from as usize].job;
@@ -561,7 +566,17 @@ impl Mpi {
                     let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
-                    let m = self.new_message(Message { kind, sl, src: rank, dst: to, tag, bytes, send_request: request, recv_request: 0, issued: now });
+                    let m = self.new_message(Message {
+                        kind,
+                        sl,
+                        src: rank,
+                        dst: to,
+                        tag,
+                        bytes,
+                        send_request: request,
+                        recv_request: 0,
+                        issued: now,
+                    });
                     let wire = if eager { bytes } else { self.control_bytes };
                     self.transmit(m, rank, to, wire, eager, now, t);
                 }
@@ -584,7 +599,17 @@ impl Mpi {
                         Op::Put { .. } => (Kind::Put, bytes),
                         _ => (Kind::GetRequest, self.control_bytes),
                     };
-                    let m = self.new_message(Message { kind, sl, src: rank, dst: to, tag: 0, bytes, send_request: request, recv_request: 0, issued: now });
+                    let m = self.new_message(Message {
+                        kind,
+                        sl,
+                        src: rank,
+                        dst: to,
+                        tag: 0,
+                        bytes,
+                        send_request: request,
+                        recv_request: 0,
+                        issued: now,
+                    });
                     self.transmit(m, rank, to, wire, false, now, t);
                 }
                 Op::WaitAll | Op::Wait { .. } => {
@@ -614,10 +639,12 @@ impl Mpi {
                     let r = &mut self.ranks[rank as usize];
                     let comms = &self.jobs[r.job as usize].comms;
                     // Membership was checked when the trace was unpacked.
-                    let position = comms.position(comm, r.local).expect("a trace rank calls collectives on its own communicators");
+                    let position =
+                        comms.position(comm, r.local).expect("a trace rank calls collectives on its own communicators");
                     let size = comms.size(comm);
                     let members = Members::Comm(comm);
-                    r.collective = Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq: seq });
+                    r.collective =
+                        Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq: seq });
                     r.collective_ops.clear();
                     r.collective_pc = 0;
                 }
@@ -703,8 +730,14 @@ impl Mpi {
                     });
                 }
                 let job = &mut self.jobs[job_index];
-                job.sl_policy.iteration_done(r.local, job.run, r.iteration, r.iteration_wait, r.iteration_sends,
-                                             r.iteration_send_latency);
+                job.sl_policy.iteration_done(
+                    r.local,
+                    job.run,
+                    r.iteration,
+                    r.iteration_wait,
+                    r.iteration_sends,
+                    r.iteration_send_latency,
+                );
                 r.iteration += 1;
                 r.iteration_start = now;
                 r.iteration_wait = 0;

@@ -52,25 +52,51 @@ impl Group {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// Local computation: the rank is busy, the network keeps going.
-    Compute { ps: Time },
+    Compute {
+        ps: Time,
+    },
     /// Non-blocking two-sided send; completes locally (eager) or once delivered (rendezvous).
-    Isend { peer: u32, bytes: u64, tag: u32 },
+    Isend {
+        peer: u32,
+        bytes: u64,
+        tag: u32,
+    },
     /// Non-blocking receive matched on (source, tag) in posting order; `ANY` matches all.
-    Irecv { peer: u32, tag: u32 },
+    Irecv {
+        peer: u32,
+        tag: u32,
+    },
     /// One-sided write into the peer's memory; completes when delivered.
-    Put { peer: u32, bytes: u64 },
+    Put {
+        peer: u32,
+        bytes: u64,
+    },
     /// One-sided read: a request goes to the peer, whose HCA sends `bytes` back.
-    Get { peer: u32, bytes: u64 },
+    Get {
+        peer: u32,
+        bytes: u64,
+    },
     /// Waits for every request this rank has outstanding.
     WaitAll,
     /// Waits for one request, numbered from 0 in issue order within the current job run.
-    Wait { request: u32 },
-    Collective { kind: CollectiveKind, bytes: u64, group: Group },
+    Wait {
+        request: u32,
+    },
+    Collective {
+        kind: CollectiveKind,
+        bytes: u64,
+        group: Group,
+    },
     /// A collective on a communicator of a replayed trace: `comm` indexes the job's
     /// `Communicators` (0 = the whole job); `seq` numbers it among the trace's collectives, the
     /// same on every member, and tags its messages (members of different communicators call
     /// different numbers of collectives, so a per-rank count would not agree).
-    CommCollective { kind: CollectiveKind, bytes: u64, comm: u32, seq: u32 },
+    CommCollective {
+        kind: CollectiveKind,
+        bytes: u64,
+        comm: u32,
+        seq: u32,
+    },
     /// Ends an iteration: its time and time spent waiting are recorded for the rank.
     IterationEnd,
     /// The iteration's time (and wait, and sends) counts from here: what came before it in the
@@ -194,7 +220,8 @@ impl Communicators {
                 }
                 table.members.push(m as u32);
             }
-            let mut sorted: Vec<(u32, u32)> = table.members[start..].iter().enumerate().map(|(p, &m)| (m, p as u32)).collect();
+            let mut sorted: Vec<(u32, u32)> =
+                table.members[start..].iter().enumerate().map(|(p, &m)| (m, p as u32)).collect();
             sorted.sort_unstable();
             if let Some(d) = sorted.windows(2).find(|d| d[0].0 == d[1].0) {
                 return Err(format!("communicator {comm}: rank {} is listed twice", d[0].0));
@@ -269,7 +296,8 @@ impl PackedTrace {
                 }
                 (a..b)
                     .map(|i| {
-                        let w = [self.words[4 * i], self.words[4 * i + 1], self.words[4 * i + 2], self.words[4 * i + 3]];
+                        let w =
+                            [self.words[4 * i], self.words[4 * i + 1], self.words[4 * i + 2], self.words[4 * i + 3]];
                         let op = Op::unpack(w, size, comms.listed());
                         match op {
                             Ok(Op::CommCollective { comm, .. }) if comms.position(comm, r as u32).is_none() => {

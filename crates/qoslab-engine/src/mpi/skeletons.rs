@@ -130,7 +130,17 @@ impl Grid {
 /// message); on a periodic dimension of 2 both messages go to the same rank (distinct tags).
 /// Uses local tags `2 * slot` and `2 * slot + 1`.
 #[allow(clippy::too_many_arguments)]
-fn post_axis(out: &mut Vec<Op>, grid: &Grid, rank: u32, d: usize, periodic: bool, bytes: (u64, u64), iter: u32, phase: u32, slot: u32) {
+fn post_axis(
+    out: &mut Vec<Op>,
+    grid: &Grid,
+    rank: u32,
+    d: usize,
+    periodic: bool,
+    bytes: (u64, u64),
+    iter: u32,
+    phase: u32,
+    slot: u32,
+) {
     if grid.dims[d] <= 1 {
         return;
     }
@@ -232,7 +242,17 @@ impl Program for Milc {
                 let phase = 2 * cg + parity;
                 let before = out.len();
                 for d in 0..4 {
-                    post_axis(out, &self.grid, rank, d, true, (self.one_link, self.one_link), iter, phase, 2 * d as u32);
+                    post_axis(
+                        out,
+                        &self.grid,
+                        rank,
+                        d,
+                        true,
+                        (self.one_link, self.one_link),
+                        iter,
+                        phase,
+                        2 * d as u32,
+                    );
                     if self.p.naik {
                         let three = 3 * self.one_link;
                         post_axis(out, &self.grid, rank, d, true, (three, three), iter, phase, 2 * d as u32 + 1);
@@ -612,7 +632,11 @@ impl NasCg {
             if partner_col < npcols {
                 let partner = rank - col + partner_col;
                 let t = tag(iter, phase, s);
-                out.extend([Op::Irecv { peer: partner, tag: t }, Op::Isend { peer: partner, bytes: self.piece, tag: t }, Op::WaitAll]);
+                out.extend([
+                    Op::Irecv { peer: partner, tag: t },
+                    Op::Isend { peer: partner, bytes: self.piece, tag: t },
+                    Op::WaitAll,
+                ]);
             }
         }
         // Transpose: (row r, column c) sends to the rank at row-major index c * nprows + r.
@@ -621,7 +645,11 @@ impl NasCg {
         let from = (rank % nprows) * npcols + rank / nprows;
         if to != rank {
             let t = tag(iter, phase, 31);
-            out.extend([Op::Irecv { peer: from, tag: t }, Op::Isend { peer: to, bytes: self.piece, tag: t }, Op::WaitAll]);
+            out.extend([
+                Op::Irecv { peer: from, tag: t },
+                Op::Isend { peer: to, bytes: self.piece, tag: t },
+                Op::WaitAll,
+            ]);
         }
     }
 }
@@ -837,7 +865,9 @@ impl Program for NasBt {
         for d in 0..3 {
             let (succ, pred) = self.neighbors(rank, d);
             // Forward elimination: phase 1 + 2d; back substitution: phase 2 + 2d.
-            for (phase, to, from, bytes) in [(1 + 2 * d as u32, succ, pred, face * 30 * 8), (2 + 2 * d as u32, pred, succ, face * 5 * 8)] {
+            for (phase, to, from, bytes) in
+                [(1 + 2 * d as u32, succ, pred, face * 30 * 8), (2 + 2 * d as u32, pred, succ, face * 5 * 8)]
+            {
                 for stage in 0..q {
                     if stage > 0 {
                         out.push(Op::Irecv { peer: from, tag: tag(iter, phase, 0) });
@@ -1198,7 +1228,10 @@ mod tests {
                                     *balance.entry((r as u32, peer, tag)).or_default() += 1;
                                 }
                                 Op::Irecv { peer, tag } => {
-                                    assert!(peer < size && peer != r as u32, "{v} P={size}: rank {r} receives from {peer}");
+                                    assert!(
+                                        peer < size && peer != r as u32,
+                                        "{v} P={size}: rank {r} receives from {peer}"
+                                    );
                                     *balance.entry((peer, r as u32, tag)).or_default() -= 1;
                                 }
                                 _ => {}
@@ -1214,14 +1247,19 @@ mod tests {
                     let bad: Vec<_> = balance.iter().filter(|(_, &n)| n != 0).collect();
                     assert!(bad.is_empty(), "{v} P={size} iter {iter}: unbalanced {:?}", &bad[..bad.len().min(5)]);
                     // Every rank calls the same collectives in the same order, groups within the job.
-                    let colls = |o: &Vec<Op>| o.iter().filter(|op| matches!(op, Op::Collective { .. })).copied().collect::<Vec<_>>();
+                    let colls = |o: &Vec<Op>| {
+                        o.iter().filter(|op| matches!(op, Op::Collective { .. })).copied().collect::<Vec<_>>()
+                    };
                     let first = colls(&ops[0]);
                     for (r, rank_ops) in ops.iter().enumerate() {
                         assert_eq!(colls(rank_ops), first, "{v} P={size}: rank {r}'s collectives differ");
                     }
                     for c in &first {
                         if let Op::Collective { group, .. } = c {
-                            assert!(group.size >= 1 && group.stride * group.size <= size.max(1), "{v} P={size}: {group:?}");
+                            assert!(
+                                group.size >= 1 && group.stride * group.size <= size.max(1),
+                                "{v} P={size}: {group:?}"
+                            );
                             assert_eq!(size % (group.stride * group.size), 0, "{v} P={size}: {group:?}");
                         }
                     }
@@ -1438,7 +1476,10 @@ mod tests {
             assert!(build(kind, &missing, shape()).unwrap().is_err(), "{kind}: missing iterations accepted");
         }
         assert!(build("not-a-skeleton", &json!({}), shape()).is_none());
-        let err = build("nas-cg", &json!({"class": "Z", "iterations": 1, "compute_us": 0.0}), shape()).unwrap().err().unwrap();
+        let err = build("nas-cg", &json!({"class": "Z", "iterations": 1, "compute_us": 0.0}), shape())
+            .unwrap()
+            .err()
+            .unwrap();
         assert!(err.contains("Z"), "{err}");
     }
 

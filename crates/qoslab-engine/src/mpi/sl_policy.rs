@@ -68,7 +68,13 @@ fn size_class(bytes: u64) -> u8 {
 impl SlPolicy {
     /// Checks `cfg` for a job of `size` ranks running `iterations` iterations; errors name the
     /// scenario key under `key` (`jobs[2].sl_policy`).
-    pub fn new(cfg: &SlPolicyConfig, job_sl: u8, size: u32, iterations: u32, key: &str) -> Result<SlPolicy, ConfigError> {
+    pub fn new(
+        cfg: &SlPolicyConfig,
+        job_sl: u8,
+        size: u32,
+        iterations: u32,
+        key: &str,
+    ) -> Result<SlPolicy, ConfigError> {
         let err = |k: &str, m: String| ConfigError::new(format!("{key}.{k}"), m);
         let check_sl = |k: &str, sl: u8| {
             if sl > 15 {
@@ -134,11 +140,21 @@ impl SlPolicy {
                 if thresholds.len() + 1 != sls.len() {
                     return Err(err(
                         "thresholds",
-                        format!("expected {} thresholds for {} SLs, got {}", sls.len() - 1, sls.len(), thresholds.len()),
+                        format!(
+                            "expected {} thresholds for {} SLs, got {}",
+                            sls.len() - 1,
+                            sls.len(),
+                            thresholds.len()
+                        ),
                     ));
                 }
-                if thresholds.iter().any(|t| !(t.is_finite() && *t > 0.0)) || thresholds.windows(2).any(|w| w[1] <= w[0]) {
-                    return Err(err("thresholds", format!("expected positive, strictly increasing ratios, got {thresholds:?}")));
+                if thresholds.iter().any(|t| !(t.is_finite() && *t > 0.0))
+                    || thresholds.windows(2).any(|w| w[1] <= w[0])
+                {
+                    return Err(err(
+                        "thresholds",
+                        format!("expected positive, strictly increasing ratios, got {thresholds:?}"),
+                    ));
                 }
                 if *history_messages == 0 {
                     return Err(err("history_messages", "expected at least 1".into()));
@@ -167,7 +183,9 @@ impl SlPolicy {
     pub fn choose(&mut self, src: u32, dst: u32, bytes: u64) -> u8 {
         match &mut self.rule {
             Rule::Job => self.job_sl,
-            Rule::Ranks { sl, matching, chosen } => pick(*matching, chosen, src, dst).then_some(*sl).unwrap_or(self.job_sl),
+            Rule::Ranks { sl, matching, chosen } => {
+                pick(*matching, chosen, src, dst).then_some(*sl).unwrap_or(self.job_sl)
+            }
             Rule::SlowestRanks(s) => {
                 if !s.chosen.is_empty() && pick(s.matching, &s.chosen, src, dst) {
                     s.sl
@@ -196,7 +214,8 @@ impl SlPolicy {
     #[inline]
     pub fn observe(&mut self, src: u32, dst: u32, bytes: u64, latency: Time) {
         if let Rule::LatencyHistory(h) = &mut self.rule {
-            let entry = h.seen.entry((src, dst, size_class(bytes))).or_insert(Seen { best: latency, average: latency as f64 });
+            let entry =
+                h.seen.entry((src, dst, size_class(bytes))).or_insert(Seen { best: latency, average: latency as f64 });
             entry.best = entry.best.min(latency);
             entry.average += h.alpha * (latency as f64 - entry.average);
         }

@@ -59,7 +59,9 @@ pub fn build(kind: &str, p: &serde_json::Value, shape: JobShape) -> Option<Resul
     Some(match kind {
         "ping-pong" => boxed(params::<PingPong>(kind, p).and_then(|g| g.check(&shape))),
         "flood-pairs" => boxed(params::<FloodPairsParams>(kind, p).map(|p| FloodPairs { p, size: shape.size })),
-        "nearest-neighbor" => boxed(params::<NearestNeighborParams>(kind, p).and_then(|g| NearestNeighbor::new(g, shape.size))),
+        "nearest-neighbor" => {
+            boxed(params::<NearestNeighborParams>(kind, p).and_then(|g| NearestNeighbor::new(g, shape.size)))
+        }
         "all-to-all" => boxed(params::<Collective>(kind, p).map(|c| c.with(CollectiveKind::Alltoall, shape.size))),
         "random-pairs" => boxed(params::<RandomPairsParams>(kind, p).map(|g| RandomPairs::new(g, shape))),
         "collective-loop" => boxed(params::<CollectiveLoopParams>(kind, p).and_then(|g| g.build(shape.size))),
@@ -234,7 +236,14 @@ pub struct Collective {
 
 impl Collective {
     fn with(self, kind: CollectiveKind, size: u32) -> CollectiveLoop {
-        CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, barrier: false, size }
+        CollectiveLoop {
+            kind,
+            bytes: self.bytes,
+            iterations: self.iterations,
+            compute_us: self.compute_us,
+            barrier: false,
+            size,
+        }
     }
 }
 
@@ -260,7 +269,14 @@ impl CollectiveLoopParams {
             "allgather" => CollectiveKind::Allgather,
             other => return Err(format!("workload \"collective-loop\": unknown collective {other:?}")),
         };
-        Ok(CollectiveLoop { kind, bytes: self.bytes, iterations: self.iterations, compute_us: self.compute_us, barrier: self.barrier, size })
+        Ok(CollectiveLoop {
+            kind,
+            bytes: self.bytes,
+            iterations: self.iterations,
+            compute_us: self.compute_us,
+            barrier: self.barrier,
+            size,
+        })
     }
 }
 
@@ -444,12 +460,7 @@ mod tests {
     #[test]
     fn random_pairs_is_a_matching_on_every_rank() {
         use crate::traffic::stream_rng;
-        let shape = JobShape {
-            size: 9,
-            ranks_per_node: 1,
-            rng: stream_rng(1, 50, 0),
-            named_rng: stream_rng(1, 51, 0),
-        };
+        let shape = JobShape { size: 9, ranks_per_node: 1, rng: stream_rng(1, 50, 0), named_rng: stream_rng(1, 51, 0) };
         let mut g = RandomPairs::new(RandomPairsParams { bytes: 8, iterations: 3, compute_us: 0.0 }, shape);
         for iter in 0..3 {
             let mut partner = vec![None; 9];

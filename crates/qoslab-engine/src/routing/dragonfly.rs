@@ -160,7 +160,11 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.spines),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.spines);
-                            least_loaded((0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + wrap(start + k, df.spines)), phase, &mut load) - p
+                            least_loaded(
+                                (0..df.spines.min(ADAPTIVE_CHOICES)).map(|k| p + wrap(start + k, df.spines)),
+                                phase,
+                                &mut load,
+                            ) - p
                         }
                     };
                     return Hop { port: p + spine, phase, via, decided: false };
@@ -171,7 +175,10 @@ impl DragonflyRouter {
             Role::Spine => {
                 let from_global = input >= df.leaves;
                 if from_global && !(via != NO_VIA && phase == 0 && via as u32 == group) {
-                    debug_assert_eq!(group, dst_group, "a packet arrived in a group that is neither its intermediate nor its destination");
+                    debug_assert_eq!(
+                        group, dst_group,
+                        "a packet arrived in a group that is neither its intermediate nor its destination"
+                    );
                     return Hop { port: dst_leaf, phase, via, decided: false };
                 }
                 if from_global {
@@ -185,7 +192,11 @@ impl DragonflyRouter {
                         Mode::Valiant => rng.gen_range(0..df.leaves),
                         Mode::Adaptive => {
                             let start = rng.gen_range(0..df.leaves);
-                            least_loaded((0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| wrap(start + k, df.leaves)), 0, &mut load)
+                            least_loaded(
+                                (0..df.leaves.min(ADAPTIVE_CHOICES)).map(|k| wrap(start + k, df.leaves)),
+                                0,
+                                &mut load,
+                            )
                         }
                     };
                     return Hop { port: leaf, phase: 0, via, decided: false };
@@ -195,7 +206,12 @@ impl DragonflyRouter {
                     return Hop { port: dst_leaf, phase, via, decided: false };
                 }
                 let mut decided = false;
-                if self.mode == Mode::Adaptive && via == NO_VIA && phase == 0 && df.groups > 2 && decision != Decision::Done {
+                if self.mode == Mode::Adaptive
+                    && via == NO_VIA
+                    && phase == 0
+                    && df.groups > 2
+                    && decision != Decision::Done
+                {
                     // A minimal packet at its source group's spine: the global ports are where
                     // congestion between groups shows, so UGAL decides again here (the leaf only
                     // sees its up-links, the same ones for both paths when every spine reaches
@@ -204,7 +220,8 @@ impl DragonflyRouter {
                     match decision {
                         Decision::Once(Some(NO_VIA)) => {} // the flowlet's minimal path, below
                         Decision::Once(Some(pinned)) if !df.ports_towards(group, index, pinned as u32).is_empty() => {
-                            let port = self.global_from(group, index, pinned as u32, dst, rng, &mut load, 0).expect("a port");
+                            let port =
+                                self.global_from(group, index, pinned as u32, dst, rng, &mut load, 0).expect("a port");
                             return Hop { port, phase: 0, via: pinned, decided };
                         }
                         // Per packet, a new flowlet, or a flowlet through a group this spine
@@ -230,14 +247,20 @@ impl DragonflyRouter {
     /// group against one towards a random other group this spine reaches; the non-minimal one
     /// when the minimal is loaded beyond twice it plus a packet. None: no link to the destination
     /// group here (a forwarding-table entry) or no other group reachable.
-    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, dst_group: u32, rng: &mut R, load: &mut L) -> Option<Hop> {
+    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(
+        &self,
+        group: u32,
+        spine: u32,
+        dst_group: u32,
+        rng: &mut R,
+        load: &mut L,
+    ) -> Option<Hop> {
         let df = &self.df;
         let (min_port, min_load) = self.least_loaded_global(group, spine, dst_group, rng, load)?;
         let h = df.global_per_spine;
         let first = rng.gen_range(0..h);
-        let via = (0..h)
-            .map(|k| df.port_group(group, spine, df.leaves + wrap(first + k, h)))
-            .find(|&g| g != dst_group)?;
+        let via =
+            (0..h).map(|k| df.port_group(group, spine, df.leaves + wrap(first + k, h))).find(|&g| g != dst_group)?;
         let (non_port, non_load) = self.least_loaded_global(group, spine, via, rng, load)?;
         if min_load <= 2 * non_load + self.ugal_threshold {
             return Some(Hop { port: min_port, phase: 0, via: NO_VIA, decided: false });
@@ -246,7 +269,14 @@ impl DragonflyRouter {
     }
 
     /// The least-loaded of (up to ADAPTIVE_CHOICES) global ports of a spine towards group `to`.
-    fn least_loaded_global<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, to: u32, rng: &mut R, load: &mut L) -> Option<(u32, i64)> {
+    fn least_loaded_global<R: Rng, L: FnMut(u32, u8) -> i64>(
+        &self,
+        group: u32,
+        spine: u32,
+        to: u32,
+        rng: &mut R,
+        load: &mut L,
+    ) -> Option<(u32, i64)> {
         let mine = self.df.ports_towards(group, spine, to);
         if mine.is_empty() {
             return None;
@@ -259,7 +289,15 @@ impl DragonflyRouter {
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by
     /// destination for minimal routing, a link at random for Valiant (spines weighted by their
     /// links), the least-loaded spine for adaptive.
-    fn best_up<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, to: u32, dst: u32, rng: &mut R, load: &mut L, phase: u8) -> (u32, i64) {
+    fn best_up<R: Rng, L: FnMut(u32, u8) -> i64>(
+        &self,
+        group: u32,
+        to: u32,
+        dst: u32,
+        rng: &mut R,
+        load: &mut L,
+        phase: u8,
+    ) -> (u32, i64) {
         let df = &self.df;
         let c = df.links_per_pair;
         let p = df.hosts_per_leaf;
@@ -279,7 +317,16 @@ impl DragonflyRouter {
 
     /// A global port of spine `spine` (index in `group`) towards group `to`, if it has one.
     #[allow(clippy::too_many_arguments)]
-    fn global_from<R: Rng, L: FnMut(u32, u8) -> i64>(&self, group: u32, spine: u32, to: u32, dst: u32, rng: &mut R, load: &mut L, phase: u8) -> Option<u32> {
+    fn global_from<R: Rng, L: FnMut(u32, u8) -> i64>(
+        &self,
+        group: u32,
+        spine: u32,
+        to: u32,
+        dst: u32,
+        rng: &mut R,
+        load: &mut L,
+        phase: u8,
+    ) -> Option<u32> {
         let df = &self.df;
         let mine = df.ports_towards(group, spine, to);
         if mine.is_empty() {
@@ -298,7 +345,11 @@ impl DragonflyRouter {
             Mode::Valiant => mine[rng.gen_range(0..mine.len())],
             Mode::Adaptive => {
                 let start = rng.gen_range(0..mine.len());
-                least_loaded((0..mine.len().min(ADAPTIVE_CHOICES as usize)).map(|k| mine[wrap(start + k, mine.len())]), phase, load)
+                least_loaded(
+                    (0..mine.len().min(ADAPTIVE_CHOICES as usize)).map(|k| mine[wrap(start + k, mine.len())]),
+                    phase,
+                    load,
+                )
             }
         })
     }
@@ -317,7 +368,11 @@ fn wrap<T: Copy + PartialOrd + std::ops::Sub<Output = T>>(i: T, n: T) -> T {
 /// The first port of `ports` with the lowest load, and that load (callers rotate the order for
 /// fair ties).
 #[inline]
-fn least_loaded_with_load<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(ports: I, phase: u8, load: &mut L) -> (u32, i64) {
+fn least_loaded_with_load<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(
+    ports: I,
+    phase: u8,
+    load: &mut L,
+) -> (u32, i64) {
     let mut best = (u32::MAX, i64::MAX);
     for port in ports {
         let l = load(port, phase);

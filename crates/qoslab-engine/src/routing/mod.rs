@@ -37,7 +37,8 @@ impl Router {
     pub fn new(topology: &Topology, cfg: &RoutingConfig, packet_credits: u32) -> Result<Router, ConfigError> {
         let g = topology.graph();
         let algorithm = cfg.algorithm;
-        let tables = |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts, dragonfly: None };
+        let tables =
+            |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts, dragonfly: None };
         let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
             (RoutingAlgorithm::Table, _) => {
@@ -70,7 +71,8 @@ impl Router {
         if cfg.vls < needed {
             return Err(ConfigError::new(
                 "routing.vls",
-                format!("{algorithm:?} routing needs {needed} VL layers to be deadlock-free, got {}", cfg.vls).to_lowercase(),
+                format!("{algorithm:?} routing needs {needed} VL layers to be deadlock-free, got {}", cfg.vls)
+                    .to_lowercase(),
             ));
         }
         Ok(router)
@@ -90,7 +92,9 @@ impl Router {
                 return None;
             }
             let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(0);
-            return Some(d.route(switch, 0, dst, dragonfly::NO_VIA, 0, dragonfly::Decision::PerPacket, &mut rng, |_, _| 0).port);
+            return Some(
+                d.route(switch, 0, dst, dragonfly::NO_VIA, 0, dragonfly::Decision::PerPacket, &mut rng, |_, _| 0).port,
+            );
         }
         let per_destination = !self.table.is_empty() || self.algorithm == RoutingAlgorithm::Dmodk;
         match self.route(switch, 0, dst) {
@@ -125,7 +129,9 @@ impl Router {
                 }
             }
             RoutingAlgorithm::Minhop | RoutingAlgorithm::Table => unreachable!("table routing has a table"),
-            RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant => unreachable!("Dragonfly+ routing goes through its own router"),
+            RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant => {
+                unreachable!("Dragonfly+ routing goes through its own router")
+            }
         }
     }
 }
@@ -153,7 +159,10 @@ fn minhop(g: &Graph) -> Result<Vec<u16>, ConfigError> {
         if dist_from[first].as_ref().unwrap()[a as usize] == NONE {
             return Err(ConfigError::new(
                 "topology",
-                format!("the fabric is not connected: no path from {:?} to {:?}", g.node_names[0], g.node_names[h as usize]),
+                format!(
+                    "the fabric is not connected: no path from {:?} to {:?}",
+                    g.node_names[0], g.node_names[h as usize]
+                ),
             ));
         }
     }
@@ -226,7 +235,10 @@ fn check_table(g: &Graph, table: &[u16]) -> Result<(), ConfigError> {
     let key = "routing.table";
     let (hosts, switches) = (g.hosts as usize, g.switches as usize);
     if table.len() != hosts * switches {
-        return Err(ConfigError::new(key, format!("expected {} entries (switches x hosts), got {}", hosts * switches, table.len())));
+        return Err(ConfigError::new(
+            key,
+            format!("expected {} entries (switches x hosts), got {}", hosts * switches, table.len()),
+        ));
     }
     // Marks, distinct for every destination: `good` = known to lead to d, `walk` = on the walk
     // from the current source.
@@ -245,23 +257,47 @@ fn check_table(g: &Graph, table: &[u16]) -> Result<(), ConfigError> {
                     break;
                 }
                 if m == walk {
-                    return Err(ConfigError::new(key, format!("a routing loop: from {:?} to {:?} the path returns to {:?}", g.node_names[src as usize], g.node_names[d as usize], g.node_names[(g.hosts + s) as usize])));
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "a routing loop: from {:?} to {:?} the path returns to {:?}",
+                            g.node_names[src as usize],
+                            g.node_names[d as usize],
+                            g.node_names[(g.hosts + s) as usize]
+                        ),
+                    ));
                 }
                 mark[s as usize] = walk;
                 let node = g.hosts + s;
                 let entry = table[s as usize * hosts + d as usize];
                 let name = &g.node_names[node as usize];
                 if entry == NO_ROUTE || entry as u32 >= g.radix(node) {
-                    return Err(ConfigError::new(key, format!("switch {name:?} has no route to {:?}", g.node_names[d as usize])));
+                    return Err(ConfigError::new(
+                        key,
+                        format!("switch {name:?} has no route to {:?}", g.node_names[d as usize]),
+                    ));
                 }
                 let peer = g.port_peer[(g.port_base[node as usize] + entry as u32) as usize];
                 if peer == NONE {
-                    return Err(ConfigError::new(key, format!("switch {name:?} routes {:?} to port {}, which is not cabled", g.node_names[d as usize], entry as u32 + 1)));
+                    return Err(ConfigError::new(
+                        key,
+                        format!(
+                            "switch {name:?} routes {:?} to port {}, which is not cabled",
+                            g.node_names[d as usize],
+                            entry as u32 + 1
+                        ),
+                    ));
                 }
                 let next = g.port_node[peer as usize];
                 if g.is_host(next) {
                     if next != d {
-                        return Err(ConfigError::new(key, format!("switch {name:?} delivers traffic for {:?} to {:?}", g.node_names[d as usize], g.node_names[next as usize])));
+                        return Err(ConfigError::new(
+                            key,
+                            format!(
+                                "switch {name:?} delivers traffic for {:?} to {:?}",
+                                g.node_names[d as usize], g.node_names[next as usize]
+                            ),
+                        ));
                     }
                     break;
                 }
@@ -291,7 +327,8 @@ mod tests {
 
     fn tree(m: Vec<u32>, w: Vec<u32>, alg: RoutingAlgorithm) -> (Topology, Router) {
         let t = Topology::build(&TopologyConfig::Xgft { m, w }).unwrap();
-        let r = Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1, flowlet_gap_us: 0.0 }, 66).unwrap();
+        let r =
+            Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1, flowlet_gap_us: 0.0 }, 66).unwrap();
         (t, r)
     }
 
@@ -364,17 +401,31 @@ mod tests {
     fn a_given_table_with_a_loop_or_a_hole_is_refused() {
         let (t, minhop) = tree(vec![2, 2], vec![1, 2], RoutingAlgorithm::Minhop);
         let g = t.graph();
-        let mut table: Vec<u16> = (0..g.switches).flat_map(|s| (0..g.hosts).map(move |d| (s, d))).map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16).collect();
-        let ok = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
+        let mut table: Vec<u16> = (0..g.switches)
+            .flat_map(|s| (0..g.hosts).map(move |d| (s, d)))
+            .map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16)
+            .collect();
+        let ok = RoutingConfig {
+            algorithm: RoutingAlgorithm::Table,
+            table: Some(table.clone()),
+            vls: 1,
+            flowlet_gap_us: 0.0,
+        };
         assert!(Router::new(&t, &ok, 66).is_ok());
         // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
         table[2 * 4 + 3] = 0;
         table[0 * 4 + 3] = 2;
-        let looped = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
+        let looped = RoutingConfig {
+            algorithm: RoutingAlgorithm::Table,
+            table: Some(table.clone()),
+            vls: 1,
+            flowlet_gap_us: 0.0,
+        };
         let e = Router::new(&t, &looped, 66).err().expect("a loop");
         assert!(e.message.contains("loop"), "{}", e.message);
         table[0 * 4 + 3] = NO_ROUTE;
-        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1, flowlet_gap_us: 0.0 };
+        let hole =
+            RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &hole, 66).err().expect("a hole").message.contains("no route"));
     }
 }

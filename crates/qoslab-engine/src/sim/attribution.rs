@@ -105,8 +105,17 @@ impl Attribution {
     /// its request to be filed at (port, VL) `port_vl`; `busy`: its predecessor is still on the
     /// wire. `previous`: where that predecessor was filed. `window(a, b)`: the measured part.
     #[allow(clippy::too_many_arguments)]
-    pub fn new_head(&mut self, queue: u32, class: u16, port_vl: usize, busy: bool, previous: usize, eligible: Time,
-                    now: Time, window: impl Fn(Time, Time) -> u64) {
+    pub fn new_head(
+        &mut self,
+        queue: u32,
+        class: u16,
+        port_vl: usize,
+        busy: bool,
+        previous: usize,
+        eligible: Time,
+        now: Time,
+        window: impl Fn(Time, Time) -> u64,
+    ) {
         let q = queue as usize;
         // Behind its predecessor from its arrival until that one's tail has left.
         let note = self.notes[q];
@@ -225,12 +234,9 @@ impl Attribution {
             ((port_vl / self.vls) as u32, (port_vl % self.vls) as u8, kind as u8, victim as u16, culprit as u16, ps)
         };
         match &self.per_port_vl {
-            Charges::Dense { keys, slots } => slots
-                .iter()
-                .enumerate()
-                .filter(|(_, &ps)| ps > 0)
-                .map(|(i, &ps)| row(i / keys, i % keys, ps))
-                .collect(),
+            Charges::Dense { keys, slots } => {
+                slots.iter().enumerate().filter(|(_, &ps)| ps > 0).map(|(i, &ps)| row(i / keys, i % keys, ps)).collect()
+            }
             Charges::Sparse(lists) => lists
                 .iter()
                 .enumerate()

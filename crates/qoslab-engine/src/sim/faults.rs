@@ -62,8 +62,7 @@ const FAULT_AFTER_EVENTS: u64 = 1_500;
 fn saturated() -> EngineConfig {
     let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
     let low = [[0, 255], [1, 255], [2, 255], [3, 255]];
-    let port =
-        serde_json::json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": low, "high_limit": 0});
+    let port = serde_json::json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": low, "high_limit": 0});
     let hosts: Vec<u32> = (0..16).collect();
     let traffic: Vec<serde_json::Value> = (0..4)
         .map(|sl| {
@@ -99,10 +98,7 @@ fn the_run_without_a_fault_balances() {
     let (_, out) = run_with(None);
     let summary = out.expect("a healthy run passes the check").summary;
     let events = summary["events"].as_u64().unwrap();
-    assert!(
-        events > 3 * FAULT_AFTER_EVENTS,
-        "the faults would not be mid-run: {events} events"
-    );
+    assert!(events > 3 * FAULT_AFTER_EVENTS, "the faults would not be mid-run: {events} events");
     let c = &summary["conservation"];
     // Saturating sources leave packets in flight; every (link direction, VL) was checked.
     assert!(c["packets_in_flight"].as_u64().unwrap() > 0, "{c}");
@@ -126,19 +122,12 @@ fn a_packet_lost_mid_run_fails_the_run_naming_the_packet_counts() {
     let live = sim.packets.live() as u64;
     let expected = format!("packets created {created} != delivered {delivered} + in flight {live}");
     assert_eq!(err, expected);
-    assert_eq!(
-        created,
-        delivered + live + 1,
-        "exactly one packet is missing"
-    );
+    assert_eq!(created, delivered + live + 1, "exactly one packet is missing");
 }
 
 #[test]
 fn the_engine_reports_a_broken_invariant_as_an_internal_error() {
     let (_, out) = run_with(Some(Fault::DropCredit { port: 0, vl: 0 }));
     let err = crate::Error::Engine(out.err().expect("the check fails")).to_string();
-    assert!(
-        err.starts_with("internal engine error: port 0 VL0: "),
-        "{err}"
-    );
+    assert!(err.starts_with("internal engine error: port 0 VL0: "), "{err}");
 }

@@ -23,7 +23,6 @@ use crate::config::{ConfigError, EngineConfig, RoutingAlgorithm};
 use crate::fabric::sl2vl::{table, Sl2Vl};
 use crate::fabric::vl_arbiter::{ArbState, ArbTables};
 use crate::mpi::{program::PackedTrace, Mpi, Transport};
-use std::collections::HashMap;
 use crate::queue::{EventKind, EventQueue, MAX_EVENT_ID};
 use crate::routing::dragonfly::{Decision, NO_VIA};
 use crate::routing::{Route, Router};
@@ -36,6 +35,7 @@ use faults::Fault;
 use rand::Rng;
 use rand_pcg::Pcg64Mcg;
 use state::{CreditReturn, CreditReturns, Message, Packet, PortVl, Queue, Slab};
+use std::collections::HashMap;
 
 /// SLs per HCA send queue set.
 const SLS: u32 = 16;
@@ -198,7 +198,10 @@ impl Simulation {
         let topology = Topology::build(&cfg.topology)?;
         let router = Router::new(&topology, &cfg.routing, credits_for(cfg.fabric.mtu_bytes + cfg.fabric.header_bytes))?;
         if cfg.routing.flowlet_gap_us > 0.0 && router.dragonfly.is_none() {
-            return Err(ConfigError::new("routing.flowlet_gap_us", "flowlets apply to adaptive routing on a dragonfly-plus topology"));
+            return Err(ConfigError::new(
+                "routing.flowlet_gap_us",
+                "flowlets apply to adaptive routing on a dragonfly-plus topology",
+            ));
         }
         let g = topology.graph();
         let f = &cfg.fabric;
@@ -214,7 +217,10 @@ impl Simulation {
         for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
             let key = format!("qos.sl2vl_pairs[{i}]");
             if o.switch >= g.switches {
-                return Err(ConfigError::new(key, format!("switch {} does not exist (0..{})", o.switch, g.switches - 1)));
+                return Err(ConfigError::new(
+                    key,
+                    format!("switch {} does not exist (0..{})", o.switch, g.switches - 1),
+                ));
             }
             let radix = g.radix(g.hosts + o.switch);
             if o.in_port >= radix || o.out_port >= radix {
@@ -641,7 +647,11 @@ impl Simulation {
     #[inline]
     fn queue_input(&self, q: u32) -> u32 {
         let switch_queues = self.ports.len() as u32 * self.vls;
-        if q < switch_queues { q / self.vls } else { NONE }
+        if q < switch_queues {
+            q / self.vls
+        } else {
+            NONE
+        }
     }
 
     #[inline]
@@ -656,7 +666,8 @@ impl Simulation {
     fn register_head(&mut self, q: u32, site: Option<InputSite>, routed: Option<(u32, u8)>) {
         let head = self.queues[q as usize].head;
         let pk = &self.packets.items[head as usize];
-        let (eligible, credits, src, dst, sl, class) = (pk.eligible_at, pk.credits() as u16, pk.src, pk.dst, pk.sl, pk.class);
+        let (eligible, credits, src, dst, sl, class) =
+            (pk.eligible_at, pk.credits() as u16, pk.src, pk.dst, pk.sl, pk.class);
         let (out_port, out_vl) = match (routed, site) {
             (Some(r), _) => r,
             (None, None) => (self.graph().host_port(src), self.sl2vl.ca[sl as usize]),
@@ -753,7 +764,16 @@ impl Simulation {
             let now = self.now;
             Decision::Once(self.flowlets.get(&flow).filter(|f| now - f.1 < self.flowlet_gap).map(|f| f.0))
         };
-        let hop = router.route(switch, input, pk.dst, pk.via, pk.phase & !PATH_DECIDED, decision, &mut self.routing_rng, load);
+        let hop = router.route(
+            switch,
+            input,
+            pk.dst,
+            pk.via,
+            pk.phase & !PATH_DECIDED,
+            decision,
+            &mut self.routing_rng,
+            load,
+        );
         if hop.decided {
             // A new flowlet, or the next packet of one: either way its timer restarts now.
             self.flowlets.insert(flow, (hop.via, self.now));
@@ -780,7 +800,15 @@ impl Simulation {
 
     /// Adaptive choice: the up port with the most free downstream credits on the packet's VL,
     /// less the credits already requested there; ties go to a random starting point.
-    fn least_loaded_up_port(&mut self, switch: u32, base: u32, first: u32, count: u32, sl: u8, input_local: u32) -> u32 {
+    fn least_loaded_up_port(
+        &mut self,
+        switch: u32,
+        base: u32,
+        first: u32,
+        count: u32,
+        sl: u8,
+        input_local: u32,
+    ) -> u32 {
         let start = self.routing_rng.gen_range(0..count);
         let mut best = (i64::MIN, first);
         for k in 0..count {
@@ -853,7 +881,8 @@ impl Simulation {
         let now = self.now;
         let ps = &mut self.ports[port as usize];
         while ps.next_return_at <= now {
-            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits += ps.next_return_credits as u32;
+            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits +=
+                ps.next_return_credits as u32;
             if ps.returns_behind {
                 let returns = &mut self.returns[port as usize];
                 let r = returns.pop_front();
@@ -998,7 +1027,8 @@ impl Simulation {
         let upstream = self.queues[q as usize].upstream;
         // What this hop needs of the port's line, read once.
         let ps = &self.ports[port as usize];
-        let (down, delivers, peer_switch, peer_local) = (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
+        let (down, delivers, peer_switch, peer_local) =
+            (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
         // Whether the port sat idle for credits since its last transmission (the blocked
         // interval attribution and PortXmitWait close now); read here, from the line in hand.
         let was_blocked = ps.credit_waiting;
@@ -1357,7 +1387,16 @@ pub enum RunStatus {
 }
 
 impl Transport for Simulation {
-    fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool) {
+    fn send(
+        &mut self,
+        src_host: u32,
+        dst_host: u32,
+        sl: u8,
+        bytes: u64,
+        job: u32,
+        message: u32,
+        notify_injected: bool,
+    ) {
         let class = (self.tables.len() as u32 + job) as u16;
         let m = Message::new(src_host, dst_host, sl, bytes, class, self.now);
         self.inject(Message { mpi: message, notify_injected, ..m });
@@ -1381,7 +1420,8 @@ impl Simulation {
             if self.ports[p as usize].transmitting || self.ports[p as usize].wake_at != NEVER {
                 continue;
             }
-            let mut credits: Vec<u32> = (0..self.vls).map(|v| self.port_vls[(p * self.vls + v) as usize].credits).collect();
+            let mut credits: Vec<u32> =
+                (0..self.vls).map(|v| self.port_vls[(p * self.vls + v) as usize].credits).collect();
             for r in self.pending_returns(p).filter(|r| r.at <= self.now) {
                 credits[r.vl as usize] += r.credits;
             }

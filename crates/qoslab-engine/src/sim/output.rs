@@ -13,7 +13,12 @@ pub struct Column {
     pub data: Vec<u8>,
 }
 
-fn column<T: Copy, const N: usize>(name: &'static str, dtype: &'static str, values: impl Iterator<Item = T>, to_bytes: fn(T) -> [u8; N]) -> Column {
+fn column<T: Copy, const N: usize>(
+    name: &'static str,
+    dtype: &'static str,
+    values: impl Iterator<Item = T>,
+    to_bytes: fn(T) -> [u8; N],
+) -> Column {
     let mut data = Vec::new();
     for v in values {
         data.extend_from_slice(&to_bytes(v));
@@ -98,7 +103,9 @@ impl Simulation {
 
         if let Some(a) = self.attribution.as_deref() {
             // [victim][culprit] by class: traffic tables first, then jobs (as by_class).
-            let ns = |m: Vec<Vec<u64>>| -> Vec<Vec<f64>> { m.into_iter().map(|r| r.into_iter().map(ps_to_ns).collect()).collect() };
+            let ns = |m: Vec<Vec<u64>>| -> Vec<Vec<f64>> {
+                m.into_iter().map(|r| r.into_iter().map(ps_to_ns).collect()).collect()
+            };
             summary.insert(
                 "interference".into(),
                 json!({ "wait_ns": ns(a.matrix(Kind::Output)), "buffer_wait_ns": ns(a.matrix(Kind::Buffer)) }),
@@ -119,7 +126,8 @@ impl Simulation {
             ]
         });
         let port_waits = self.xmit_wait.as_deref().map(|w| {
-            let ports: Vec<u32> = (0..g.ports()).filter(|&p| g.port_peer[p as usize] != crate::topology::NONE).collect();
+            let ports: Vec<u32> =
+                (0..g.ports()).filter(|&p| g.port_peer[p as usize] != crate::topology::NONE).collect();
             vec![
                 column("link", "<u4", ports.iter().copied(), u32::to_le_bytes),
                 column("xmit_wait_ns", "<f8", ports.iter().map(|&p| ps_to_ns(w[p as usize].1)), f64::to_le_bytes),
@@ -154,7 +162,12 @@ impl Simulation {
             column("packets", "<u8", rows.iter().map(|r| c(r.0, r.1).packets), u64::to_le_bytes),
             column("bytes", "<u8", rows.iter().map(|r| c(r.0, r.1).bytes), u64::to_le_bytes),
             column("busy_ns", "<f8", rows.iter().map(|r| ps_to_ns(c(r.0, r.1).busy_ps)), f64::to_le_bytes),
-            column("credit_stall_ns", "<f8", rows.iter().map(|r| ps_to_ns(c(r.0, r.1).credit_stall_ps)), f64::to_le_bytes),
+            column(
+                "credit_stall_ns",
+                "<f8",
+                rows.iter().map(|r| ps_to_ns(c(r.0, r.1).credit_stall_ps)),
+                f64::to_le_bytes,
+            ),
         ]
     }
 
@@ -165,7 +178,12 @@ impl Simulation {
             column("src", "<u4", m.iter().map(|r| r.src), u32::to_le_bytes),
             column("dst", "<u4", m.iter().map(|r| r.dst), u32::to_le_bytes),
             column("sl", "<u1", m.iter().map(|r| r.sl), u8::to_le_bytes),
-            column("traffic", "<i4", m.iter().map(|r| if (r.class as usize) < tables { r.class as i32 } else { -1 }), i32::to_le_bytes),
+            column(
+                "traffic",
+                "<i4",
+                m.iter().map(|r| if (r.class as usize) < tables { r.class as i32 } else { -1 }),
+                i32::to_le_bytes,
+            ),
             column("job", "<i4", m.iter().map(|r| r.class as i32 - tables as i32).map(|j| j.max(-1)), i32::to_le_bytes),
             column("bytes", "<u8", m.iter().map(|r| r.bytes), u64::to_le_bytes),
             column("created_ns", "<f8", m.iter().map(|r| ps_to_ns(r.created)), f64::to_le_bytes),

@@ -135,7 +135,17 @@ pub struct Queue {
 
 impl Queue {
     pub fn new(upstream: u32) -> Queue {
-        Queue { head: NONE, tail: NONE, next_request: NONE, out_port: NONE, head_eligible_at: 0, head_credits: 0, out_vl: 0, busy: false, upstream }
+        Queue {
+            head: NONE,
+            tail: NONE,
+            next_request: NONE,
+            out_port: NONE,
+            head_eligible_at: 0,
+            head_credits: 0,
+            out_vl: 0,
+            busy: false,
+            upstream,
+        }
     }
 
     /// Appends; returns true when the packet became the head.

@@ -59,9 +59,20 @@ pub struct HostPlace {
 }
 
 impl DragonflyPlus {
-    pub fn build(groups: u32, leaves: u32, spines: u32, hosts_per_leaf: u32, global_per_spine: u32) -> Result<Self, ConfigError> {
+    pub fn build(
+        groups: u32,
+        leaves: u32,
+        spines: u32,
+        hosts_per_leaf: u32,
+        global_per_spine: u32,
+    ) -> Result<Self, ConfigError> {
         let key = |k: &str| format!("topology.{k}");
-        for (name, v) in [("groups", groups), ("leaves_per_group", leaves), ("spines_per_group", spines), ("hosts_per_leaf", hosts_per_leaf)] {
+        for (name, v) in [
+            ("groups", groups),
+            ("leaves_per_group", leaves),
+            ("spines_per_group", spines),
+            ("hosts_per_leaf", hosts_per_leaf),
+        ] {
             if v == 0 {
                 return Err(ConfigError::new(key(name), "expected at least 1"));
             }
@@ -70,10 +81,16 @@ impl DragonflyPlus {
             return Err(ConfigError::new(key("groups"), format!("at most {} groups", u16::MAX)));
         }
         if groups < 2 {
-            return Err(ConfigError::new(key("groups"), "expected at least 2 groups (one group is a two-level fat tree: use xgft)"));
+            return Err(ConfigError::new(
+                key("groups"),
+                "expected at least 2 groups (one group is a two-level fat tree: use xgft)",
+            ));
         }
         if global_per_spine == 0 {
-            return Err(ConfigError::new(key("global_links_per_spine"), "expected at least 1: groups need global links"));
+            return Err(ConfigError::new(
+                key("global_links_per_spine"),
+                "expected at least 1: groups need global links",
+            ));
         }
         let slots = spines * global_per_spine;
         if slots % (groups - 1) != 0 || slots < groups - 1 {
@@ -158,8 +175,11 @@ impl DragonflyPlus {
         let (mut spine_ports, mut spine_port_at) = (Vec::new(), vec![0u32]);
         for a in 0..groups {
             for b in 0..groups {
-                let links: Vec<(u32, u32)> =
-                    if a == b { Vec::new() } else { (0..c).map(|k| pair_links[((a * groups + b) * c + k) as usize]).collect() };
+                let links: Vec<(u32, u32)> = if a == b {
+                    Vec::new()
+                } else {
+                    (0..c).map(|k| pair_links[((a * groups + b) * c + k) as usize]).collect()
+                };
                 for &(spine, _) in &links {
                     if !pair_spines[*pair_spine_at.last().unwrap() as usize..].contains(&spine) {
                         pair_spines.push(spine);

@@ -78,7 +78,14 @@ impl Explicit {
             }
             for &p in &ends {
                 if port_peer[p as usize] != NONE {
-                    return Err(ConfigError::new(&ck, format!("port {} of node {} is cabled twice", p - port_base[port_node[p as usize] as usize], port_node[p as usize])));
+                    return Err(ConfigError::new(
+                        &ck,
+                        format!(
+                            "port {} of node {} is cabled twice",
+                            p - port_base[port_node[p as usize] as usize],
+                            port_node[p as usize]
+                        ),
+                    ));
                 }
             }
             port_peer[ends[0] as usize] = ends[1];
@@ -87,7 +94,10 @@ impl Explicit {
             port_gbps[ends[1] as usize] = gbps;
         }
         if let Some(h) = (0..hosts).find(|&h| port_peer[port_base[h as usize] as usize] == NONE) {
-            return Err(ConfigError::new(format!("{key}.host_names[{h}]"), format!("host {:?} is not cabled", host_names[h as usize])));
+            return Err(ConfigError::new(
+                format!("{key}.host_names[{h}]"),
+                format!("host {:?} is not cabled", host_names[h as usize]),
+            ));
         }
         let node_names = host_names.iter().chain(switch_names).cloned().collect();
         let graph = Graph { hosts, switches, port_base, port_node, port_peer, node_names };

@@ -86,18 +86,28 @@ impl Topology {
                 Ok(Topology::Xgft(xgft::Xgft::build(&[*hosts], &[1], "topology.hosts")?))
             }
             TopologyConfig::Xgft { m, w } => Ok(Topology::Xgft(xgft::Xgft::build(m, w, "topology")?)),
-            TopologyConfig::DragonflyPlus { groups, leaves_per_group, spines_per_group, hosts_per_leaf, global_links_per_spine } => {
-                Ok(Topology::DragonflyPlus(dragonfly::DragonflyPlus::build(
-                    *groups,
-                    *leaves_per_group,
-                    *spines_per_group,
-                    *hosts_per_leaf,
-                    *global_links_per_spine,
+            TopologyConfig::DragonflyPlus {
+                groups,
+                leaves_per_group,
+                spines_per_group,
+                hosts_per_leaf,
+                global_links_per_spine,
+            } => Ok(Topology::DragonflyPlus(dragonfly::DragonflyPlus::build(
+                *groups,
+                *leaves_per_group,
+                *spines_per_group,
+                *hosts_per_leaf,
+                *global_links_per_spine,
+            )?)),
+            TopologyConfig::Graph { host_names, switch_names, switch_ports, cables, cable_gbps } => {
+                Ok(Topology::Explicit(explicit::Explicit::build(
+                    host_names,
+                    switch_names,
+                    switch_ports,
+                    cables,
+                    cable_gbps,
                 )?))
             }
-            TopologyConfig::Graph { host_names, switch_names, switch_ports, cables, cable_gbps } => Ok(
-                Topology::Explicit(explicit::Explicit::build(host_names, switch_names, switch_ports, cables, cable_gbps)?),
-            ),
         }
     }
 

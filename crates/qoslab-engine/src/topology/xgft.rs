@@ -71,7 +71,9 @@ impl Xgft {
         }
         let switches: u64 = level_counts.iter().sum();
         let ports: u64 = hosts
-            + (1..=h).map(|l| level_counts[l - 1] * (m[l - 1] as u64 + w.get(l).copied().unwrap_or(0) as u64)).sum::<u64>();
+            + (1..=h)
+                .map(|l| level_counts[l - 1] * (m[l - 1] as u64 + w.get(l).copied().unwrap_or(0) as u64))
+                .sum::<u64>();
         if hosts > 1 << 24 || switches > 1 << 22 || ports > (1 << 28) {
             return Err(ConfigError::new(key, format!("XGFT too large: {hosts} hosts, {switches} switches")));
         }

@@ -1,8 +1,8 @@
 //! Open-loop synthetic traffic: one source per (traffic table, sending host).
 
 use crate::config::{Arrival, ConfigError, Pattern, TrafficConfig};
-use crate::topology::NONE;
 use crate::stats::Window;
+use crate::topology::NONE;
 use crate::units::{round_to_time, Rate, Time, NEVER};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
@@ -11,9 +11,8 @@ use rand_pcg::Pcg64Mcg;
 /// Independent random stream for one purpose and index, so randomness added in one place does
 /// not shift another's sequence.
 pub fn stream_rng(seed: u64, purpose: u64, index: u64) -> Pcg64Mcg {
-    let mix = seed
-        ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        ^ index.wrapping_mul(0xC2B2_AE3D_27D4_EB4F).rotate_left(17);
+    let mix =
+        seed ^ purpose.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ index.wrapping_mul(0xC2B2_AE3D_27D4_EB4F).rotate_left(17);
     Pcg64Mcg::seed_from_u64(mix)
 }
 
@@ -78,9 +77,14 @@ pub fn build_sources(
     let mut tables = Vec::new();
     for (t, cfg) in cfgs.iter().enumerate() {
         let key = |k: &str| format!("traffic[{t}].{k}");
-        for (k, list) in [("hosts", &cfg.hosts), ("destinations", &cfg.destinations), ("hotspot_hosts", &cfg.hotspot_hosts)] {
+        for (k, list) in
+            [("hosts", &cfg.hosts), ("destinations", &cfg.destinations), ("hotspot_hosts", &cfg.hotspot_hosts)]
+        {
             if let Some(&h) = list.iter().find(|&&h| h >= hosts) {
-                return Err(ConfigError::new(key(k), format!("host {h} does not exist (the fabric has hosts 0..{})", hosts - 1)));
+                return Err(ConfigError::new(
+                    key(k),
+                    format!("host {h} does not exist (the fabric has hosts 0..{})", hosts - 1),
+                ));
             }
         }
         let dests = &cfg.destinations;
@@ -90,7 +94,9 @@ pub fn build_sources(
         // Fixed targets for the deterministic patterns.
         let fixed: Vec<u32> = match cfg.pattern {
             Pattern::Permutation => permutation(&cfg.hosts, dests, &mut stream_rng(seed, RNG_PERMUTATION, t as u64)),
-            Pattern::Shift => cfg.hosts.iter().enumerate().map(|(i, _)| dests[(i + cfg.shift as usize) % dests.len()]).collect(),
+            Pattern::Shift => {
+                cfg.hosts.iter().enumerate().map(|(i, _)| dests[(i + cfg.shift as usize) % dests.len()]).collect()
+            }
             Pattern::Incast => vec![dests[0]; cfg.hosts.len()],
             _ => Vec::new(),
         };
@@ -118,7 +124,10 @@ pub fn build_sources(
                 Target::Uniform { self_index } | Target::Hotspot { self_index, .. }
                     if dests.len() == 1 && self_index != NONE =>
                 {
-                    return Err(ConfigError::new(key("destinations"), format!("host {host} has no destination but itself")))
+                    return Err(ConfigError::new(
+                        key("destinations"),
+                        format!("host {host} has no destination but itself"),
+                    ))
                 }
                 Target::Hotspot { fraction, .. } if fraction > 0.0 && cfg.hotspot_hosts.is_empty() => {
                     return Err(ConfigError::new(key("hotspot_hosts"), "expected at least one hotspot host"))
@@ -173,7 +182,11 @@ fn permutation(senders: &[u32], dests: &[u32], rng: &mut Pcg64Mcg) -> Vec<u32> {
             .enumerate()
             .map(|(i, &s)| {
                 let d = shuffled[i % shuffled.len()];
-                if d == s { shuffled[(i + 1) % shuffled.len()] } else { d }
+                if d == s {
+                    shuffled[(i + 1) % shuffled.len()]
+                } else {
+                    d
+                }
             })
             .collect()
     }

@@ -41,21 +41,14 @@ pub fn scenarios() -> Vec<Golden> {
 }
 
 fn load(dir: &Path) -> Golden {
-    let read = |f: &str| {
-        std::fs::read_to_string(dir.join(f))
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.join(f).display()))
-    };
+    let read =
+        |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_else(|e| panic!("{}: {e}", dir.join(f).display()));
     let mut traces = HashMap::new();
     if dir.join("engine_traces.json").exists() {
         let v: Value = serde_json::from_str(&read("engine_traces.json")).unwrap();
         for (job, t) in v.as_object().unwrap() {
-            let words = |k: &str| -> Vec<u64> {
-                t[k].as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|w| w.as_u64().unwrap())
-                    .collect()
-            };
+            let words =
+                |k: &str| -> Vec<u64> { t[k].as_array().unwrap().iter().map(|w| w.as_u64().unwrap()).collect() };
             let trace = PackedTrace {
                 offsets: words("offsets"),
                 words: words("words"),
@@ -76,18 +69,13 @@ fn load(dir: &Path) -> Golden {
 
 impl Golden {
     pub fn run(&self) -> RunOutput {
-        qoslab_engine::run(&self.config, &self.traces, &mut || false)
-            .unwrap_or_else(|e| panic!("{}: {e}", self.name))
+        qoslab_engine::run(&self.config, &self.traces, &mut || false).unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
 
     /// What differs between this run's output and the stored one, one line per field or column.
     pub fn differences(&self, out: &RunOutput) -> Vec<String> {
         let mut found = self.summary_differences(&out.summary);
-        found.extend(
-            self.link_differences(out)
-                .into_iter()
-                .map(|d| format!("links.csv: {d}")),
-        );
+        found.extend(self.link_differences(out).into_iter().map(|d| format!("links.csv: {d}")));
         found
     }
 
@@ -110,8 +98,7 @@ impl Golden {
         }
         for (k, v) in stored {
             // Python adds these; "jobs" is {} when the engine has none.
-            let python = PYTHON_KEYS.contains(&k.as_str())
-                && (k != "jobs" || *v == Value::Object(Map::new()));
+            let python = PYTHON_KEYS.contains(&k.as_str()) && (k != "jobs" || *v == Value::Object(Map::new()));
             if engine.get(k).is_none() && !python {
                 found.push(format!("{k}: stored, but the engine no longer writes it"));
             }
@@ -119,10 +106,7 @@ impl Golden {
         if stored.get("seed") != config.get("seed") {
             found.push("seed: not the config's".into());
         }
-        found
-            .into_iter()
-            .map(|d| format!("summary.json: {d}"))
-            .collect()
+        found.into_iter().map(|d| format!("summary.json: {d}")).collect()
     }
 
     fn link_differences(&self, out: &RunOutput) -> Vec<String> {
@@ -140,20 +124,10 @@ impl Golden {
             .into_iter()
             .filter_map(|(label, index)| {
                 let (_, nodes) = engine.iter().find(|c| c.0 == index)?;
-                Some((
-                    label,
-                    nodes
-                        .iter()
-                        .map(|n| Cell::Text(out.node_names[n.as_index()].clone()))
-                        .collect(),
-                ))
+                Some((label, nodes.iter().map(|n| Cell::Text(out.node_names[n.as_index()].clone())).collect()))
             })
             .collect();
-        let mut expected: Vec<&str> = engine
-            .iter()
-            .map(|c| c.0)
-            .chain(names.iter().map(|c| c.0))
-            .collect();
+        let mut expected: Vec<&str> = engine.iter().map(|c| c.0).chain(names.iter().map(|c| c.0)).collect();
         let mut got: Vec<&str> = header.iter().map(String::as_str).collect();
         expected.sort_unstable();
         got.sort_unstable();
@@ -161,15 +135,9 @@ impl Golden {
             found.push(format!("columns {got:?} stored, {expected:?} produced"));
             return found;
         }
-        for (name, cells) in engine
-            .iter()
-            .map(|c| (c.0, &c.1))
-            .chain(names.iter().map(|c| (c.0, &c.1)))
-        {
+        for (name, cells) in engine.iter().map(|c| (c.0, &c.1)).chain(names.iter().map(|c| (c.0, &c.1))) {
             let at = header.iter().position(|h| h == name).unwrap();
-            let differ: Vec<usize> = (0..rows.len())
-                .filter(|&r| !cells[r].matches(&rows[r][at]))
-                .collect();
+            let differ: Vec<usize> = (0..rows.len()).filter(|&r| !cells[r].matches(&rows[r][at])).collect();
             if let Some(&r) = differ.first() {
                 found.push(format!(
                     "column {name}: {} rows differ (row {}: {} -> {})",
@@ -188,33 +156,16 @@ impl Golden {
 fn by_class_name(matrices: &Value, config: &Value) -> Value {
     let traffic = config["traffic"].as_array().map_or(0, Vec::len);
     let mut classes: Vec<String> = (0..traffic).map(|i| format!("traffic[{i}]")).collect();
-    classes.extend(
-        config["jobs"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .map(|j| j["name"].as_str().unwrap().to_string()),
-    );
+    classes.extend(config["jobs"].as_array().into_iter().flatten().map(|j| j["name"].as_str().unwrap().to_string()));
     let named = |rows: &Value| -> Value {
         let mut m = Map::new();
         for (victim, row) in classes.iter().zip(rows.as_array().unwrap()) {
-            let cells = classes
-                .iter()
-                .cloned()
-                .zip(row.as_array().unwrap().iter().cloned())
-                .collect();
+            let cells = classes.iter().cloned().zip(row.as_array().unwrap().iter().cloned()).collect();
             m.insert(victim.clone(), Value::Object(cells));
         }
         Value::Object(m)
     };
-    Value::Object(
-        matrices
-            .as_object()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| (k.clone(), named(v)))
-            .collect(),
-    )
+    Value::Object(matrices.as_object().unwrap().iter().map(|(k, v)| (k.clone(), named(v))).collect())
 }
 
 fn json_differences(stored: &Value, produced: &Value, path: &str, found: &mut Vec<String>) {
@@ -254,9 +205,7 @@ impl Cell {
         match self {
             Cell::Int(v) => text.parse::<u64>() == Ok(*v),
             Cell::Signed(v) => text.parse::<i64>() == Ok(*v),
-            Cell::Float(v) => text
-                .parse::<f64>()
-                .is_ok_and(|t| t.to_bits() == v.to_bits()),
+            Cell::Float(v) => text.parse::<f64>().is_ok_and(|t| t.to_bits() == v.to_bits()),
             Cell::Text(v) => text == v,
         }
     }
@@ -293,9 +242,7 @@ fn columns(table: &[Column]) -> Vec<(&'static str, Vec<Cell>)> {
                     match &c.dtype[1..2] {
                         "u" => Cell::Int(bits),
                         // Sign-extend from the column's width.
-                        "i" => {
-                            Cell::Signed(((bits << (64 - 8 * width)) as i64) >> (64 - 8 * width))
-                        }
+                        "i" => Cell::Signed(((bits << (64 - 8 * width)) as i64) >> (64 - 8 * width)),
                         "f" if width == 8 => Cell::Float(f64::from_bits(bits)),
                         "f" => Cell::Float(f32::from_bits(bits as u32) as f64),
                         other => panic!("column {}: dtype {other} not read", c.name),
@@ -309,8 +256,7 @@ fn columns(table: &[Column]) -> Vec<(&'static str, Vec<Cell>)> {
 
 /// One CSV line as Python's csv module writes it (fields quoted when they hold a comma or quote).
 fn split_csv(line: &str) -> Vec<String> {
-    let (mut fields, mut field, mut quoted, mut chars) =
-        (Vec::new(), String::new(), false, line.chars().peekable());
+    let (mut fields, mut field, mut quoted, mut chars) = (Vec::new(), String::new(), false, line.chars().peekable());
     while let Some(c) = chars.next() {
         match c {
             '"' if quoted && chars.peek() == Some(&'"') => {

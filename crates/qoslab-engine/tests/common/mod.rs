@@ -9,7 +9,8 @@ use serde_json::{json, Value};
 /// A single 32-host switch with EDR-like defaults and the given jobs.
 pub fn config(jobs: Value) -> EngineConfig {
     let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
-    let port = json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
+    let port =
+        json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
     let v = json!({
         "seed": 1,
         "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
