@@ -412,6 +412,7 @@ impl EngineConfig {
             }
         }
         let r = &self.run;
+        #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN fails it too, as it must
         if !(r.duration_us > 0.0) {
             return Err(ConfigError::new("run.duration_us", "expected a positive duration"));
         }

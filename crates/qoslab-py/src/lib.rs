@@ -69,7 +69,7 @@ fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, 
     let mut out = HashMap::new();
     let Some(traces) = traces else { return Ok(out) };
     let words = |b: &[u8]| -> PyResult<Vec<u64>> {
-        if b.len() % 8 != 0 {
+        if !b.len().is_multiple_of(8) {
             return Err(PyValueError::new_err("trace arrays must hold whole u64 values"));
         }
         Ok(b.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().unwrap())).collect())

@@ -34,6 +34,7 @@ pub trait Transport {
     /// Sends `bytes` of payload from one host to another; `message` comes back through
     /// `Mpi::on_arrival` when its last byte has arrived, and through `Mpi::on_injected` when the
     /// sending HCA has put all of it on the wire (only if `notify_injected`).
+    #[allow(clippy::too_many_arguments)]
     fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool);
     /// Calls `Mpi::on_arrival(message)` at `at` (shared-memory deliveries).
     fn schedule_arrival(&mut self, at: Time, message: u32);
@@ -504,6 +505,7 @@ impl Mpi {
     }
 
     /// Hands a message to shared memory (same host) or the fabric, at the message's SL.
+    #[allow(clippy::too_many_arguments)]
     fn transmit(
         &mut self,
         message: u32,

@@ -184,7 +184,11 @@ impl SlPolicy {
         match &mut self.rule {
             Rule::Job => self.job_sl,
             Rule::Ranks { sl, matching, chosen } => {
-                pick(*matching, chosen, src, dst).then_some(*sl).unwrap_or(self.job_sl)
+                if pick(*matching, chosen, src, dst) {
+                    *sl
+                } else {
+                    self.job_sl
+                }
             }
             Rule::SlowestRanks(s) => {
                 if !s.chosen.is_empty() && pick(s.matching, &s.chosen, src, dst) {

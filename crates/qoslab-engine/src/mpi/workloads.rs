@@ -140,7 +140,7 @@ pub fn dims_create(p: u32, d: usize) -> Vec<u32> {
     let mut factors = Vec::new();
     let mut f = 2;
     while f * f <= n {
-        while n % f == 0 {
+        while n.is_multiple_of(f) {
             factors.push(f);
             n /= f;
         }
@@ -463,7 +463,7 @@ mod tests {
         let shape = JobShape { size: 9, ranks_per_node: 1, rng: stream_rng(1, 50, 0), named_rng: stream_rng(1, 51, 0) };
         let mut g = RandomPairs::new(RandomPairsParams { bytes: 8, iterations: 3, compute_us: 0.0 }, shape);
         for iter in 0..3 {
-            let mut partner = vec![None; 9];
+            let mut partner = [None; 9];
             for r in 0..9 {
                 let mut out = Vec::new();
                 g.iteration(r, iter, &mut out);

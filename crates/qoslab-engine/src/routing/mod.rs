@@ -414,7 +414,7 @@ mod tests {
         assert!(Router::new(&t, &ok, 66).is_ok());
         // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
         table[2 * 4 + 3] = 0;
-        table[0 * 4 + 3] = 2;
+        table[3] = 2; // switch 0 (leaf 0), host 3
         let looped = RoutingConfig {
             algorithm: RoutingAlgorithm::Table,
             table: Some(table.clone()),
@@ -423,7 +423,7 @@ mod tests {
         };
         let e = Router::new(&t, &looped, 66).err().expect("a loop");
         assert!(e.message.contains("loop"), "{}", e.message);
-        table[0 * 4 + 3] = NO_ROUTE;
+        table[3] = NO_ROUTE; // switch 0 (leaf 0), host 3
         let hole =
             RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &hole, 66).err().expect("a hole").message.contains("no route"));

@@ -181,6 +181,7 @@ pub struct Simulation {
     pub(crate) attribution: Option<Box<attribution::Attribution>>,
     /// `run.port_counters`: per port, since when it has sat idle with credit-stalled packets
     /// (NEVER: it has not) and the window-clipped total (PortXmitWait's time).
+    #[allow(clippy::box_collection)] // one pointer in the simulation's hot struct, not three words
     pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
     /// A fault to inject once this many events have run (tests of the conservation check).
     #[cfg(test)]
@@ -306,14 +307,16 @@ impl Simulation {
             ports: port_states,
             port_vls: mem::huge_vec(
                 pv,
-                std::iter::repeat(PortVl {
-                    credits: buffer_credits,
-                    requested_credits: 0,
-                    first_request: NONE,
-                    last_request: NONE,
-                    counters: PortVlCounters::default(),
-                })
-                .take(pv),
+                std::iter::repeat_n(
+                    PortVl {
+                        credits: buffer_credits,
+                        requested_credits: 0,
+                        first_request: NONE,
+                        last_request: NONE,
+                        counters: PortVlCounters::default(),
+                    },
+                    pv,
+                ),
             ),
             returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
             queues: mem::huge_vec(
@@ -395,7 +398,7 @@ impl Simulation {
             }
             #[cfg(test)]
             self.inject_fault();
-            if self.event_count % STOP_CHECK_EVENTS == 0 {
+            if self.event_count.is_multiple_of(STOP_CHECK_EVENTS) {
                 if should_stop() {
                     interrupted = true;
                     break;

@@ -93,7 +93,7 @@ impl DragonflyPlus {
             ));
         }
         let slots = spines * global_per_spine;
-        if slots % (groups - 1) != 0 || slots < groups - 1 {
+        if !slots.is_multiple_of(groups - 1) || slots < groups - 1 {
             return Err(ConfigError::new(
                 key("global_links_per_spine"),
                 format!(
