@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from qoslab import arrow
 from qoslab._version import __version__
 from qoslab.errors import (
     ConfigError,
@@ -163,13 +164,14 @@ def _config_errors(scenario: Scenario) -> Iterator[None]:
 
 
 def columns_table(columns: Columns) -> pa.Table:
-    """Engine columns -> Arrow table, without building a Python object per row."""
+    """Engine columns -> Arrow table, without building a Python object per row (or importing
+    pandas: qoslab.arrow)."""
     arrays = {}
     for name, (dtype, data) in columns.items():
         values = np.frombuffer(data, dtype=np.dtype(dtype))
         if not values.dtype.isnative:
             values = values.astype(values.dtype.newbyteorder("="))
-        arrays[name] = pa.array(values)
+        arrays[name] = arrow.numbers(values)
     return pa.table(arrays)
 
 
@@ -178,7 +180,7 @@ def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
     table = columns_table(columns)
     if nodes is None:
         return table
-    names = pa.array(nodes, type=pa.string())
+    names = arrow.strings(nodes)
     for label, index in (("src", "src_node"), ("dst", "dst_node")):
         position = table.schema.get_field_index(index)
         if position >= 0:
@@ -190,7 +192,7 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
     """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
     on a fat tree, its level and direction)."""
     table = columns_table(columns)
-    names = pa.array(classes, type=pa.string())
+    names = arrow.strings(classes)
     link_table = columns_table(links)
     node_of = dict(zip(link_table.column("link").to_pylist(), zip(link_table.column("src_node").to_pylist(),
                                                                   link_table.column("dst_node").to_pylist())))
@@ -198,16 +200,16 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
     src = [nodes[a] if nodes is not None and a is not None else None for a, _ in ends]
     dst = [nodes[b] if nodes is not None and b is not None else None for _, b in ends]
     levels = [link_level(a, b) if a is not None and b is not None else None for a, b in zip(src, dst)]
-    kinds = pa.array(["output", "buffer"], type=pa.string())
+    kinds = arrow.strings(["output", "buffer"])
     return pa.table({
         "kind": pc.take(kinds, table.column("kind")),
         "victim": pc.take(names, table.column("victim")),
         "culprit": pc.take(names, table.column("culprit")),
         "link": table.column("link"),
-        "src": pa.array(src, type=pa.string()),
-        "dst": pa.array(dst, type=pa.string()),
-        "level": pa.array([lv[0] if lv else None for lv in levels], type=pa.int32()),
-        "direction": pa.array([lv[1] if lv else None for lv in levels], type=pa.string()),
+        "src": arrow.strings(src),
+        "dst": arrow.strings(dst),
+        "level": arrow.optional_numbers([lv[0] if lv else None for lv in levels], "int32"),
+        "direction": arrow.strings([lv[1] if lv else None for lv in levels]),
         "vl": table.column("vl"),
         "wait_ns": table.column("wait_ns"),
     })
@@ -216,5 +218,5 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
 def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:
     """Adds the job's name in front of the engine's job index column."""
     table = columns_table(columns)
-    names = pa.array(job_names, type=pa.string())
+    names = arrow.strings(job_names)
     return table.add_column(0, "job_name", pc.take(names, table.column("job")))
