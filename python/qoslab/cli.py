@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal, cast
 
 import typer
 from rich.console import Console
@@ -221,6 +221,7 @@ def study(
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
+    from qoslab.study.model import FigureFormat
     from qoslab.study.runner import StudyRunner
     from qoslab.study.tail_model import TailStudy
 
@@ -236,7 +237,7 @@ def study(
         for message in getattr(loaded, "warnings", list)():
             err_console.print(Text(f"warning: {message}", style="yellow"))
         if figures is not None:
-            loaded.figure_formats = figures.split(",")
+            loaded.figure_formats = cast(list[FigureFormat], figures.split(","))
         if plan:
             return _plan(loaded, out)
         if isinstance(loaded, TailStudy):
@@ -746,7 +747,7 @@ def print_qos(scenario: Scenario) -> None:
     for column in ("ports", "SL2VL (SL0..15)", "VLArb high", "VLArb low", "high_limit"):
         table.add_column(column)
     for port, label in (("ca", "HCA"), ("swe", "switch")):
-        q = scenario.port_qos(port)
+        q = scenario.port_qos(cast(Literal["ca", "swe"], port))
         table.add_row(
             label, _sl2vl(q["sl2vl"]), _arb(q["vlarb_high"]), _arb(q["vlarb_low"]), str(q["high_limit"])
         )

@@ -187,8 +187,8 @@ def from_validation_error(
             if cleaned and isinstance(cleaned[-1], int) and ("[]", str(part)) in skips:
                 continue
             cleaned.append(part)
-        err = {**err, "loc": tuple(cleaned)}
-        entry = _describe(err, keys)
+        details: dict[str, Any] = {**err, "loc": tuple(cleaned)}
+        entry = _describe(details, keys)
         if entry not in problems:
             problems.append(entry)
     return ScenarioError(problems, source)

@@ -84,7 +84,8 @@ def resolve_names(names: list[str], fabric_names: Sequence[str] | None, key: str
 Hosts = Annotated[str | list[int] | list[str], BeforeValidator(_parse_hosts)]
 
 
-def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:
+def expand_hosts(hosts: str | list[int] | list[str], host_count: int) -> list[int]:
+    """Host indices; names in a list must have been resolved (Scenario does it at validation)."""
     if hosts == "all":
         return list(range(host_count))
     if isinstance(hosts, str):
@@ -92,7 +93,10 @@ def expand_hosts(hosts: str | list[int], host_count: int) -> list[int]:
         # Past the fabric's last host only the first absent one matters (callers name it), so a
         # range like "0-999999999" is never expanded in full.
         return list(range(first, min(last, max(first, host_count)) + 1))
-    return list(hosts)
+    indices = [h for h in hosts if isinstance(h, int)]
+    if len(indices) != len(hosts):
+        raise TypeError(f"host names are resolved to indices before hosts are expanded: {hosts!r}")
+    return indices
 
 
 def compact(hosts: list[int]) -> str:

@@ -144,6 +144,12 @@ class Job(_Table):
     # iteration figures): background jobs of thousands of ranks would outweigh the measured ones.
     record_iterations: bool = True
 
+    def requested_nodes(self) -> int:
+        """`nodes`, for a placement other than "hosts" (where the validator requires it)."""
+        if self.nodes is None:
+            raise ValueError(f"job {self.name!r}: nodes is unset (placement {self.placement!r})")
+        return self.nodes
+
     def service_levels(self) -> list[int]:
         """Every SL the job's messages can use."""
         return sorted({self.sl, *self.sl_policy.service_levels()})

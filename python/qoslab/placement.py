@@ -18,6 +18,7 @@ Group placements (Dragonfly+ only):
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
@@ -49,7 +50,8 @@ def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: 
     for i, job in enumerate(jobs):
         if job.placement != "hosts":
             continue
-        hosts = expand_hosts(job.hosts, host_count)
+        # Required with placement = "hosts", and host names are indices once the scenario is valid.
+        hosts = expand_hosts(cast(str | list[int], job.hosts), host_count)
         beyond = [h for h in hosts if h >= host_count]
         if beyond:
             raise _error(i, "hosts", f"host {beyond[0]} does not exist: the topology has {host_count} hosts")
@@ -69,11 +71,12 @@ def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: 
         if job.placement != "contiguous":
             continue
         free = free_mask(job)
-        start = _first_run(free, job.nodes)
+        need = job.requested_nodes()
+        start = _first_run(free, need)
         if start is None:
-            raise _error(i, "nodes", f"no {job.nodes} consecutive free hosts left (of {host_count}; "
+            raise _error(i, "nodes", f"no {need} consecutive free hosts left (of {host_count}; "
                          f"{int(free.sum())} free): use placement = \"random\" or fewer nodes")
-        take(i, list(range(start, start + job.nodes)))
+        take(i, list(range(start, start + need)))
 
     for i, job in enumerate(jobs):
         if job.placement not in GROUP_PLACEMENTS:
@@ -87,11 +90,12 @@ def place_jobs(jobs: Sequence[Job], host_count: int, hosts_per_leaf: int, seed: 
         if job.placement != "random":
             continue
         candidates = np.flatnonzero(free_mask(job))
-        if len(candidates) < job.nodes:
-            raise _error(i, "nodes", f"{job.nodes} nodes requested but only {len(candidates)} hosts are free")
+        need = job.requested_nodes()
+        if len(candidates) < need:
+            raise _error(i, "nodes", f"{need} nodes requested but only {len(candidates)} hosts are free")
         rng = np.random.default_rng([seed, _RNG_PLACEMENT, i])
         # Sorted, like a scheduler's node list: ranks go to hosts in index order.
-        take(i, sorted(int(h) for h in rng.choice(candidates, size=job.nodes, replace=False)))
+        take(i, sorted(int(h) for h in rng.choice(candidates, size=need, replace=False)))
 
     return [p for p in placed if p is not None]
 
@@ -100,7 +104,7 @@ def _interleave(jobs: Sequence[Job], order: list[int], used: np.ndarray, host_co
                 hosts_per_leaf: int) -> dict[int, list[int]]:
     """Fragmented placement (the seeds' F4/F8): leaf by leaf, each fragmented job still short of
     nodes takes up to ``fragment_nodes`` of the leaf's free hosts, in job order."""
-    need = {i: jobs[i].nodes for i in order}
+    need = {i: jobs[i].requested_nodes() for i in order}
     got: dict[int, list[int]] = {i: [] for i in order}
     for leaf_start in range(0, host_count, hosts_per_leaf):
         free = [h for h in range(leaf_start, min(leaf_start + hosts_per_leaf, host_count)) if not used[h]]
@@ -123,7 +127,7 @@ def _in_groups(index: int, job: Job, groups: np.ndarray, free: np.ndarray, rng: 
     count = int(groups.max()) + 1
     free_in = [np.flatnonzero(free & (groups == g)) for g in range(count)]
     room = np.array([len(f) for f in free_in])
-    need = job.nodes
+    need = job.requested_nodes()
     if room.sum() < need:
         raise _error(index, "nodes", f"{need} nodes requested but only {int(room.sum())} hosts are free")
     if job.placement == "same-group":
@@ -142,13 +146,13 @@ def _in_groups(index: int, job: Job, groups: np.ndarray, free: np.ndarray, rng: 
                 if left and share[g] < room[g]:
                     share[g] += 1
                     left -= 1
-        hosts = [h for g in range(count) if share[g] for h in rng.choice(free_in[g], size=share[g], replace=False)]
-        return sorted(int(h) for h in hosts)
+        spread = [int(h) for g in range(count) if share[g] for h in rng.choice(free_in[g], size=share[g], replace=False)]
+        return sorted(spread)
     # scheduler: best fit, else the emptiest groups first; lowest free hosts first either way.
-    fits = [g for g in range(count) if room[g] >= need]
-    if fits:
-        g = min(fits, key=lambda g: (room[g], g))
-        return [int(h) for h in free_in[g][:need]]
+    roomy = [g for g in range(count) if room[g] >= need]
+    if roomy:
+        best = min(roomy, key=lambda g: (room[g], g))
+        return [int(h) for h in free_in[best][:need]]
     hosts: list[int] = []
     for g in sorted(range(count), key=lambda g: (-room[g], g)):
         hosts += [int(h) for h in free_in[g][: need - len(hosts)]]

@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Iterable
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -285,11 +285,12 @@ class DragonflyPlus(_Table):
         for key in ("groups", "leaves_per_group", "spines_per_group", "hosts_per_leaf"):
             if getattr(self, key) is None:
                 raise problem('expected a number (or preset = "marconi100")', key)
-        g, s = self.groups, self.spines_per_group
+        g, s = self._size("groups"), self._size("spines_per_group")
+        leaves, hosts = self._size("leaves_per_group"), self._size("hosts_per_leaf")
         per_spine, per_pair = self.global_links_per_spine, self.global_links_per_pair
-        if per_spine is None and per_pair is None:
-            raise problem("expected global_links_per_spine or global_links_per_pair", "global_links_per_spine")
         if per_spine is None:
+            if per_pair is None:
+                raise problem("expected global_links_per_spine or global_links_per_pair", "global_links_per_spine")
             if (per_pair * (g - 1)) % s:
                 raise problem(f"{per_pair} links to each of the {g - 1} other groups ({per_pair * (g - 1)} per group) "
                               f"do not split evenly over {s} spines", "global_links_per_pair")
@@ -304,22 +305,28 @@ class DragonflyPlus(_Table):
                           f"not {per_pair}", "global_links_per_pair")
         self.__dict__["global_links_per_pair"] = slots // (g - 1)
         radix = self.switch_radix
-        leaf_ports = self.hosts_per_leaf + s
+        leaf_ports = hosts + s
         if leaf_ports > radix:
-            raise problem(f"a leaf needs {self.hosts_per_leaf} host ports + {s} spine ports = {leaf_ports}, more than "
+            raise problem(f"a leaf needs {hosts} host ports + {s} spine ports = {leaf_ports}, more than "
                           f"switch_radix = {radix}", "hosts_per_leaf")
-        spine_ports = self.leaves_per_group + per_spine
+        spine_ports = leaves + per_spine
         if spine_ports > radix:
-            raise problem(f"a spine needs {self.leaves_per_group} leaf ports + {per_spine} global ports = "
+            raise problem(f"a spine needs {leaves} leaf ports + {per_spine} global ports = "
                           f"{spine_ports}, more than switch_radix = {radix}", "global_links_per_spine")
-        _check_subnet_size(self.host_count(), self.groups * (self.leaves_per_group + s), "groups")
+        _check_subnet_size(self.host_count(), g * (leaves + s), "groups")
         return self
 
+    def _size(self, key: str) -> int:
+        """A size key, which `_shape` has filled (from the preset or the keys) once the model is valid."""
+        value = getattr(self, key)
+        assert isinstance(value, int), key
+        return value
+
     def host_count(self) -> int:
-        return self.groups * self.leaves_per_group * self.hosts_per_leaf
+        return self._size("groups") * self.hosts_per_group()
 
     def hosts_per_group(self) -> int:
-        return self.leaves_per_group * self.hosts_per_leaf
+        return self._size("leaves_per_group") * self._size("hosts_per_leaf")
 
     def group_of_host(self, host: int) -> int:
         return host // self.hosts_per_group()
@@ -355,6 +362,11 @@ class Routing(_Table):
     flowlet_gap_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
 
     _table: list[int] | None = PrivateAttr(default=None)
+
+    def layers(self) -> int:
+        """`vls`, which the scenario's routing check fills when it is not given."""
+        assert self.vls is not None
+        return self.vls
 
 
 # ----------------------------------------------------------------------------------------------
@@ -508,8 +520,14 @@ class Run(_Table):
         if self.warmup_us is None:
             self.__dict__["warmup_us"] = 0.0 if with_jobs else OPEN_LOOP_WARMUP_US
 
+    def resolved(self) -> tuple[float, float]:
+        """(duration_us, warmup_us), which `resolve` has filled once the scenario is valid."""
+        assert self.duration_us is not None and self.warmup_us is not None
+        return self.duration_us, self.warmup_us
+
     def check(self) -> None:
-        if self.warmup_us >= self.duration_us:
+        duration_us, warmup_us = self.resolved()
+        if warmup_us >= duration_us:
             # Say which side is a default: a user who set only duration_us never wrote warmup_us.
             warmup = f"{self.warmup_us:g}" + ("" if "warmup_us" in self.model_fields_set else
                                              " (the default for open-loop traffic; set run.warmup_us)")
@@ -604,7 +622,7 @@ class Scenario(_Table):
     def hosts_per_leaf(self) -> int:
         """Hosts on the busiest leaf switch (fragmented placement deals leaf by leaf)."""
         t = self.topology
-        return t.hosts_per_leaf if isinstance(t, DragonflyPlus) else t.hosts_per_leaf()
+        return t._size("hosts_per_leaf") if isinstance(t, DragonflyPlus) else t.hosts_per_leaf()
 
     def host_names(self) -> list[str] | None:
         """Host i's name on an imported fabric (node descriptions); None where hosts are numbered."""
@@ -623,7 +641,8 @@ class Scenario(_Table):
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
         warnings = []
         used_sls = sorted({t.sl for t in self.traffic} | {sl for j in self.jobs for sl in j.service_levels()})
-        for port, key in (("ca", "qos.ca"), ("swe", "qos.swe")):
+        ports: tuple[tuple[Literal["ca", "swe"], str], ...] = (("ca", "qos.ca"), ("swe", "qos.swe"))
+        for port, key in ports:
             tables = self.port_qos(port)
             weighted = {vl for vl, w in list(tables["vlarb_high"]) + list(tables["vlarb_low"]) if w > 0}
             for sl in used_sls:
@@ -732,7 +751,7 @@ class Scenario(_Table):
     def engine_routing(self) -> dict[str, Any]:
         if self.routing.algorithm == "lft":
             return {"algorithm": "table", "table": self.routing._table, "vls": self.routing.vls}
-        routing = {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
+        routing: dict[str, Any] = {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
         if self.routing.flowlet_gap_us:
             routing["flowlet_gap_us"] = float(self.routing.flowlet_gap_us)
         return routing
@@ -799,8 +818,8 @@ class Scenario(_Table):
                 for i, t in enumerate(self.traffic)
             ],
             "run": {
-                "duration_us": float(self.run.duration_us),
-                "warmup_us": float(self.run.warmup_us),
+                "duration_us": float(self.run.resolved()[0]),
+                "warmup_us": float(self.run.resolved()[1]),
                 "record_messages": self.run.messages,
                 **({"interference": True} if self.run.interference else {}),
                 **({"port_counters": True} if self.run.port_counters else {}),
@@ -838,17 +857,21 @@ class Scenario(_Table):
         if not dragonfly and routing.algorithm in ("minimal", "valiant"):
             raise problem(f"{show(routing.algorithm)} routing needs a dragonfly-plus topology", "routing.algorithm")
         # Non-minimal Dragonfly+ paths need a second VL layer to stay deadlock-free.
-        needed = 2 if dragonfly and routing.algorithm in ("valiant", "adaptive") and self.topology.groups > 2 else 1
-        if routing.vls is None:
-            routing.__dict__["vls"] = needed
-        elif routing.vls < needed:
+        topology = self.topology
+        many_groups = isinstance(topology, DragonflyPlus) and topology._size("groups") > 2
+        needed = 2 if many_groups and routing.algorithm in ("valiant", "adaptive") else 1
+        vls = routing.vls
+        if vls is None:
+            vls = needed
+            routing.__dict__["vls"] = vls
+        elif vls < needed:
             raise problem(f"{routing.algorithm} routing needs {needed} VL layers to be deadlock-free (its "
-                          f"non-minimal paths turn down and up in the intermediate group), got {routing.vls}",
+                          f"non-minimal paths turn down and up in the intermediate group), got {vls}",
                           "routing.vls")
         data_vls = self.fabric.data_vls
-        if routing.vls > data_vls:
-            raise problem(f"routing needs {routing.vls} VL layers but fabric.data_vls = {data_vls}: set "
-                          f"fabric.data_vls to at least {routing.vls}", "routing.vls")
+        if vls > data_vls:
+            raise problem(f"routing needs {vls} VL layers but fabric.data_vls = {data_vls}: set "
+                          f"fabric.data_vls to at least {vls}", "routing.vls")
         if routing.flowlet_gap_us > 0 and not (dragonfly and routing.algorithm == "adaptive"):
             raise problem(f"flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is "
                           f"{show(routing.algorithm)} on {self.topology.kind}); remove the key or set it to 0",
@@ -861,6 +884,7 @@ class Scenario(_Table):
         if routing.algorithm == "lft":
             from qoslab.io.ibroute import RoutingFileError, read_dumps, routing_table
 
+            assert routing.lft is not None  # refused above when missing
             path = _resolve_path(routing.lft)
             try:
                 routing._table = routing_table(self.tool_fabric(), read_dumps(path))
@@ -871,7 +895,7 @@ class Scenario(_Table):
     def _resolve_host_names(self) -> None:
         """Host lists given by name become indices (so the resolved scenario, and everything
         after this, sees indices only)."""
-        owners = [(f"traffic[{i}].{field}", source, field)
+        owners: list[tuple[str, Any, str]] = [(f"traffic[{i}].{field}", source, field)
                   for i, source in enumerate(self.traffic) for field in ("hosts", "destinations")]
         owners += [(f"jobs[{i}].hosts", job, "hosts") for i, job in enumerate(self.jobs)]
         fabric_names = None
@@ -911,8 +935,9 @@ class Scenario(_Table):
                 for vl, weight in entries:
                     if vl >= qos_vls:
                         raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
-                if len(entries) * self.routing.vls > MAX_VLARB_ENTRIES:
-                    raise problem(f"{len(entries)} entries, one per routing layer ({self.routing.vls}) each, exceed "
+                layers = self.routing.layers()
+                if len(entries) * layers > MAX_VLARB_ENTRIES:
+                    raise problem(f"{len(entries)} entries, one per routing layer ({layers}) each, exceed "
                                   f"the {MAX_VLARB_ENTRIES} a VLArb table holds", f"{prefix}.{name}")
         for i, pair in enumerate(self.qos.sl2vl_pairs):
             for sl, vl in enumerate(pair.sl2vl):
@@ -1031,9 +1056,9 @@ _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     ("run",): Run,
     ("jobs",): Job,
     ("jobs", "collectives"): Collectives,
-    **{("jobs", "sl_policy", model.model_fields["kind"].annotation.__args__[0]): model for model in SL_POLICY_MODELS},
+    **{("jobs", "sl_policy", get_args(model.model_fields["kind"].annotation)[0]): model for model in SL_POLICY_MODELS},
     ("mpi",): Mpi,
-    **{("jobs", "workload", model.model_fields["kind"].annotation.__args__[0]): model for model in ALL_MODELS},
+    **{("jobs", "workload", get_args(model.model_fields["kind"].annotation)[0]): model for model in ALL_MODELS},
 }
 
 

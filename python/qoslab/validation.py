@@ -500,7 +500,7 @@ def collectives_against_bounds() -> list[Check]:
 # Placements of a 16-node job on XGFT(2;8,8;1,8) whose routes d-mod-k keeps apart: a random
 # placement is left out on purpose: static routing then makes flows share up-links even on a
 # full-bisection tree (docs/validation.md, "placement and static routing").
-PLACEMENTS = [
+PLACEMENTS: list[dict[str, Any]] = [
     {"placement": "contiguous", "nodes": 16},
     {"placement": "hosts", "hosts": "20-35"},
     {"placement": "fragmented", "nodes": 16, "fragment_nodes": 4},

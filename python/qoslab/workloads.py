@@ -6,7 +6,7 @@ these models only validate and resolve parameters. Application skeletons are in 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal, Union
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
 import numpy as np
 from pydantic import Field, model_serializer, model_validator
@@ -291,7 +291,10 @@ BUILTIN_MODELS: tuple[type[Workload], ...] = (
     Trace,
 )
 ALL_MODELS = BUILTIN_MODELS + tuple(SKELETON_MODELS)
-WORKLOAD_KINDS = tuple(m.model_fields["kind"].annotation.__args__[0] for m in ALL_MODELS)
+WORKLOAD_KINDS = tuple(get_args(m.model_fields["kind"].annotation)[0] for m in ALL_MODELS)
 
-# Union[...] of the tuple, not X | Y: the members are only known at run time.
-AnyWorkload = Annotated[Union[ALL_MODELS], Field(discriminator="kind")]  # type: ignore[valid-type]  # noqa: UP007
+if TYPE_CHECKING:
+    AnyWorkload = Any  # a union built at run time from ALL_MODELS: a type checker cannot list it
+else:
+    # Union[...] of the tuple, not X | Y: the members are only known at run time.
+    AnyWorkload = Annotated[Union[ALL_MODELS], Field(discriminator="kind")]  # noqa: UP007

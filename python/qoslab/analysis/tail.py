@@ -131,7 +131,7 @@ def _kde_modes(values: np.ndarray, bandwidth: str | float, min_mass: float, dip_
     grid = np.union1d(np.linspace(lo, hi, grid_points), np.quantile(values, np.linspace(0.0, 1.0, grid_points)))
     f = kde(grid)
 
-    peaks = list(np.flatnonzero((f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:])) + 1)
+    peaks = [int(p) for p in np.flatnonzero((f[1:-1] > f[:-2]) & (f[1:-1] >= f[2:])) + 1]
     if not peaks:
         peaks = [int(np.argmax(f))]
     # Segments (basins) between valleys: bounds[k]..bounds[k+1] holds peak k.

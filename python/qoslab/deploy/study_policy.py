@@ -67,7 +67,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     ranked = _read(table).sort_values("total_contention_us", kind="stable")
     if ranked.empty:
         raise ExportError(f"{table}: no policy finished; name one with --policy")
-    passed_over = []
+    passed_over: list[str] = []
     for name in (str(p) for p in ranked["policy"]):
         scenario = _scenario(study_out, name, repetition)
         jobs = scenario.resolved()["jobs"]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from qoslab.errors import FileLineError
 from qoslab.io.fabric import (
@@ -103,7 +104,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
                 raise fail(number, f'node "{ident}" has a second record (the first is at line {nodes[ids[ident]].line})')
             if not 1 <= count <= 255:
                 raise fail(number, f'node "{ident}": expected 1..255 ports, got {count}')
-            kind = "switch" if kind_word == "Switch" else "ca"
+            kind: Literal["switch", "ca"] = "switch" if kind_word == "Switch" else "ca"
             described = _DESCRIPTION.search(rest)
             description = described[1] if described else ident
             id_guid = re.fullmatch(r"[SHR]-([0-9a-fA-F]{16})", ident)
@@ -160,6 +161,12 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
     return Fabric(nodes, cables, source=source), warnings
 
 
+def _port_gbps(p: _Port) -> float:
+    """A port's rate; only for ports with a known link type (width and speed come together)."""
+    assert p.width is not None and p.speed is not None
+    return WIDTH_LANES[p.width] * LANE_GBPS[p.speed]
+
+
 def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[str | None, str | None]:
     found = _LINK.search(rest)
     if found:
@@ -208,7 +215,7 @@ def _cables(nodes: list[Node], ids: dict[str, int], ports: list[_Port], source: 
                 raise FabricFileError(source, p.line, f'port [{p.port}] is cabled to "{p.remote}"[{p.remote_port}], but '
                                                       f"line {other.line} cables that port elsewhere")
             if (other.width, other.speed) != (width, speed) and None not in (other.width, width):
-                slower = min((p, other), key=lambda x: WIDTH_LANES[x.width] * LANE_GBPS[x.speed])
+                slower = min((p, other), key=_port_gbps)
                 warnings.append(f"{source}:{p.line}: the two ends of this link disagree ({p.width}{p.speed} here, "
                                 f"{other.width}{other.speed} at line {other.line}); using the slower")
                 width, speed = slower.width, slower.speed

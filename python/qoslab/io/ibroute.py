@@ -146,13 +146,14 @@ def routing_table(fabric: Fabric, dumps: list[SwitchDump]) -> list[int]:
         ports = fabric.nodes[switches[s]].ports
         by_lid = {e.lid: e for e in dump.entries}
         for h, lid in base_lid.items():
-            e = by_lid.get(lid)
-            if e is None:
+            entry = by_lid.get(lid)
+            if entry is None:
                 continue
-            if e.port == 0 or e.port > ports:
-                raise RoutingFileError(dump.source, e.line, f"LID {lid:#06x} leaves through port {e.port}, but switch "
-                                                            f"{names[switches[s]]!r} has data ports 1..{ports}")
-            table[s * len(hosts) + h] = e.port - 1
+            if entry.port == 0 or entry.port > ports:
+                raise RoutingFileError(dump.source, entry.line, f"LID {lid:#06x} leaves through port {entry.port}, "
+                                                                f"but switch {names[switches[s]]!r} has data ports "
+                                                                f"1..{ports}")
+            table[s * len(hosts) + h] = entry.port - 1
     missing = [h for h in range(len(hosts)) if h not in base_lid]
     if missing:
         raise RoutingFileError(dumps[0].source, 0, f"no dump names a LID for host {hosts[missing[0]].name!r} "
@@ -180,7 +181,7 @@ def check_paths(fabric: Fabric, hosts: list[Endpoint], switches: list[int], tabl
     for d in range(n):
         good: set[int] = set()  # switches known to deliver to d
         for src in range(n):
-            s, walk = attached[src], []
+            s, walk = attached[src], list[int]()
             while s not in good:
                 if s in walk:
                     loop = " -> ".join(names[switches[x]] for x in walk[walk.index(s):] + [s])

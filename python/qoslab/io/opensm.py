@@ -288,15 +288,14 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
             if key not in values or values[key][0] in ("", "(null)"):
                 t[name] = OPENSM_DEFAULTS[name]
                 continue
-            value, line = values[key]
+            value, at = values[key]
             if name == "high_limit":
-                t[name] = number_of(key, -1, 255)
-                if t[name] == -1:
-                    t[name] = OPENSM_DEFAULTS[name]
+                limit = number_of(key, -1, 255)
+                t[name] = OPENSM_DEFAULTS[name] if limit == -1 else limit
             elif name == "sl2vl":
-                t[name] = _sl2vl(value, key, line, source, mask, warnings)
+                t[name] = _sl2vl(value, key, at, source, mask, warnings)
             else:
-                t[name] = _vlarb(value, key, line, source, warnings)
+                t[name] = _vlarb(value, key, at, source, warnings)
         tables[port] = t
     return OpenSmQos(enabled, data_vls, tables, warnings, source)
 

@@ -349,11 +349,11 @@ def parse_swf(text: str, source: str = "<text>", procs_per_node: int = 1, *, ass
             match = _SWF_LIMIT.match(line)
             if match:
                 try:
-                    value = int(match[2])
+                    limit = int(match[2])
                 except ValueError:
                     raise SchedulerLogError(source, number, f"expected an integer after '; {match[1]}:', got {match[2]!r}") from None
-                if value > 0:  # -1: not recorded
-                    limits[match[1].lower()] = value
+                if limit > 0:  # -1: not recorded
+                    limits[match[1].lower()] = limit
             continue
         parts = line.split()
         if len(parts) != _SWF_FIELDS:
@@ -502,7 +502,7 @@ def map_snapshot(
     for k, job in enumerate(jobs):
         if not job.nodes:
             continue
-        hosts = []
+        named: list[int] = []
         for name in job.nodes:
             if name not in index:
                 raise SchedulerLogError(job.source, job.line, f"job {job.job_id} runs on host {name!r}, which is not in the fabric's host list")
@@ -514,8 +514,8 @@ def map_snapshot(
                         job.source, job.line, f"job {job.job_id} and job {o.job_id} (line {o.line}) both hold host {name!r} at the same time"
                     )
             claims.setdefault(h, []).append(k)
-            hosts.append(h)
-        held[k] = tuple(hosts)
+            named.append(h)
+        held[k] = tuple(named)
 
     to_place = sorted((k for k, j in enumerate(jobs) if not j.nodes and j.node_count > 0), key=lambda k: (jobs[k].start, jobs[k].line, k))
     generator: np.random.Generator | None = None
@@ -538,11 +538,12 @@ def map_snapshot(
             assert generator is not None
             chosen = np.sort(generator.choice(free, size=need, replace=False))
         else:
-            chosen = _lowest_block(busy, need)
-            if chosen is None:
+            block = _lowest_block(busy, need)
+            if block is None:
                 raise SchedulerLogError(
                     job.source, job.line, f"job {job.job_id} needs {need} contiguous hosts; no free block that long among {n_hosts} hosts ({len(free)} free)"
                 )
+            chosen = block
         held[k] = tuple(int(h) for h in chosen)
     return [(job, held.get(k, ())) for k, job in enumerate(jobs)]
 

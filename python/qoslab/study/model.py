@@ -59,7 +59,7 @@ class StudyFile(_Table):
 
     # The formats figures/ gets besides PNG, which is always written (report.html embeds it).
     # Output only: changing it reruns nothing.
-    figure_formats: list[FigureFormat] = Field(default_factory=lambda: ["png"])
+    figure_formats: list[FigureFormat] = Field(default_factory=lambda: list[FigureFormat](["png"]))
 
     _source: str | None = PrivateAttr(default=None)
     _base: Scenario | None = PrivateAttr(default=None)

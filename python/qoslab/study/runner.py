@@ -168,15 +168,16 @@ class StudyRunner:
             )
 
     def _objective(self, search: Search, specs: Sequence[RunSpec], contexts: dict[int, PolicyContext]) -> float:
-        values = []
+        values: list[float] = []
         for spec in specs:
             record = self.store.get(spec.run_id)
             if record["run"]["status"] != "completed":
                 return math.inf
             alone = contexts[spec.repetition].alone
             shared = {r["job"]: r["runtime_us"] for r in record["jobs"]}
-            pairs = [(shared.get(job), alone[job].runtime_us if job in alone else None) for job in shared]
-            if not pairs or any(s is None or a is None or math.isnan(s) for s, a in pairs):
+            known = [(shared.get(job), alone[job].runtime_us if job in alone else None) for job in shared]
+            pairs = [(s, a) for s, a in known if s is not None and a is not None and not math.isnan(s)]
+            if not pairs or len(pairs) < len(known):
                 return math.inf
             if search.objective == "total-contention":
                 values.append(sum(s - a for s, a in pairs))

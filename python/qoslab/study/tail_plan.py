@@ -48,7 +48,9 @@ class TailPlan:
         self.data = base.model_dump(exclude_unset=True)
         self.data.pop("jobs", None)
         self.data["topology"] = base.topology.model_dump()
-        self.groups = base.host_groups()
+        groups = base.host_groups()
+        assert groups is not None  # TailStudy refuses topologies other than dragonfly-plus
+        self.groups = groups
         self.hosts = base.host_count()
         self.targets = study.all_targets()
         # Snapshots are shared by every target, so each leaves room for the largest.
@@ -57,13 +59,14 @@ class TailPlan:
 
     def _read_log(self) -> list[SchedulerJob] | None:
         bg = self.study.background
+        if bg.source == "synthetic":
+            return None
+        assert bg.log is not None  # the background model requires a log for every other source
         if bg.source == "sacct":
             return read_sacct(self.study.resolve(bg.log))
         if bg.source == "jobcomp":
             return read_jobcomp(self.study.resolve(bg.log))
-        if bg.source == "swf":
-            return read_swf(self.study.resolve(bg.log), bg.procs_per_node)
-        return None
+        return read_swf(self.study.resolve(bg.log), bg.procs_per_node)
 
     def host_names(self) -> list[str]:
         import hostlist
@@ -81,7 +84,8 @@ class TailPlan:
         bg = self.study.background
         rng = np.random.default_rng([self.base.seed, _RNG_SNAPSHOT, index])
         if bg.source == "synthetic":
-            busy = rng.uniform(*bg.occupancy)
+            low_occupancy, high_occupancy = bg.occupancy
+            busy = rng.uniform(low_occupancy, high_occupancy)
             room = int(busy * self.hosts)
             room = min(room, self.hosts - self.room_for)
             sizes: list[int] = []
@@ -150,7 +154,8 @@ class TailPlan:
         leaves free. Targets of the same size get the same hosts in a snapshot and locality."""
         used = sorted({h for hosts in snap.background for h in hosts})
         jobs = [Job(placement="hosts", hosts=used, share_hosts=False, workload={"kind": "ping-pong"})] if used else []
-        jobs.append(Job(nodes=(target or self.targets[0]).nodes, placement=locality, workload={"kind": "ping-pong"}))
+        jobs.append(Job.model_validate({"nodes": (target or self.targets[0]).nodes, "placement": locality,
+                                        "workload": {"kind": "ping-pong"}}))
         placed = place_jobs(jobs, self.hosts, self.base.hosts_per_leaf(), self.base.seed + 7919 * (snap.index + 2),
                             self.groups)
         return placed[-1]

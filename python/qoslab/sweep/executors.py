@@ -117,9 +117,9 @@ class DaskExecutor:
 
         futures = [self.client.submit(execute, spec, pure=False, key=f"qoslab-{spec.run_id}-{os.getpid()}") for spec in specs]
         try:
-            specs = {future.key: spec for future, spec in zip(futures, specs)}
+            by_key = {future.key: spec for future, spec in zip(futures, specs)}
             for future in as_completed(futures):
-                yield _record(future, specs[future.key])
+                yield _record(future, by_key[future.key])
         finally:
             for future in futures:
                 if not future.done():
