@@ -187,8 +187,8 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
 
     class StoppedEngine:  # the real engine, as if Ctrl-C had stopped it
         @staticmethod
-        def run(config, traces=None):
-            raw = real.run(config, traces)
+        def run(config, traces=None, progress=None):
+            raw = real.run(config, traces, progress)
             raw["summary"]["interrupted"] = True
             return raw
 
@@ -206,7 +206,7 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
 def test_engine_bug_exits_3(small, monkeypatch):
     class BrokenEngine:
         @staticmethod
-        def run(config, traces=None):
+        def run(config, traces=None, progress=None):
             raise qoslab.EngineError("credit counter went negative")
 
     monkeypatch.setattr(simulate_module, "engine", lambda: BrokenEngine)

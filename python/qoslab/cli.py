@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any, Literal, cast
@@ -122,7 +123,8 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
         loaded = load(scenario, overrides)
         warn(loaded)
         try:
-            result = simulate(loaded)
+            with progress_display(loaded) as progress:
+                result = simulate(loaded, progress)
         except Interrupted as stop:
             save(stop.result, out)
             raise fail(f"interrupted: partial results written to {out}/", EXIT_INTERRUPTED) from None
@@ -137,6 +139,25 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
         err_console.print(Text(
             f"warning: job(s) {', '.join(unfinished)} did not finish within run.duration_us = "
             f"{loaded.run.duration_us:g}: their runtime is unknown; raise run.duration_us", style="yellow"))
+
+
+@contextmanager
+def progress_display(scenario: Scenario) -> Iterator[Callable[[float, float, int], None] | None]:
+    """On a terminal, a status line on stderr while the run lasts: simulated time, events and,
+    for open-loop runs (which end at run.duration_us), about how long is left."""
+    if not err_console.is_terminal:
+        yield None
+        return
+    start = time.monotonic()
+    with err_console.status("simulating") as status:
+
+        def report(now_us: float, end_us: float, events: int) -> None:
+            text = f"simulated {now_us:,.1f} µs, {events / 1e6:,.1f} M events"
+            if not scenario.jobs and now_us > 0:
+                text += f", about {(time.monotonic() - start) * (end_us - now_us) / now_us:,.0f} s left"
+            status.update(text)
+
+        yield report
 
 
 def save(result: Any, out: Path) -> None:

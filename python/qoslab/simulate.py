@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,9 +84,14 @@ class RunResult:
         return ["summary.json", "links.parquet", *optional]
 
 
-def simulate(scenario: Scenario) -> RunResult:
+Progress = Callable[[float, float, int], None]
+
+
+def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     """Runs one scenario. Raises Interrupted or Deadlock (both carrying the partial result) if the
-    run was stopped or its jobs can never finish."""
+    run was stopped or its jobs can never finish. `progress(now_us, end_us, events)`, if given,
+    is called about five times a second while the run lasts (`end_us`: where it ends at the
+    latest; runs with jobs usually end earlier, when every job has finished)."""
     if not scenario.traffic and not scenario.jobs:
         raise ScenarioError([("", "nothing to simulate: the scenario has no [[traffic]] and no [[jobs]] "
                                   "(qoslab check describes a fabric without simulating it)")], scenario.source)
@@ -94,7 +99,7 @@ def simulate(scenario: Scenario) -> RunResult:
     start = time.perf_counter()
     traces = trace_programs(scenario)
     with _config_errors(scenario):
-        raw = engine().run(config, traces)
+        raw = engine().run(config, traces, progress)
     wall_seconds = time.perf_counter() - start
 
     summary: dict[str, Any] = {

@@ -42,9 +42,18 @@ pub fn run(
     traces: &HashMap<usize, PackedTrace>,
     should_stop: &mut dyn FnMut() -> bool,
 ) -> Result<RunOutput, Error> {
+    run_reporting(config_json, traces, &mut |_| should_stop())
+}
+
+/// `run`, with where the run stands passed to each poll (a progress display).
+pub fn run_reporting(
+    config_json: &str,
+    traces: &HashMap<usize, PackedTrace>,
+    should_stop: &mut dyn FnMut(&sim::Progress) -> bool,
+) -> Result<RunOutput, Error> {
     let cfg = EngineConfig::from_json(config_json)?;
     let mut sim = Simulation::with_traces(cfg, traces)?;
-    let interrupted = sim.run(should_stop);
+    let interrupted = sim.run_reporting(should_stop);
     sim.output(interrupted).map_err(Error::Engine)
 }
 

@@ -6,9 +6,15 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use qoslab_engine::sim::output::Column;
+use qoslab_engine::sim::Progress;
+use qoslab_engine::units::ps_to_ns;
 use qoslab_engine::PackedTrace;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// How often a run reports its progress to Python (it is polled every 65,536 events).
+const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
 create_exception!(_engine, ConfigError, PyValueError, "A scenario the engine cannot build; names the key.");
 create_exception!(_engine, EngineError, PyRuntimeError, "A broken invariant inside the engine (a bug).");
@@ -100,16 +106,47 @@ fn packed_traces(traces: Option<&Bound<'_, PyDict>>) -> PyResult<HashMap<usize, 
 }
 
 /// Runs one engine config (JSON). Releases the GIL; Ctrl-C stops the run and returns what was
-/// measured so far with `summary["interrupted"] = True`.
+/// measured so far with `summary["interrupted"] = True`. `progress(now_us, end_us, events)`, if
+/// given, is called about every `PROGRESS_EVERY` of wall time while the run lasts; an exception
+/// it raises stops the run and is raised here.
 #[pyfunction]
-#[pyo3(signature = (config_json, traces=None))]
-fn run(py: Python<'_>, config_json: &str, traces: Option<&Bound<'_, PyDict>>) -> PyResult<PyObject> {
+#[pyo3(signature = (config_json, traces=None, progress=None))]
+fn run(
+    py: Python<'_>,
+    config_json: &str,
+    traces: Option<&Bound<'_, PyDict>>,
+    progress: Option<PyObject>,
+) -> PyResult<PyObject> {
     let config = config_json.to_owned();
     let traces = packed_traces(traces)?;
-    let result = py.allow_threads(move || {
-        let mut should_stop = || Python::with_gil(|py| py.check_signals().is_err());
-        qoslab_engine::run(&config, &traces, &mut should_stop)
+    let mut failure: Option<PyErr> = None;
+    let result = py.allow_threads(|| {
+        let mut last = Instant::now();
+        let mut should_stop = |p: &Progress| {
+            Python::with_gil(|py| {
+                if py.check_signals().is_err() {
+                    return true;
+                }
+                let Some(report) = &progress else { return false };
+                if last.elapsed() < PROGRESS_EVERY {
+                    return false;
+                }
+                last = Instant::now();
+                let (now_us, end_us) = (ps_to_ns(p.now) / 1e3, ps_to_ns(p.end) / 1e3);
+                match report.call1(py, (now_us, end_us, p.events)) {
+                    Ok(_) => false,
+                    Err(e) => {
+                        failure = Some(e);
+                        true
+                    }
+                }
+            })
+        };
+        qoslab_engine::run_reporting(&config, &traces, &mut should_stop)
     });
+    if let Some(e) = failure {
+        return Err(e);
+    }
     let out = result.map_err(to_py_err)?;
     let d = PyDict::new(py);
     d.set_item("summary", json_to_py(py, &out.summary)?)?;

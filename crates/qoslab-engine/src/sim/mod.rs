@@ -44,6 +44,16 @@ const SLS: u32 = 16;
 const DEEP_PREFETCH_PORTS: usize = 16384;
 /// How often (in events) the run asks its caller whether to stop.
 const STOP_CHECK_EVENTS: u64 = 1 << 16;
+
+/// Where a run stands when it is polled (progress displays, Ctrl-C).
+#[derive(Debug, Clone, Copy)]
+pub struct Progress {
+    /// Simulated time now, and where the run ends at the latest (its duration or time limit).
+    pub now: Time,
+    pub end: Time,
+    pub events: u64,
+    pub packet_hops: u64,
+}
 /// Simulated time between searches for a routing deadlock (each costs one pass over the queues).
 const DEADLOCK_CHECK_PS: Time = 50_000_000;
 /// Set in `Packet::phase` once a flowlet packet's minimal-or-not decision is taken.
@@ -375,6 +385,12 @@ impl Simulation {
     // Out of line so that instruction counters (`benchmarks/run.py --instructions`) can find it.
     #[inline(never)]
     pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
+        self.run_reporting(&mut |_| should_stop())
+    }
+
+    /// `run`, telling `should_stop` where the run stands each time it is polled (every
+    /// `STOP_CHECK_EVENTS` events): a progress display costs nothing between polls.
+    pub fn run_reporting(&mut self, should_stop: &mut dyn FnMut(&Progress) -> bool) -> bool {
         self.start_sources();
         self.with_mpi(|mpi, sim| mpi.start(0, sim));
         let end = self.window.end;
@@ -399,7 +415,8 @@ impl Simulation {
             #[cfg(test)]
             self.inject_fault();
             if self.event_count.is_multiple_of(STOP_CHECK_EVENTS) {
-                if should_stop() {
+                let progress = Progress { now: self.now, end, events: self.event_count, packet_hops: self.packet_hops };
+                if should_stop(&progress) {
                     interrupted = true;
                     break;
                 }
