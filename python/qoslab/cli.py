@@ -94,13 +94,10 @@ def load(path: Path, overrides: list[str] | None) -> Scenario:
 def _version_option(value: bool) -> None:
     if not value:
         return
-    line = f"qoslab {__version__}"
-    try:
-        from qoslab import _engine
+    from qoslab.simulate import engine_version
 
-        line += f" (engine {_engine.version()})"
-    except ImportError:
-        line += " (engine not built)"
+    engine = engine_version()
+    line = f"qoslab {__version__}" + (f" (engine {engine})" if engine else " (engine not built)")
     console.print(line)
     raise typer.Exit()
 

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 from pydantic_core import PydanticCustomError
 
 try:  # the compiled engine is optional at import time (scenario validation needs no engine)
-    from qoslab._engine import ConfigError, EngineError  # type: ignore[import-not-found]
+    from qoslab._engine import ConfigError, EngineError
 except ImportError:  # pragma: no cover - depends on whether the engine is built
 
     class ConfigError(ValueError):  # type: ignore[no-redef]

@@ -7,7 +7,6 @@ This module is the only place defaults live. The engine receives a fully resolve
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import re
 import tomllib
@@ -761,19 +760,17 @@ class Scenario(_Table):
         what exports write and what routing dumps are matched against."""
         if isinstance(self.topology, Ibnetdiscover):
             return self.topology._fabric
-        from qoslab import _engine
         from qoslab.io.fabric import from_engine
+        from qoslab.simulate import cabling
 
-        cabling = _engine.fabric(json.dumps(self.engine_topology()))
-        return from_engine(cabling, float(self.fabric.link_gbps))
+        return from_engine(cabling(self), float(self.fabric.link_gbps))
 
     def forwarding_tables(self) -> list[list[int] | None]:
         """Per switch (engine order), the 0-based output port towards every host; None for a
         switch whose routing is chosen per packet or per source (random, adaptive, smodk)."""
-        from qoslab import _engine
+        from qoslab.simulate import cabling
 
-        cabling = _engine.fabric(json.dumps(self.engine_topology()), json.dumps(self.engine_routing()))
-        return cabling["routes"]
+        return cabling(self, with_routes=True)["routes"]
 
     def to_engine_config(self) -> dict[str, Any]:
         """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""

@@ -152,6 +152,22 @@ def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
     return programs
 
 
+def cabling(scenario: Scenario, with_routes: bool = False) -> dict[str, Any]:
+    """The cabling the scenario's topology builds (node names, ports, peers, link rates) and, with
+    `with_routes`, every switch's forwarding table (`routes`), as the engine builds them."""
+    routing = json.dumps(scenario.engine_routing()) if with_routes else None
+    with _config_errors(scenario):
+        return dict(engine().fabric(json.dumps(scenario.engine_topology()), routing))
+
+
+def engine_version() -> str | None:
+    """The compiled engine's version; None when it is not built."""
+    try:
+        return str(engine().version())
+    except ImportError:
+        return None
+
+
 def describe(scenario: Scenario) -> dict[str, Any]:
     """The fabric the scenario builds (hosts, switches, links, levels, paths), without simulating."""
     traces = trace_programs(scenario)

@@ -1,0 +1,21 @@
+"""The compiled engine (crates/qoslab-py): what qoslab.simulate calls. Configs are JSON strings
+(Scenario.to_engine_config); tables come back as {name: (numpy dtype, little-endian bytes)}."""
+
+from collections.abc import Callable
+from typing import Any
+
+class ConfigError(ValueError):
+    """A scenario the engine cannot build; names the key."""
+
+class EngineError(RuntimeError):
+    """A broken invariant inside the engine (a bug)."""
+
+Traces = dict[int, tuple[bytes, ...]]
+
+def run(
+    config_json: str, traces: Traces | None = None, progress: Callable[[float, float, int], object] | None = None
+) -> dict[str, Any]: ...
+def describe(config_json: str, traces: Traces | None = None) -> dict[str, Any]: ...
+def fabric(topology_json: str, routing_json: str | None = None) -> dict[str, Any]: ...
+def bench_event_queue(pending: int, operations: int, seed: int) -> dict[str, Any]: ...
+def version() -> str: ...
