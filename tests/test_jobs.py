@@ -197,3 +197,17 @@ def test_deadlock_is_a_clear_error_with_partial_results(tmp_path, monkeypatch):
     with pytest.raises(qoslab.Deadlock) as caught:
         simulate(Scenario.from_toml(path))
     assert caught.value.result.summary["status"] == "deadlock"
+
+
+def test_a_restarting_job_whose_run_takes_no_time_finishes_once():
+    # One rank alone: its allreduce sends nothing and it computes nothing, so a run ends the
+    # moment it starts. Restarting it (to keep contention up for the other job) used to recurse
+    # until the stack overflowed; it adds no contention, so it now stays done.
+    scenario = Scenario.model_validate({
+        "name": "zero-time job", "topology": {"kind": "single-switch", "hosts": 8},
+        "jobs": [{"name": "solo", "nodes": 1,
+                  "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 2}},
+                 {"name": "pairs", "nodes": 4, "workload": {"kind": "ping-pong", "iterations": 50}}]})
+    jobs = simulate(scenario).summary["jobs"]
+    assert jobs["solo"]["completed"] and jobs["solo"]["runtime_us"] == 0
+    assert jobs["pairs"]["completed"] and jobs["pairs"]["runtime_us"] > 0

@@ -774,8 +774,10 @@ impl Mpi {
         }
         let everyone_done = self.all_completed_once();
         let job = &mut self.jobs[job_index];
-        // Keep the contention constant until every job has completed once.
-        if job.restart && !everyone_done {
+        // Keep the contention constant until every job has completed once. A run that took no
+        // simulated time (no compute, nothing on the wire) adds no contention, and restarting it
+        // would finish it again at once, forever: it stays done.
+        if job.restart && !everyone_done && now > job.run_start {
             job.run += 1;
             job.run_start = now;
             job.ranks_finished = 0;
