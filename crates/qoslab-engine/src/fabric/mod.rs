@@ -1,4 +1,12 @@
-//! Hardware pieces of the fabric model: the VL arbiter and SL2VL tables.
+//! The InfiniBand hardware the engine models, one piece per file: the HCA (`hca.rs`), a switch's
+//! input buffers and routing (`switch.rs`), the packet FIFOs they hold (`queue.rs`), an output
+//! port's arbitration and transmission (`port.rs`), link-level credits (`credits.rs`), the VL
+//! arbiter and the SL2VL tables.
 
+pub mod credits;
+pub mod hca;
+pub mod port;
+pub mod queue;
 pub mod sl2vl;
+pub mod switch;
 pub mod vl_arbiter;

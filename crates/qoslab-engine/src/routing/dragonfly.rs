@@ -11,6 +11,7 @@
 //! up -> global -> down to the destination only; so each layer is acyclic, and layer changes go
 //! one way.
 
+use super::{least_loaded, least_loaded_with_load, LoadView};
 use crate::topology::dragonfly::{DragonflyPlus, Role};
 use rand::Rng;
 
@@ -79,7 +80,7 @@ impl DragonflyRouter {
     /// routing takes its minimal-or-not decision for this packet.
     #[inline]
     #[allow(clippy::too_many_arguments)]
-    pub fn route<R: Rng, L: FnMut(u32, u8) -> i64>(
+    pub fn route<R: Rng, L: LoadView>(
         &self,
         switch: u32,
         input: u32,
@@ -247,7 +248,7 @@ impl DragonflyRouter {
     /// group against one towards a random other group this spine reaches; the non-minimal one
     /// when the minimal is loaded beyond twice it plus a packet. None: no link to the destination
     /// group here (a forwarding-table entry) or no other group reachable.
-    fn ugal_at_spine<R: Rng, L: FnMut(u32, u8) -> i64>(
+    fn ugal_at_spine<R: Rng, L: LoadView>(
         &self,
         group: u32,
         spine: u32,
@@ -269,7 +270,7 @@ impl DragonflyRouter {
     }
 
     /// The least-loaded of (up to ADAPTIVE_CHOICES) global ports of a spine towards group `to`.
-    fn least_loaded_global<R: Rng, L: FnMut(u32, u8) -> i64>(
+    fn least_loaded_global<R: Rng, L: LoadView>(
         &self,
         group: u32,
         spine: u32,
@@ -289,7 +290,7 @@ impl DragonflyRouter {
     /// The leaf up-port towards a spine with a global link to group `to`, and its load: by
     /// destination for minimal routing, a link at random for Valiant (spines weighted by their
     /// links), the least-loaded spine for adaptive.
-    fn best_up<R: Rng, L: FnMut(u32, u8) -> i64>(
+    fn best_up<R: Rng, L: LoadView>(
         &self,
         group: u32,
         to: u32,
@@ -312,12 +313,12 @@ impl DragonflyRouter {
                 return least_loaded_with_load(candidates, phase, load);
             }
         };
-        (port, load(port, phase))
+        (port, load.load(port, phase))
     }
 
     /// A global port of spine `spine` (index in `group`) towards group `to`, if it has one.
     #[allow(clippy::too_many_arguments)]
-    fn global_from<R: Rng, L: FnMut(u32, u8) -> i64>(
+    fn global_from<R: Rng, L: LoadView>(
         &self,
         group: u32,
         spine: u32,
@@ -363,29 +364,6 @@ fn wrap<T: Copy + PartialOrd + std::ops::Sub<Output = T>>(i: T, n: T) -> T {
     } else {
         i
     }
-}
-
-/// The first port of `ports` with the lowest load, and that load (callers rotate the order for
-/// fair ties).
-#[inline]
-fn least_loaded_with_load<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(
-    ports: I,
-    phase: u8,
-    load: &mut L,
-) -> (u32, i64) {
-    let mut best = (u32::MAX, i64::MAX);
-    for port in ports {
-        let l = load(port, phase);
-        if l < best.1 {
-            best = (port, l);
-        }
-    }
-    best
-}
-
-#[inline]
-fn least_loaded<I: Iterator<Item = u32>, L: FnMut(u32, u8) -> i64>(ports: I, phase: u8, load: &mut L) -> u32 {
-    least_loaded_with_load(ports, phase, load).0
 }
 
 #[cfg(test)]

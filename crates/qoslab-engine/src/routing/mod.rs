@@ -7,6 +7,7 @@ pub mod dragonfly;
 use crate::config::{ConfigError, RoutingAlgorithm, RoutingConfig};
 use crate::topology::xgft::XgftSwitch;
 use crate::topology::{Graph, Topology, NONE};
+use rand::Rng;
 
 /// Where a packet may leave a switch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,15 +22,48 @@ pub enum Route {
 /// A table entry for a destination the switch cannot reach.
 pub const NO_ROUTE: u16 = u16::MAX;
 
-pub struct Router {
-    pub algorithm: RoutingAlgorithm,
-    switches: Vec<XgftSwitch>,
-    /// Linear forwarding tables: output port of switch s towards host d at `s * hosts + d`;
-    /// empty for fat-tree routing.
-    table: Vec<u16>,
-    hosts: u32,
-    /// Dragonfly+ routing (minimal, valiant, adaptive on a dragonfly-plus topology).
-    pub dragonfly: Option<dragonfly::DragonflyRouter>,
+/// What adaptive routing may know of congestion, on both fat trees and Dragonfly+ (UGAL): the
+/// load of an output of the switch a packet is at, given as (local port, VL layer), in credits:
+/// requests queued for it, plus its downstream buffer in use, plus one while it is sending.
+pub trait LoadView {
+    fn load(&mut self, local: u32, layer: u8) -> i64;
+}
+
+/// Any closure of (local port, VL layer) is a load view (tests, and oblivious table lookups).
+impl<F: FnMut(u32, u8) -> i64> LoadView for F {
+    #[inline(always)]
+    fn load(&mut self, local: u32, layer: u8) -> i64 {
+        self(local, layer)
+    }
+}
+
+/// How a fat-tree switch picks among its up ports when the destination is outside its subtree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UpChoice {
+    /// d-mod-k: consecutive destinations spread over consecutive up ports, so a shift
+    /// permutation is contention-free on a full fat tree (like OpenSM's ftree).
+    Dmodk,
+    /// s-mod-k: the same by source.
+    Smodk,
+    /// Uniformly at random, per packet.
+    Random,
+    /// The least-loaded up port (`LoadView`), ties broken from a random starting port.
+    Adaptive,
+}
+
+/// The routing a fabric runs: one of three kinds of forwarding.
+// One per run: the Dragonfly+ router stays inline, saving a pointer chase on each of its hops.
+// An explicit tag: matched on every routed hop, it costs one load rather than a niche decode.
+#[allow(clippy::large_enum_variant)]
+#[repr(u8)]
+pub enum Router {
+    /// Linear forwarding tables (given, from `ibroute` dumps, or computed like OpenSM's minhop):
+    /// output port of switch s towards host d at `s * hosts + d`.
+    Tables { table: Vec<u16>, hosts: u32 },
+    /// Up/down routing on a fat tree: down ports fixed by the destination, up ports by `up`.
+    FatTree { up: UpChoice, switches: Vec<XgftSwitch> },
+    /// Dragonfly+ minimal, Valiant and adaptive routing, with per-packet path state.
+    Dragonfly(dragonfly::DragonflyRouter),
 }
 
 impl Router {
@@ -37,8 +71,7 @@ impl Router {
     pub fn new(topology: &Topology, cfg: &RoutingConfig, packet_credits: u32) -> Result<Router, ConfigError> {
         let g = topology.graph();
         let algorithm = cfg.algorithm;
-        let tables =
-            |table: Vec<u16>| Router { algorithm, switches: Vec::new(), table, hosts: g.hosts, dragonfly: None };
+        let tables = |table: Vec<u16>| Router::Tables { table, hosts: g.hosts };
         let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
             (RoutingAlgorithm::Table, _) => {
@@ -52,15 +85,20 @@ impl Router {
                     RoutingAlgorithm::Valiant => dragonfly::Mode::Valiant,
                     _ => dragonfly::Mode::Adaptive,
                 };
-                let r = dragonfly::DragonflyRouter::new(d, mode, packet_credits);
-                Ok(Router { algorithm, switches: Vec::new(), table: Vec::new(), hosts: g.hosts, dragonfly: Some(r) })
+                Ok(Router::Dragonfly(dragonfly::DragonflyRouter::new(d, mode, packet_credits)))
             }
             (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, _) => Err(ConfigError::new(
                 "routing.algorithm",
                 format!("{algorithm:?} routing needs a dragonfly-plus topology").to_lowercase(),
             )),
             (_, Topology::Xgft(x)) => {
-                Ok(Router { algorithm, switches: x.switches.clone(), table: Vec::new(), hosts: g.hosts, dragonfly: None })
+                let up = match algorithm {
+                    RoutingAlgorithm::Dmodk => UpChoice::Dmodk,
+                    RoutingAlgorithm::Smodk => UpChoice::Smodk,
+                    RoutingAlgorithm::Random => UpChoice::Random,
+                    _ => UpChoice::Adaptive,
+                };
+                Ok(Router::FatTree { up, switches: x.switches.clone() })
             }
             (_, Topology::Explicit(_) | Topology::DragonflyPlus(_)) => Err(ConfigError::new(
                 "routing.algorithm",
@@ -80,60 +118,90 @@ impl Router {
 
     /// VL layers this routing needs to be deadlock-free (2 for non-minimal Dragonfly+ paths).
     pub fn layers_needed(&self) -> u8 {
-        self.dragonfly.as_ref().map_or(1, |d| d.layers_needed())
+        match self {
+            Router::Dragonfly(d) => d.layers_needed(),
+            _ => 1,
+        }
     }
 
     /// The forwarding table entry of switch `switch` for host `dst`, for oblivious routing
     /// (table, minhop, dmodk, smodk); None where the choice is made per packet.
     pub fn table_entry(&self, switch: u32, dst: u32) -> Option<u32> {
-        if let Some(d) = &self.dragonfly {
-            // Minimal Dragonfly+ routing depends on the destination only.
-            if d.mode != dragonfly::Mode::Minimal {
-                return None;
+        let per_destination = match self {
+            Router::Dragonfly(d) => {
+                // Minimal Dragonfly+ routing depends on the destination only.
+                if d.mode != dragonfly::Mode::Minimal {
+                    return None;
+                }
+                let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(0);
+                let no_load = |_, _| 0;
+                return Some(
+                    d.route(switch, 0, dst, dragonfly::NO_VIA, 0, dragonfly::Decision::PerPacket, &mut rng, no_load)
+                        .port,
+                );
             }
-            let mut rng = <rand_pcg::Pcg64Mcg as rand::SeedableRng>::seed_from_u64(0);
-            return Some(
-                d.route(switch, 0, dst, dragonfly::NO_VIA, 0, dragonfly::Decision::PerPacket, &mut rng, |_, _| 0).port,
-            );
-        }
-        let per_destination = !self.table.is_empty() || self.algorithm == RoutingAlgorithm::Dmodk;
+            Router::Tables { .. } => true,
+            Router::FatTree { up, .. } => *up == UpChoice::Dmodk,
+        };
         match self.route(switch, 0, dst) {
             Route::Port(p) if per_destination && p != NO_ROUTE as u32 => Some(p),
             _ => None,
         }
     }
 
-    /// Route at switch number `switch` (node id minus host count) for a packet from `src` to `dst`.
+    /// Route at switch number `switch` (node id minus host count) for a packet from `src` to
+    /// `dst`, on tables and fat trees (Dragonfly+ routes carry path state: `DragonflyRouter`).
     // Always inlined: the engine calls it per packet-hop from two places, and a call would
     // cost more than the lookup.
     #[inline(always)]
     pub fn route(&self, switch: u32, src: u32, dst: u32) -> Route {
-        if !self.table.is_empty() {
-            return Route::Port(self.table[(switch * self.hosts + dst) as usize] as u32);
-        }
-        let s = &self.switches[switch as usize];
+        let (up, switches) = match self {
+            Router::FatTree { up, switches } => (*up, switches),
+            Router::Tables { table, hosts } => return Route::Port(table[(switch * hosts + dst) as usize] as u32),
+            Router::Dragonfly(_) => unreachable!("Dragonfly+ routing goes through its own router"),
+        };
+        let s = &switches[switch as usize];
         if dst.wrapping_sub(s.subtree_first) < s.subtree_hosts {
             return Route::Port((dst / s.hosts_per_down_port) % s.down_ports);
         }
         debug_assert!(s.up_ports > 0, "destination outside the top switch's subtree");
-        match self.algorithm {
-            // d-mod-k: consecutive destinations spread over consecutive up ports, so a shift
-            // permutation is contention-free on a full fat tree (like OpenSM's ftree).
-            RoutingAlgorithm::Dmodk => Route::Port(s.down_ports + (dst / s.up_divisor) % s.up_ports),
-            RoutingAlgorithm::Smodk => Route::Port(s.down_ports + (src / s.up_divisor) % s.up_ports),
-            RoutingAlgorithm::Random | RoutingAlgorithm::Adaptive => {
-                if s.up_ports == 1 {
-                    Route::Port(s.down_ports)
-                } else {
-                    Route::AnyUp { first: s.down_ports, count: s.up_ports }
-                }
-            }
-            RoutingAlgorithm::Minhop | RoutingAlgorithm::Table => unreachable!("table routing has a table"),
-            RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant => {
-                unreachable!("Dragonfly+ routing goes through its own router")
-            }
+        match up {
+            UpChoice::Dmodk => Route::Port(s.down_ports + (dst / s.up_divisor) % s.up_ports),
+            UpChoice::Smodk => Route::Port(s.down_ports + (src / s.up_divisor) % s.up_ports),
+            UpChoice::Random | UpChoice::Adaptive if s.up_ports == 1 => Route::Port(s.down_ports),
+            UpChoice::Random | UpChoice::Adaptive => Route::AnyUp { first: s.down_ports, count: s.up_ports },
         }
     }
+
+    /// The per-packet choice among `count` up ports from local port `first` (`Route::AnyUp`):
+    /// uniform, or the least loaded from a random starting port (ties keep the earlier one).
+    #[inline(always)]
+    pub fn choose_up<R: Rng>(&self, first: u32, count: u32, rng: &mut R, loads: &mut impl LoadView) -> u32 {
+        let start = rng.gen_range(0..count);
+        if !matches!(self, Router::FatTree { up: UpChoice::Adaptive, .. }) {
+            return first + start;
+        }
+        least_loaded((0..count).map(|k| first + (start + k) % count), 0, loads)
+    }
+}
+
+/// The first port of `ports` with the lowest load, and that load (callers rotate the order for
+/// fair ties).
+#[inline]
+fn least_loaded_with_load<I: Iterator<Item = u32>, L: LoadView>(ports: I, phase: u8, load: &mut L) -> (u32, i64) {
+    let mut best = (u32::MAX, i64::MAX);
+    for port in ports {
+        let l = load.load(port, phase);
+        if l < best.1 {
+            best = (port, l);
+        }
+    }
+    best
+}
+
+#[inline]
+fn least_loaded<I: Iterator<Item = u32>, L: LoadView>(ports: I, phase: u8, load: &mut L) -> u32 {
+    least_loaded_with_load(ports, phase, load).0
 }
 
 /// The switch a host is cabled to.

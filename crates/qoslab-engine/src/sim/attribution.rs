@@ -18,7 +18,7 @@
 //! Off (the default), none of this runs: the engine checks one `Option` per filing, grant,
 //! stall and transmission.
 
-use super::state::Queue;
+use crate::fabric::queue::Queue;
 use crate::topology::NONE;
 use crate::units::{Time, NEVER};
 
@@ -247,5 +247,42 @@ impl Attribution {
                 })
                 .collect(),
         }
+    }
+}
+
+// What the engine tells attribution, from the hot path (kept out of line: attribution is optional).
+
+impl super::Simulation {
+    /// Attribution: queue `q`'s new head reached the head (its request about to be filed at
+    /// `out_port`, `out_vl`); the queue still holds where its predecessor was filed.
+    #[inline(never)]
+    pub(crate) fn attribute_head(&mut self, q: u32, out_port: u32, out_vl: u8, eligible: Time, class: u16) {
+        let (now, window, vls) = (self.now, self.window, self.vls as usize);
+        let queue = &self.queues[q as usize];
+        let previous = queue.out_port as usize * vls + queue.out_vl as usize;
+        let (busy, idx) = (queue.busy, out_port as usize * vls + out_vl as usize);
+        let a = self.attribution.as_deref_mut().expect("attribution on");
+        a.new_head(q, class, idx, busy, previous, eligible, now, |from, to| window.overlap(from, to));
+    }
+
+    /// Attribution: queue `q`'s predecessor has left; its head now waits at its output.
+    #[inline(never)]
+    pub(crate) fn attribute_freed(&mut self, q: u32) {
+        let queue = &self.queues[q as usize];
+        let idx = self.port_vl(queue.out_port, queue.out_vl);
+        self.attribution.as_deref_mut().expect("attribution on").queue_freed(q, idx);
+    }
+
+    /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
+    /// `done`; any credit-stalled idle time before is charged first.
+    #[inline(never)]
+    pub(crate) fn attribute_wait(&mut self, port: u32, q: u32, now: Time, done: Time, was_blocked: bool) {
+        let window = self.window;
+        let requests = self.ports[port as usize].request_mask;
+        let a = self.attribution.as_deref_mut().expect("attribution on");
+        if was_blocked {
+            a.unblocked(port, |since| window.overlap(since, now));
+        }
+        a.transmitting(port, requests, q, done, window.overlap(now, done));
     }
 }

@@ -1,0 +1,135 @@
+//! Link-level flow control: credits freed at a receiver travel back to the sending port over the
+//! link's latency and become the sender's view of the receiver's free buffer on that VL.
+
+use crate::sim::Simulation;
+use crate::units::{Time, NEVER};
+use std::collections::VecDeque;
+
+/// Credits the receiver has freed, on their way back to the sender (they arrive after the link's
+/// latency). Return times on one link only grow, so a FIFO per port suffices.
+#[derive(Debug, Clone, Copy)]
+pub struct CreditReturn {
+    pub at: Time,
+    pub vl: u8,
+    pub credits: u32,
+}
+
+/// Returns held inline: rarely more are on their way to one port at once.
+const INLINE_RETURNS: usize = 4;
+
+/// The credit returns on their way to one sender behind the oldest (which `PortState` holds), in
+/// arrival order. The next few sit inline in one cache line, so a push or an arbitration costs
+/// one miss rather than a header and a buffer; the rest wait, in order, in a deque allocated the
+/// first time it is needed.
+#[derive(Debug, Clone, Default)]
+#[repr(align(64))]
+pub struct CreditReturns {
+    at: [Time; INLINE_RETURNS],
+    credits: [u16; INLINE_RETURNS],
+    vl: [u8; INLINE_RETURNS],
+    first: u8,
+    inline: u8,
+    #[allow(clippy::box_collection)] // keeps the struct in one 64-byte line (asserted below)
+    overflow: Option<Box<VecDeque<CreditReturn>>>,
+}
+
+impl CreditReturns {
+    #[inline]
+    pub fn push(&mut self, r: CreditReturn) {
+        let overflowing = self.overflow.as_ref().is_some_and(|o| !o.is_empty());
+        if self.inline as usize == INLINE_RETURNS || overflowing {
+            self.overflow.get_or_insert_with(Default::default).push_back(r);
+        } else {
+            self.put_inline(r);
+        }
+    }
+
+    #[inline]
+    fn put_inline(&mut self, r: CreditReturn) {
+        let i = (self.first as usize + self.inline as usize) % INLINE_RETURNS;
+        self.at[i] = r.at;
+        self.credits[i] = r.credits as u16;
+        self.vl[i] = r.vl;
+        self.inline += 1;
+    }
+
+    /// Arrival time of the oldest return.
+    #[inline]
+    pub fn front_at(&self) -> Option<Time> {
+        (self.inline > 0).then(|| self.at[self.first as usize])
+    }
+
+    /// Removes the oldest return (there is one).
+    #[inline]
+    pub fn pop_front(&mut self) -> CreditReturn {
+        let i = self.first as usize;
+        let r = CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 };
+        self.first = ((i + 1) % INLINE_RETURNS) as u8;
+        self.inline -= 1;
+        if let Some(next) = self.overflow.as_mut().and_then(|o| o.pop_front()) {
+            self.put_inline(next);
+        }
+        r
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = CreditReturn> + '_ {
+        let inline = (0..self.inline as usize).map(move |k| {
+            let i = (self.first as usize + k) % INLINE_RETURNS;
+            CreditReturn { at: self.at[i], vl: self.vl[i], credits: self.credits[i] as u32 }
+        });
+        inline.chain(self.overflow.iter().flat_map(|o| o.iter().copied()))
+    }
+}
+// One cache line.
+const _: () = assert!(std::mem::size_of::<CreditReturns>() == 64);
+
+impl Simulation {
+    /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
+    #[inline(always)]
+    pub(crate) fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
+        let ps = &mut self.ports[port as usize];
+        // Return times on one link only grow, so a new return goes behind any pending one.
+        if ps.next_return_at == NEVER {
+            ps.next_return_at = at;
+            ps.next_return_credits = credits as u16;
+            ps.next_return_vl = vl;
+        } else {
+            ps.returns_behind = true;
+            self.returns[port as usize].push(CreditReturn { at, vl, credits });
+        }
+        if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
+            self.schedule_wake(port, at);
+        }
+    }
+
+    #[inline]
+    pub(crate) fn apply_returned_credits(&mut self, port: u32) {
+        let now = self.now;
+        let ps = &mut self.ports[port as usize];
+        while ps.next_return_at <= now {
+            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits +=
+                ps.next_return_credits as u32;
+            if ps.returns_behind {
+                let returns = &mut self.returns[port as usize];
+                let r = returns.pop_front();
+                ps.next_return_at = r.at;
+                ps.next_return_credits = r.credits as u16;
+                ps.next_return_vl = r.vl;
+                ps.returns_behind = returns.front_at().is_some();
+            } else {
+                ps.next_return_at = NEVER;
+            }
+        }
+    }
+
+    /// Every credit return on its way to `port`, oldest first.
+    pub(crate) fn pending_returns(&self, port: u32) -> impl Iterator<Item = CreditReturn> + '_ {
+        let ps = &self.ports[port as usize];
+        let first = (ps.next_return_at != NEVER).then_some(CreditReturn {
+            at: ps.next_return_at,
+            vl: ps.next_return_vl,
+            credits: ps.next_return_credits as u32,
+        });
+        first.into_iter().chain(self.returns[port as usize].iter())
+    }
+}

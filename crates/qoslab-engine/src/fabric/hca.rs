@@ -1,0 +1,178 @@
+//! The host channel adapter: open-loop sources and MPI sends become messages, cut into MTU
+//! packets on per-SL send queues (one per queue pair, by destination); a sent packet refills its
+//! source; delivery at the destination completes messages and records their latency.
+
+use crate::queue::EventKind;
+use crate::routing::dragonfly::NO_VIA;
+use crate::sim::state::{Message, Packet};
+use crate::sim::{MessageRecord, Simulation};
+use crate::topology::NONE;
+use crate::units::{Time, NEVER};
+
+/// SLs per HCA send queue set.
+pub(crate) const SLS: u32 = 16;
+
+impl Simulation {
+    pub(crate) fn start_sources(&mut self) {
+        for s in 0..self.sources.len() as u32 {
+            if self.sources[s as usize].mean_gap_ps.is_some() {
+                let t = self.sources[s as usize].first_arrival();
+                self.events.push(t, EventKind::Source, s);
+            } else {
+                for _ in 0..self.sources[s as usize].saturate_depth {
+                    self.create_message(s);
+                }
+            }
+        }
+    }
+
+    pub(crate) fn on_source(&mut self, s: u32) {
+        self.create_message(s);
+        let src = &mut self.sources[s as usize];
+        if src.queued >= src.max_queued {
+            // A full send queue: the source sleeps, with no events, until a message leaves it.
+            src.paused_since = self.now;
+            src.last_arrival = self.now;
+            return;
+        }
+        let gap = src.next_gap();
+        self.events.push(self.now + gap, EventKind::Source, s);
+    }
+
+    /// An open-loop source's next message.
+    pub(crate) fn create_message(&mut self, s: u32) {
+        let src = &mut self.sources[s as usize];
+        let dst = src.next_destination(&self.tables[src.traffic as usize]);
+        src.queued += 1;
+        let (host, sl, bytes, class) = (src.host, src.sl, src.message_bytes, src.traffic);
+        self.inject(Message { source: s, ..Message::new(host, dst, sl, bytes, class, self.now) });
+    }
+
+    /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
+    /// appends them to the sender's HCA send queue for its SL.
+    #[inline(always)]
+    pub(crate) fn inject(&mut self, mut m: Message) {
+        let now = self.now;
+        let (host, dst, sl, bytes, m_class) = (m.src, m.dst, m.sl, m.bytes, m.class);
+        let packets = bytes.div_ceil(self.mtu as u64).max(1) as u32;
+        m.packets_left = packets;
+        m.packets_unsent = packets;
+        let message = self.messages.insert(m);
+        self.messages_created += 1;
+        let q = self.hca_queue(host, sl, dst);
+        let mut remaining = bytes;
+        for _ in 0..packets {
+            let payload = remaining.min(self.mtu as u64) as u32;
+            remaining -= payload as u64;
+            let wire = payload + self.header;
+            let id = self.packets.insert(Packet {
+                eligible_at: now,
+                message,
+                src: host,
+                dst,
+                next: NONE,
+                wire_bytes: wire as u16,
+                class: m_class,
+                sl,
+                phase: 0,
+                via: NO_VIA,
+            });
+            self.packets_created += 1;
+            if self.queues[q as usize].push(id, &mut self.packets.items) {
+                self.register_head(q, None, None);
+            }
+        }
+    }
+
+    #[inline]
+    /// The HCA send queue a message to `dst` on `sl` joins. An HCA serves its queue pairs round
+    /// robin, packet by packet, so a short message to one peer does not wait behind a long one
+    /// to another; `hca_send_queues_per_sl` queues per SL stand for the QPs, by destination.
+    pub(crate) fn hca_queue(&self, host: u32, sl: u8, dst: u32) -> u32 {
+        let lanes = self.cfg.fabric.hca_send_queues_per_sl;
+        (self.ports.len() as u32) * self.vls + (host * SLS + sl as u32) * lanes + dst % lanes
+    }
+
+    /// An HCA put one more packet of `message` on its wire; a saturating source refills, an
+    /// eager MPI send completes.
+    pub(crate) fn on_hca_sent(&mut self, message: u32) {
+        let m = &mut self.messages.items[message as usize];
+        m.packets_unsent -= 1;
+        if m.packets_unsent == 0 && m.mpi != NONE {
+            if m.notify_injected {
+                let id = m.mpi;
+                self.with_mpi(|mpi, sim| mpi.on_injected(id, sim.now, sim));
+            }
+        } else if m.packets_unsent == 0 {
+            let s = m.source;
+            let src = &mut self.sources[s as usize];
+            src.queued -= 1;
+            if src.mean_gap_ps.is_none() {
+                if src.queued < src.saturate_depth {
+                    self.create_message(s);
+                }
+            } else if src.paused_since != NEVER {
+                let (next, refused) = src.resume(self.now, &self.window, &mut self.refused_rng);
+                let (sl, traffic) = (src.sl, src.traffic);
+                for c in self.flow_classes(sl, traffic) {
+                    c.refused_messages += refused;
+                }
+                self.events.push(next, EventKind::Source, s);
+            }
+        }
+    }
+
+    /// The packet's tail reaches its destination HCA at `tail` (possibly after the run ends).
+    pub(crate) fn deliver(&mut self, id: u32, tail: Time) {
+        let pk = self.packets.items[id as usize];
+        let (wire, payload) = (pk.wire_bytes as u64, pk.wire_bytes as u64 - self.header as u64);
+        self.packets.remove(id);
+        self.packets_delivered_total += 1;
+        let m = &mut self.messages.items[pk.message as usize];
+        m.packets_left -= 1;
+        m.last_delivery = m.last_delivery.max(tail);
+        let m = *m;
+        let in_window = self.window.contains(tail);
+        if in_window {
+            for s in self.flow_classes(m.sl, m.class) {
+                s.delivered_wire_bytes += wire;
+                s.delivered_payload_bytes += payload;
+                s.delivered_packets += 1;
+                s.nonminimal_packets += (pk.via != NO_VIA) as u64;
+            }
+        }
+        if m.packets_left > 0 {
+            return;
+        }
+        self.messages.remove(pk.message);
+        self.messages_completed += 1;
+        let done = m.last_delivery;
+        if m.mpi != NONE {
+            self.events.push(done, EventKind::MpiArrival, m.mpi);
+        }
+        if done < self.window.end {
+            if m.created >= self.window.start {
+                let latency = done - m.created;
+                for s in self.flow_classes(m.sl, m.class) {
+                    s.latencies.push(latency);
+                }
+            }
+            if done >= self.window.start {
+                for s in self.flow_classes(m.sl, m.class) {
+                    s.delivered_messages += 1;
+                }
+            }
+            if self.cfg.run.record_messages {
+                self.message_log.push(MessageRecord {
+                    src: m.src,
+                    dst: m.dst,
+                    sl: m.sl,
+                    class: m.class,
+                    bytes: m.bytes,
+                    created: m.created,
+                    delivered: done,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Assembly: a run's fabric, routing, state arrays and traffic built from its configuration,
+//! every index and size checked here so that the event loop never meets one out of range.
+
+use super::attribution::Attribution;
+use super::{mem, RunStatus, Simulation};
+use crate::config::{ConfigError, EngineConfig};
+use crate::fabric::credits::CreditReturns;
+use crate::fabric::hca::SLS;
+use crate::fabric::port::{PortState, PortVl};
+use crate::fabric::queue::Queue;
+use crate::fabric::sl2vl::{table, Sl2Vl};
+use crate::fabric::vl_arbiter::{ArbState, ArbTables};
+use crate::mpi::{program::PackedTrace, Mpi};
+use crate::queue::{EventQueue, MAX_EVENT_ID};
+use crate::routing::Router;
+use crate::sim::prefetch::DEEP_PREFETCH_PORTS;
+use crate::sim::state::Slab;
+use crate::stats::{FlowStats, PortVlCounters, Window};
+use crate::topology::{Topology, NONE};
+use crate::traffic::{build_sources, stream_rng, RNG_REFUSED, RNG_ROUTING};
+use crate::units::{credits_for, ns_to_ps, us_to_ps, Rate, NEVER};
+use std::collections::HashMap;
+
+impl Simulation {
+    /// Builds a run whose trace-replay jobs take their rank programs from `traces(job index)`.
+    pub fn with_traces(cfg: EngineConfig, traces: &HashMap<usize, PackedTrace>) -> Result<Simulation, ConfigError> {
+        cfg.validate()?;
+        let topology = Topology::build(&cfg.topology)?;
+        let router = Router::new(&topology, &cfg.routing, credits_for(cfg.fabric.mtu_bytes + cfg.fabric.header_bytes))?;
+        if cfg.routing.flowlet_gap_us > 0.0 && !matches!(router, Router::Dragonfly(_)) {
+            return Err(ConfigError::new(
+                "routing.flowlet_gap_us",
+                "flowlets apply to adaptive routing on a dragonfly-plus topology",
+            ));
+        }
+        let g = topology.graph();
+        let f = &cfg.fabric;
+        let vls = f.data_vls as u32;
+        let rate = Rate::from_gbps(f.link_gbps);
+        let port_rates = match topology.port_gbps() {
+            Some(gbps) if gbps.iter().any(|&r| r > 0.0 && r != f.link_gbps) => {
+                gbps.iter().map(|&r| Rate::from_gbps(if r > 0.0 { r } else { f.link_gbps })).collect()
+            }
+            _ => Vec::new(),
+        };
+        let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
+        for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
+            let key = format!("qos.sl2vl_pairs[{i}]");
+            if o.switch >= g.switches {
+                return Err(ConfigError::new(
+                    key,
+                    format!("switch {} does not exist (0..{})", o.switch, g.switches - 1),
+                ));
+            }
+            let radix = g.radix(g.hosts + o.switch);
+            if o.in_port >= radix || o.out_port >= radix {
+                return Err(ConfigError::new(key, format!("ports must be below the switch's radix {radix}")));
+            }
+            sl2vl.set_pair(o.switch, radix, o.in_port, o.out_port, table(&o.sl2vl));
+        }
+        let arb_tables = [
+            ArbTables::new(&cfg.qos.ca.vlarb_high, &cfg.qos.ca.vlarb_low, cfg.qos.ca.high_limit),
+            ArbTables::new(&cfg.qos.swe.vlarb_high, &cfg.qos.swe.vlarb_low, cfg.qos.swe.high_limit),
+        ];
+        let ports = g.ports();
+        if (0..g.hosts + g.switches).any(|n| g.radix(n) > u16::MAX as u32) {
+            return Err(ConfigError::new("topology", "a switch has more ports than 65535"));
+        }
+        if ports > MAX_EVENT_ID {
+            return Err(ConfigError::new("topology", "too many ports for the event encoding"));
+        }
+        let (sources, tables) = build_sources(&cfg.traffic, g.hosts, cfg.seed, f.mtu_bytes, f.header_bytes, rate)?;
+        if sources.len() as u32 > MAX_EVENT_ID {
+            return Err(ConfigError::new("traffic", "too many traffic sources"));
+        }
+        let np = ports as usize;
+        let pv = np * vls as usize;
+        let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
+        let hca_queues = (g.hosts * SLS * f.hca_send_queues_per_sl) as usize;
+        let port_states = mem::huge_vec(
+            np,
+            (0..np).map(|p| {
+                let node = g.port_node[p];
+                let peer = g.port_peer[p];
+                PortState {
+                    wake_at: NEVER,
+                    next_return_at: NEVER,
+                    next_return_credits: 0,
+                    next_return_vl: 0,
+                    returns_behind: false,
+                    arb: ArbState::default(),
+                    tx_queue: NONE,
+                    peer,
+                    switch: if g.is_host(node) { NONE } else { node - g.hosts },
+                    local: g.local_port(p as u32) as u16,
+                    peer_local: if peer == NONE { 0 } else { g.local_port(peer) as u16 },
+                    peer_switch: if peer == NONE || g.is_host(g.port_node[peer as usize]) {
+                        NONE
+                    } else {
+                        g.port_node[peer as usize] - g.hosts
+                    },
+                    request_mask: 0,
+                    stalled_mask: 0,
+                    transmitting: false,
+                    credit_waiting: false,
+                    peer_is_host: peer != NONE && g.is_host(g.port_node[peer as usize]),
+                }
+            }),
+        );
+        let window = Window { start: us_to_ps(cfg.run.warmup_us), end: us_to_ps(cfg.run.duration_us) };
+        let mpi = match (&cfg.mpi, cfg.jobs.is_empty()) {
+            (_, true) => None,
+            (Some(m), false) => Some(Box::new(Mpi::new(m, &cfg.jobs, traces, cfg.seed, g.hosts)?)),
+            (None, false) => return Err(ConfigError::new("mpi", "jobs need the [mpi] parameters")),
+        };
+        let classes = cfg.traffic.len() + cfg.jobs.len();
+        if classes >= u16::MAX as usize {
+            return Err(ConfigError::new("jobs", "too many traffic tables and jobs"));
+        }
+        let sim = Simulation {
+            router,
+            sl2vl,
+            arb_tables,
+            vls,
+            qos_vls: vls / cfg.routing.vls as u32,
+            rate,
+            port_rates,
+            link_latency: ns_to_ps(f.link_latency_ns),
+            switch_latency: ns_to_ps(f.switch_latency_ns),
+            mtu: f.mtu_bytes,
+            header: f.header_bytes,
+            buffer_credits,
+            full_wire: f.mtu_bytes + f.header_bytes,
+            full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
+            window,
+            ports: port_states,
+            port_vls: mem::huge_vec(
+                pv,
+                std::iter::repeat_n(
+                    PortVl {
+                        credits: buffer_credits,
+                        requested_credits: 0,
+                        first_request: NONE,
+                        last_request: NONE,
+                        counters: PortVlCounters::default(),
+                    },
+                    pv,
+                ),
+            ),
+            returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
+            queues: mem::huge_vec(
+                pv + hca_queues,
+                (0..pv as u32)
+                    .map(|q| Queue::new(g.port_peer[(q / vls) as usize]))
+                    .chain((0..hca_queues).map(|_| Queue::new(NONE))),
+            ),
+            packets: Slab::new(),
+            messages: Slab::new(),
+            sources,
+            tables,
+            routing_rng: stream_rng(cfg.seed, RNG_ROUTING, 0),
+            refused_rng: stream_rng(cfg.seed, RNG_REFUSED, 0),
+            events: EventQueue::new(),
+            deep_prefetch: np > DEEP_PREFETCH_PORTS,
+            now: 0,
+            event_count: 0,
+            pending_sum: 0,
+            packet_hops: 0,
+            flowlet_gap: us_to_ps(cfg.routing.flowlet_gap_us),
+            flowlets: HashMap::new(),
+            packets_created: 0,
+            packets_delivered_total: 0,
+            messages_created: 0,
+            messages_completed: 0,
+            all: FlowStats::default(),
+            by_sl: vec![FlowStats::default(); SLS as usize],
+            by_class: vec![FlowStats::default(); classes],
+            mpi,
+            status: RunStatus::Completed,
+            message_log: Vec::new(),
+            attribution: cfg
+                .run
+                .interference
+                .then(|| Box::new(Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
+            xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
+            #[cfg(test)]
+            fault: None,
+            topology,
+            cfg,
+        };
+        Ok(sim)
+    }
+}
