@@ -59,9 +59,9 @@ def test_the_golden_net_covers_what_it_promises():
     assert {"job", "ranks", "slowest-ranks", "spread", "latency-history"} <= policies
     assert some(lambda c, s, d: (d / "engine_traces.json").exists())
     assert some(lambda c, s, _: c["qos"]["swe"]["vlarb_high"] and c["qos"]["swe"]["high_limit"] not in (0, 255))
-    assert some(lambda c, s, _: c["qos"]["sl2vl_overrides"])
+    assert some(lambda c, s, _: c["qos"]["sl2vl_pairs"])
     assert some(lambda c, s, _: len(set(c["topology"].get("cable_gbps", []))) > 2)
-    assert {"minhop", "table"} <= {c["routing"]["algorithm"] for c in configs.values() if c["topology"]["kind"] == "graph"}
+    assert {"minhop", "lft"} <= {c["routing"]["algorithm"] for c in configs.values() if c["topology"]["kind"] == "graph"}
     assert some(lambda c, s, _: s["messages_refused"] > 0)
     assert some(lambda c, s, _: s["status"] == "deadlock" and "routing deadlock" in s["error"])
     vls = {c["fabric"]["data_vls"] for c, s in zip(configs.values(), summaries.values())

@@ -34,7 +34,7 @@ TRAFFIC_KEYS = {
     "saturate_depth",
     "max_queued_messages",
 }
-RUN_KEYS = {"duration_us", "warmup_us", "record_messages"}
+RUN_KEYS = {"duration_us", "warmup_us", "messages"}
 
 INTERFACE_EXAMPLE = """
 name = "two-switch-demo"
@@ -199,7 +199,7 @@ def test_interface_example_file(tmp_path):
     config = s.to_engine_config()
     assert config["qos"]["ca"]["vlarb_low"] == [[0, 64], [1, 64], [2, 64], [3, 64]]
     assert config["qos"]["swe"]["vlarb_high"] == [[0, 0]]
-    assert config["run"] == {"duration_us": 500.0, "warmup_us": 50.0, "record_messages": False}
+    assert config["run"] == {"duration_us": 500.0, "warmup_us": 50.0, "messages": False}
 
 
 # ---- the engine config --------------------------------------------------------------------------
@@ -213,7 +213,7 @@ def test_engine_config_shape():
     assert set(config["fabric"]) == FABRIC_KEYS
     assert config["topology"] == {"kind": "xgft", "m": [8, 4], "w": [1, 2]}
     assert config["routing"] == {"algorithm": "dmodk", "vls": 1}
-    assert set(config["qos"]) == {"ca", "swe", "sl2vl_overrides"}
+    assert set(config["qos"]) == {"ca", "swe", "sl2vl_pairs"}
     for port in ("ca", "swe"):
         assert set(config["qos"][port]) == PORT_QOS_KEYS
     assert set(config["run"]) == RUN_KEYS

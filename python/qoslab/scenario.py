@@ -749,7 +749,7 @@ class Scenario(_Table):
 
     def engine_routing(self) -> dict[str, Any]:
         if self.routing.algorithm == "lft":
-            return {"algorithm": "table", "table": self.routing._table, "vls": self.routing.vls}
+            return {"algorithm": "lft", "lft": self.routing._table, "vls": self.routing.vls}
         routing: dict[str, Any] = {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
         if self.routing.flowlet_gap_us:
             routing["flowlet_gap_us"] = float(self.routing.flowlet_gap_us)
@@ -792,7 +792,7 @@ class Scenario(_Table):
             "routing": self.engine_routing(),
             "qos": {
                 **{port: _json_qos(self.engine_port_qos(port)) for port in ("ca", "swe")},
-                "sl2vl_overrides": [
+                "sl2vl_pairs": [
                     {"switch": p.switch, "in_port": p.in_port, "out_port": p.out_port, "sl2vl": list(p.sl2vl)}
                     for p in self.qos.sl2vl_pairs
                 ],
@@ -817,7 +817,7 @@ class Scenario(_Table):
             "run": {
                 "duration_us": float(self.run.resolved()[0]),
                 "warmup_us": float(self.run.resolved()[1]),
-                "record_messages": self.run.messages,
+                "messages": self.run.messages,
                 **({"interference": True} if self.run.interference else {}),
                 **({"port_counters": True} if self.run.port_counters else {}),
             },

@@ -75,8 +75,8 @@ pub enum RoutingAlgorithm {
     Adaptive,
     /// Shortest paths balanced by route counts, as OpenSM's minhop engine does; any topology.
     Minhop,
-    /// Linear forwarding tables given in `table` (read from `ibroute` dumps by Python).
-    Table,
+    /// Linear forwarding tables given in `lft` (read from `ibroute` dumps by Python).
+    Lft,
     /// Dragonfly+: shortest paths, the spine and global link picked by destination.
     Minimal,
     /// Dragonfly+: through a random intermediate group (Valiant); needs 2 VL layers.
@@ -87,9 +87,10 @@ pub enum RoutingAlgorithm {
 #[serde(deny_unknown_fields)]
 pub struct RoutingConfig {
     pub algorithm: RoutingAlgorithm,
-    /// For `table`: the output port (0-based) of switch s towards host d at `s * hosts + d`.
+    /// For `lft`: the output port (0-based) of switch s towards host d at `s * hosts + d` (the
+    /// scenario's `routing.lft` names the dumps; resolved, it is their table).
     #[serde(default)]
-    pub table: Option<Vec<u16>>,
+    pub lft: Option<Vec<u16>>,
     /// VL layers routing uses to stay deadlock-free: a packet on layer k uses VL
     /// `sl2vl + k * (data_vls / vls)`, so QoS has `data_vls / vls` VLs.
     #[serde(default = "one_layer")]
@@ -130,7 +131,7 @@ pub struct QosConfig {
     pub ca: PortQosConfig,
     pub swe: PortQosConfig,
     #[serde(default)]
-    pub sl2vl_overrides: Vec<Sl2VlOverride>,
+    pub sl2vl_pairs: Vec<Sl2VlOverride>,
 }
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
@@ -175,7 +176,7 @@ pub struct TrafficConfig {
 pub struct RunConfig {
     pub duration_us: f64,
     pub warmup_us: f64,
-    pub record_messages: bool,
+    pub messages: bool,
     /// Charge each wait at an output port to the class holding what it waits for (attribution.rs).
     #[serde(default)]
     pub interference: bool,
@@ -379,7 +380,7 @@ impl EngineConfig {
         for (name, q) in [("qos.ca", &self.qos.ca), ("qos.swe", &self.qos.swe)] {
             check_port_qos(name, q, f.data_vls, qos_vls, layers)?;
         }
-        for (i, o) in self.qos.sl2vl_overrides.iter().enumerate() {
+        for (i, o) in self.qos.sl2vl_pairs.iter().enumerate() {
             check_sl2vl(&format!("qos.sl2vl_pairs[{i}].sl2vl"), &o.sl2vl, qos_vls, f.data_vls, layers)?;
         }
         for (i, t) in self.traffic.iter().enumerate() {

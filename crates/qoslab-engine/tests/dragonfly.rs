@@ -27,7 +27,7 @@ fn config(
         "routing": routing,
         "qos": {"ca": port, "swe": port},
         "traffic": traffic,
-        "run": {"duration_us": duration_us, "warmup_us": duration_us / 5.0, "record_messages": false},
+        "run": {"duration_us": duration_us, "warmup_us": duration_us / 5.0, "messages": false},
     });
     EngineConfig::from_json(&v.to_string()).unwrap()
 }
@@ -164,7 +164,7 @@ fn a_ring_routed_one_way_round_deadlocks_and_the_cycle_is_named() {
             table.push(if d / 2 == s { d % 2 } else { 2 });
         }
     }
-    let routing = json!({"algorithm": "table", "table": table});
+    let routing = json!({"algorithm": "lft", "lft": table});
     let cfg = config(topology, routing, 1, 4160, source(hosts, "uniform", 0, None), 500.0);
     let (sim, s) = run(cfg);
     let RunStatus::Deadlock(text) = sim.status() else { panic!("expected a deadlock, got {:?}", sim.status()) };

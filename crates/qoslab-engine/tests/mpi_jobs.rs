@@ -179,7 +179,7 @@ fn trace_collectives_run_on_their_communicators_only() {
     }
     let trace = PackedTrace { offsets, words, comm_offsets: vec![0, 2, 4], comm_members: vec![0, 2, 3, 1] };
     let mut cfg = config(json!([job("t", vec![0, 1, 2, 3], 1, json!({"kind": "trace"}))]));
-    cfg.run.record_messages = true;
+    cfg.run.messages = true;
     let mut sim = Simulation::with_traces(cfg, &HashMap::from([(0, trace)])).unwrap();
     sim.run(&mut || false);
     assert_eq!(*sim.status(), RunStatus::Completed, "{:?}", sim.status());

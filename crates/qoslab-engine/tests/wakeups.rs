@@ -7,7 +7,7 @@ fn saturated_tapered_tree_never_loses_a_wake_up() {
     "qos":{"ca":{"sl2vl":[0,1,2,3,0,1,2,3,0,1,2,3,0,1,2,3],"vlarb_high":[],"vlarb_low":[[0,255],[1,255],[2,255],[3,255]],"high_limit":0},
            "swe":{"sl2vl":[0,1,2,3,0,1,2,3,0,1,2,3,0,1,2,3],"vlarb_high":[],"vlarb_low":[[0,255],[1,255],[2,255],[3,255]],"high_limit":0}},
     "traffic":[{"pattern":"uniform","hosts":[HOSTS],"destinations":[HOSTS],"load":null,"message_bytes":4096,"sl":0,"arrival":"poisson","shift":1,"hotspot_hosts":[0],"hotspot_fraction":0.0,"saturate_depth":2,"max_queued_messages":64}],
-    "run":{"duration_us":200.0,"warmup_us":20.0,"record_messages":false}}"#;
+    "run":{"duration_us":200.0,"warmup_us":20.0,"messages":false}}"#;
     let hosts: Vec<String> = (0..64).map(|h| h.to_string()).collect();
     let json = json.replace("HOSTS", &hosts.join(","));
     let mut sim = Simulation::new(EngineConfig::from_json(&json).unwrap()).unwrap();

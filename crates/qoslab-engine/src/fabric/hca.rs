@@ -162,7 +162,7 @@ impl Simulation {
                     s.delivered_messages += 1;
                 }
             }
-            if self.cfg.run.record_messages {
+            if self.cfg.run.messages {
                 self.message_log.push(MessageRecord {
                     src: m.src,
                     dst: m.dst,

@@ -74,8 +74,8 @@ impl Router {
         let tables = |table: Vec<u16>| Router::Tables { table, hosts: g.hosts };
         let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
-            (RoutingAlgorithm::Table, _) => {
-                let table = cfg.table.clone().ok_or_else(|| ConfigError::new("routing.table", "the table algorithm needs a table"))?;
+            (RoutingAlgorithm::Lft, _) => {
+                let table = cfg.lft.clone().ok_or_else(|| ConfigError::new("routing.lft", "the lft algorithm needs a forwarding table"))?;
                 check_table(g, &table)?;
                 Ok(tables(table))
             }
@@ -300,7 +300,7 @@ fn bfs(g: &Graph, from: u32) -> Vec<u32> {
 /// loops, no wrong deliveries. (Python checks the dumps first and names their lines; this guards
 /// the engine's own invariant.)
 fn check_table(g: &Graph, table: &[u16]) -> Result<(), ConfigError> {
-    let key = "routing.table";
+    let key = "routing.lft";
     let (hosts, switches) = (g.hosts as usize, g.switches as usize);
     if table.len() != hosts * switches {
         return Err(ConfigError::new(
@@ -395,8 +395,7 @@ mod tests {
 
     fn tree(m: Vec<u32>, w: Vec<u32>, alg: RoutingAlgorithm) -> (Topology, Router) {
         let t = Topology::build(&TopologyConfig::Xgft { m, w }).unwrap();
-        let r =
-            Router::new(&t, &RoutingConfig { algorithm: alg, table: None, vls: 1, flowlet_gap_us: 0.0 }, 66).unwrap();
+        let r = Router::new(&t, &RoutingConfig { algorithm: alg, lft: None, vls: 1, flowlet_gap_us: 0.0 }, 66).unwrap();
         (t, r)
     }
 
@@ -473,27 +472,18 @@ mod tests {
             .flat_map(|s| (0..g.hosts).map(move |d| (s, d)))
             .map(|(s, d)| minhop.table_entry(s, d).unwrap() as u16)
             .collect();
-        let ok = RoutingConfig {
-            algorithm: RoutingAlgorithm::Table,
-            table: Some(table.clone()),
-            vls: 1,
-            flowlet_gap_us: 0.0,
-        };
+        let ok =
+            RoutingConfig { algorithm: RoutingAlgorithm::Lft, lft: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &ok, 66).is_ok());
         // Top switch S2-0 (switch 2) sends host 3 back down to leaf 0, whose table sends it up: a loop.
         table[2 * 4 + 3] = 0;
         table[3] = 2; // switch 0 (leaf 0), host 3
-        let looped = RoutingConfig {
-            algorithm: RoutingAlgorithm::Table,
-            table: Some(table.clone()),
-            vls: 1,
-            flowlet_gap_us: 0.0,
-        };
+        let looped =
+            RoutingConfig { algorithm: RoutingAlgorithm::Lft, lft: Some(table.clone()), vls: 1, flowlet_gap_us: 0.0 };
         let e = Router::new(&t, &looped, 66).err().expect("a loop");
         assert!(e.message.contains("loop"), "{}", e.message);
         table[3] = NO_ROUTE; // switch 0 (leaf 0), host 3
-        let hole =
-            RoutingConfig { algorithm: RoutingAlgorithm::Table, table: Some(table), vls: 1, flowlet_gap_us: 0.0 };
+        let hole = RoutingConfig { algorithm: RoutingAlgorithm::Lft, lft: Some(table), vls: 1, flowlet_gap_us: 0.0 };
         assert!(Router::new(&t, &hole, 66).err().expect("a hole").message.contains("no route"));
     }
 }

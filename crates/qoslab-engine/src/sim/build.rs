@@ -44,7 +44,7 @@ impl Simulation {
             _ => Vec::new(),
         };
         let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
-        for (i, o) in cfg.qos.sl2vl_overrides.iter().enumerate() {
+        for (i, o) in cfg.qos.sl2vl_pairs.iter().enumerate() {
             let key = format!("qos.sl2vl_pairs[{i}]");
             if o.switch >= g.switches {
                 return Err(ConfigError::new(

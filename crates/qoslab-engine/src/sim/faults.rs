@@ -79,7 +79,7 @@ fn saturated() -> EngineConfig {
         "routing": {"algorithm": "dmodk"},
         "qos": {"ca": port, "swe": port},
         "traffic": traffic,
-        "run": {"duration_us": 40.0, "warmup_us": 5.0, "record_messages": false},
+        "run": {"duration_us": 40.0, "warmup_us": 5.0, "messages": false},
     });
     EngineConfig::from_json(&v.to_string()).unwrap()
 }

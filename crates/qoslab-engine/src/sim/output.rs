@@ -112,7 +112,7 @@ impl Simulation {
             );
         }
         let links = self.link_columns(&g);
-        let messages = self.cfg.run.record_messages.then(|| self.message_columns());
+        let messages = self.cfg.run.messages.then(|| self.message_columns());
         let ranks = self.mpi.as_deref().map(rank_columns);
         let interference = self.attribution.as_deref().map(|a| {
             let rows = a.rows();

@@ -19,7 +19,7 @@ pub fn config(jobs: Value) -> EngineConfig {
         "routing": {"algorithm": "dmodk"},
         "qos": {"ca": port, "swe": port},
         "traffic": [],
-        "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "record_messages": false},
+        "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "messages": false},
         "jobs": jobs,
         "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
     });
