@@ -2,6 +2,7 @@
 //! every index and size checked here so that the event loop never meets one out of range.
 
 use super::attribution::Attribution;
+use super::prechecked::PrecheckedVec;
 use super::{mem, RunStatus, Simulation};
 use crate::config::{ConfigError, EngineConfig};
 use crate::fabric::credits::CreditReturns;
@@ -133,8 +134,8 @@ impl Simulation {
             full_wire: f.mtu_bytes + f.header_bytes,
             full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
             window,
-            ports: port_states,
-            port_vls: mem::huge_vec(
+            ports: PrecheckedVec(port_states),
+            port_vls: PrecheckedVec(mem::huge_vec(
                 pv,
                 std::iter::repeat_n(
                     PortVl {
@@ -146,14 +147,14 @@ impl Simulation {
                     },
                     pv,
                 ),
-            ),
-            returns: mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np)),
-            queues: mem::huge_vec(
+            )),
+            returns: PrecheckedVec(mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np))),
+            queues: PrecheckedVec(mem::huge_vec(
                 pv + hca_queues,
                 (0..pv as u32)
                     .map(|q| Queue::new(g.port_peer[(q / vls) as usize]))
                     .chain((0..hca_queues).map(|_| Queue::new(NONE))),
-            ),
+            )),
             packets: Slab::new(),
             messages: Slab::new(),
             sources,

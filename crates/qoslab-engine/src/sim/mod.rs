@@ -18,6 +18,7 @@ mod checks;
 mod faults;
 mod mem;
 pub mod output;
+pub(crate) mod prechecked;
 pub(crate) mod prefetch;
 pub(crate) mod state;
 
@@ -38,6 +39,7 @@ use crate::traffic::{Source, TrafficTable};
 use crate::units::{Rate, Time, NEVER};
 #[cfg(test)]
 use faults::Fault;
+use prechecked::PrecheckedVec;
 use rand_pcg::Pcg64Mcg;
 use state::{Message, Packet, Slab};
 use std::collections::HashMap;
@@ -95,11 +97,11 @@ pub struct Simulation {
     pub(crate) window: Window,
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
-    pub(crate) ports: Vec<PortState>,
+    pub(crate) ports: PrecheckedVec<PortState>,
     /// Per (port, VL): credits, filed requests, counters; one cache line each.
-    pub(crate) port_vls: Vec<PortVl>,
-    pub(crate) returns: Vec<CreditReturns>,
-    pub(crate) queues: Vec<Queue>,
+    pub(crate) port_vls: PrecheckedVec<PortVl>,
+    pub(crate) returns: PrecheckedVec<CreditReturns>,
+    pub(crate) queues: PrecheckedVec<Queue>,
 
     pub(crate) packets: Slab<Packet>,
     pub(crate) messages: Slab<Message>,
@@ -298,7 +300,7 @@ impl Simulation {
             }
             self.attribution = Some(a);
         }
-        for pv in &mut self.port_vls {
+        for pv in self.port_vls.iter_mut() {
             pv.counters.set_stalled(false, now, &self.window);
         }
     }

@@ -1,5 +1,6 @@
 //! The mutable state of a run, struct-of-arrays indexed by port, queue, packet and message ids.
 
+use super::prechecked::PrecheckedVec;
 use crate::topology::NONE;
 use crate::units::Time;
 
@@ -78,13 +79,13 @@ impl Message {
 
 /// Slab allocator: freed slots are reused, so steady state allocates nothing per packet.
 pub struct Slab<T> {
-    pub items: Vec<T>,
+    pub items: PrecheckedVec<T>,
     free: Vec<u32>,
 }
 
 impl<T: Copy> Slab<T> {
     pub fn new() -> Slab<T> {
-        Slab { items: Vec::new(), free: Vec::new() }
+        Slab { items: PrecheckedVec(Vec::new()), free: Vec::new() }
     }
 
     #[inline]
