@@ -60,14 +60,13 @@ class Fabric:
         self.folder = folder
         self.env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "OSM_TMP_DIR": str(folder),
                     "OSM_CACHE_DIR": str(folder)}
-        self.pids: list[int] = []
+        self.procs: list[subprocess.Popen] = []
 
     def start_ibsim(self, net: Path) -> None:
         log = open(self.folder / "ibsim.log", "w")  # noqa: SIM115 - the daemon writes it for its lifetime
         proc = subprocess.Popen([tool("ibsim"), "-s", str(net)], stdin=subprocess.PIPE, stdout=log,
                                 stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True)
-        self.pids.append(proc.pid)
-        self.ibsim = proc
+        self.procs.append(proc)
         # ibsim listens once it has read the net file; a tool run before then cannot attach.
         for _ in range(100):
             if "sim>" in (self.folder / "ibsim.log").read_text():
@@ -80,11 +79,11 @@ class Fabric:
     def run(self, *args: str, timeout: float = 60) -> str:
         proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 env=self.env, cwd=self.folder, text=True, start_new_session=True)
-        self.pids.append(proc.pid)
+        self.procs.append(proc)
         try:
             out, err = proc.communicate(timeout=timeout)
         finally:
-            self.stop(proc.pid)
+            self.stop(proc)
         assert proc.returncode == 0, f"{args}: exit {proc.returncode}: {err}"
         return out
 
@@ -92,23 +91,26 @@ class Fabric:
         """A tool left running (OpenSM as the subnet's master), stopped by close()."""
         proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                 env=self.env, cwd=self.folder, start_new_session=True)
-        self.pids.append(proc.pid)
+        self.procs.append(proc)
         return proc
 
-    def stop(self, pid: int) -> None:
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
+    def stop(self, proc: subprocess.Popen) -> None:
+        """Ends the process and its group: SIGTERM, then SIGKILL if it has not gone within 5 s
+        (an OpenSM whose ibsim is gone can hang in its shutdown and outlive the tests)."""
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(proc.pid, sig)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout=5)
+                return
+            except subprocess.TimeoutExpired:
+                continue
 
     def close(self) -> None:
-        for pid in reversed(self.pids):
-            self.stop(pid)
-        if hasattr(self, "ibsim"):
-            try:
-                self.ibsim.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.ibsim.pid, signal.SIGKILL)
+        for proc in reversed(self.procs):
+            self.stop(proc)
 
 
 @pytest.fixture(scope="module", params=["ftree", "minhop"])
