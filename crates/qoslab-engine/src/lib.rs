@@ -4,6 +4,7 @@
 
 pub mod config;
 pub mod fabric;
+pub mod ids;
 pub mod mpi;
 pub mod queue;
 pub mod routing;

@@ -1,6 +1,7 @@
 //! Link-level flow control: credits freed at a receiver travel back to the sending port over the
 //! link's latency and become the sender's view of the receiver's free buffer on that VL.
 
+use crate::ids::PortId;
 use crate::sim::Simulation;
 use crate::units::{Time, NEVER};
 use std::collections::VecDeque;
@@ -86,8 +87,8 @@ const _: () = assert!(std::mem::size_of::<CreditReturns>() == 64);
 impl Simulation {
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
     #[inline(always)]
-    pub(crate) fn return_credits(&mut self, port: u32, vl: u8, credits: u32, at: Time) {
-        let ps = &mut self.ports[port as usize];
+    pub(crate) fn return_credits(&mut self, port: PortId, vl: u8, credits: u32, at: Time) {
+        let ps = &mut self.ports[port];
         // Return times on one link only grow, so a new return goes behind any pending one.
         if ps.next_return_at == NEVER {
             ps.next_return_at = at;
@@ -95,22 +96,22 @@ impl Simulation {
             ps.next_return_vl = vl;
         } else {
             ps.returns_behind = true;
-            self.returns[port as usize].push(CreditReturn { at, vl, credits });
+            self.returns[port].push(CreditReturn { at, vl, credits });
         }
-        if self.ports[port as usize].credit_waiting && !self.ports[port as usize].transmitting {
+        if self.ports[port].credit_waiting && !self.ports[port].transmitting {
             self.schedule_wake(port, at);
         }
     }
 
     #[inline]
-    pub(crate) fn apply_returned_credits(&mut self, port: u32) {
+    pub(crate) fn apply_returned_credits(&mut self, port: PortId) {
         let now = self.now;
-        let ps = &mut self.ports[port as usize];
+        let ps = &mut self.ports[port];
         while ps.next_return_at <= now {
-            self.port_vls[(port * self.vls + ps.next_return_vl as u32) as usize].credits +=
+            self.port_vls[(port.0 * self.vls + ps.next_return_vl as u32) as usize].credits +=
                 ps.next_return_credits as u32;
             if ps.returns_behind {
-                let returns = &mut self.returns[port as usize];
+                let returns = &mut self.returns[port];
                 let r = returns.pop_front();
                 ps.next_return_at = r.at;
                 ps.next_return_credits = r.credits as u16;
@@ -123,13 +124,13 @@ impl Simulation {
     }
 
     /// Every credit return on its way to `port`, oldest first.
-    pub(crate) fn pending_returns(&self, port: u32) -> impl Iterator<Item = CreditReturn> + '_ {
-        let ps = &self.ports[port as usize];
+    pub(crate) fn pending_returns(&self, port: PortId) -> impl Iterator<Item = CreditReturn> + '_ {
+        let ps = &self.ports[port];
         let first = (ps.next_return_at != NEVER).then_some(CreditReturn {
             at: ps.next_return_at,
             vl: ps.next_return_vl,
             credits: ps.next_return_credits as u32,
         });
-        first.into_iter().chain(self.returns[port as usize].iter())
+        first.into_iter().chain(self.returns[port].iter())
     }
 }

@@ -2,6 +2,7 @@
 //! packets on per-SL send queues (one per queue pair, by destination); a sent packet refills its
 //! source; delivery at the destination completes messages and records their latency.
 
+use crate::ids::{HostId, QueueId};
 use crate::queue::EventKind;
 use crate::routing::dragonfly::NO_VIA;
 use crate::sim::state::{Message, Packet};
@@ -45,7 +46,7 @@ impl Simulation {
         let dst = src.next_destination(&self.tables[src.traffic as usize]);
         src.queued += 1;
         let (host, sl, bytes, class) = (src.host, src.sl, src.message_bytes, src.traffic);
-        self.inject(Message { source: s, ..Message::new(host, dst, sl, bytes, class, self.now) });
+        self.inject(Message { source: s, ..Message::new(HostId(host), HostId(dst), sl, bytes, class, self.now) });
     }
 
     /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
@@ -78,7 +79,7 @@ impl Simulation {
                 via: NO_VIA,
             });
             self.packets_created += 1;
-            if self.queues[q as usize].push(id, &mut self.packets.items) {
+            if self.queues[q].push(id, &mut self.packets.items) {
                 self.register_head(q, None, None);
             }
         }
@@ -88,9 +89,9 @@ impl Simulation {
     /// The HCA send queue a message to `dst` on `sl` joins. An HCA serves its queue pairs round
     /// robin, packet by packet, so a short message to one peer does not wait behind a long one
     /// to another; `hca_send_queues_per_sl` queues per SL stand for the QPs, by destination.
-    pub(crate) fn hca_queue(&self, host: u32, sl: u8, dst: u32) -> u32 {
+    pub(crate) fn hca_queue(&self, host: HostId, sl: u8, dst: HostId) -> QueueId {
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
-        (self.ports.len() as u32) * self.vls + (host * SLS + sl as u32) * lanes + dst % lanes
+        QueueId((self.ports.len() as u32) * self.vls + (host.0 * SLS + sl as u32) * lanes + dst.0 % lanes)
     }
 
     /// An HCA put one more packet of `message` on its wire; a saturating source refills, an
@@ -164,8 +165,8 @@ impl Simulation {
             }
             if self.cfg.run.messages {
                 self.message_log.push(MessageRecord {
-                    src: m.src,
-                    dst: m.dst,
+                    src: m.src.0,
+                    dst: m.dst.0,
                     sl: m.sl,
                     class: m.class,
                     bytes: m.bytes,

@@ -4,6 +4,7 @@
 
 use super::switch::InputSite;
 use super::vl_arbiter::{ArbState, Grant};
+use crate::ids::{PortId, QueueId, SwitchId};
 use crate::queue::EventKind;
 use crate::sim::prefetch::prefetch;
 use crate::sim::Simulation;
@@ -27,16 +28,16 @@ pub(crate) struct PortState {
     pub(crate) returns_behind: bool,
     pub(crate) arb: ArbState,
     /// Queue (input, VL; or HCA send queue) feeding the packet now on this port's wire.
-    pub(crate) tx_queue: u32,
+    pub(crate) tx_queue: QueueId,
     /// Port at the other end of the cable (NONE if uncabled).
-    pub(crate) peer: u32,
+    pub(crate) peer: PortId,
     /// The switch this port belongs to (NONE for an HCA port) and its number there.
-    pub(crate) switch: u32,
+    pub(crate) switch: SwitchId,
     pub(crate) local: u16,
     /// The same for the peer, so a packet sent from here is routed at its next switch without
     /// loading the peer's line (NONE / 0 when the peer is an HCA or there is none).
     pub(crate) peer_local: u16,
-    pub(crate) peer_switch: u32,
+    pub(crate) peer_switch: SwitchId,
     /// Bit v set while VL v has filed requests (skips idle VLs quickly).
     pub(crate) request_mask: u16,
     /// Bit v set while VL v is in a credit stall (mirror of the VL's counters).
@@ -60,8 +61,8 @@ pub struct PortVl {
     /// Credits asked for by the filed requests (adaptive routing's backlog).
     pub requested_credits: u32,
     /// Oldest and newest filed request (queue ids linked through `Queue::next_request`).
-    pub first_request: u32,
-    pub last_request: u32,
+    pub first_request: QueueId,
+    pub last_request: QueueId,
     pub counters: PortVlCounters,
 }
 // The layout is the point of these structs: each is one cache line.
@@ -70,30 +71,30 @@ const _: () = assert!(std::mem::size_of::<PortVl>() == 64);
 
 impl Simulation {
     #[inline(always)]
-    pub(crate) fn schedule_wake(&mut self, port: u32, at: Time) {
-        if at < self.ports[port as usize].wake_at {
-            self.ports[port as usize].wake_at = at;
-            self.events.push(at, EventKind::Wake, port);
+    pub(crate) fn schedule_wake(&mut self, port: PortId, at: Time) {
+        if at < self.ports[port].wake_at {
+            self.ports[port].wake_at = at;
+            self.events.push(at, EventKind::Wake, port.0);
         }
     }
 
-    pub(crate) fn on_wake(&mut self, port: u32) {
-        if self.ports[port as usize].wake_at == self.now {
-            self.ports[port as usize].wake_at = NEVER;
+    pub(crate) fn on_wake(&mut self, port: PortId) {
+        if self.ports[port].wake_at == self.now {
+            self.ports[port].wake_at = NEVER;
         }
         self.try_send(port);
     }
 
-    pub(crate) fn on_tx_end(&mut self, port: u32) {
-        let ps = &mut self.ports[port as usize];
+    pub(crate) fn on_tx_end(&mut self, port: PortId) {
+        let ps = &mut self.ports[port];
         ps.transmitting = false;
         let q = ps.tx_queue;
-        let queue = &mut self.queues[q as usize];
+        let queue = &mut self.queues[q];
         queue.busy = false;
         if self.attribution.is_some() && queue.head != NONE {
             self.attribute_freed(q);
         }
-        let queue = &self.queues[q as usize];
+        let queue = &self.queues[q];
         // The queue's next packet may now go, possibly to another output.
         let out = queue.out_port;
         if queue.head != NONE && out != port {
@@ -107,8 +108,8 @@ impl Simulation {
     /// About a third of the calls find the port sending or with nothing filed and no credits due;
     /// those are answered here, inline, from the port's line.
     #[inline(always)]
-    pub(crate) fn try_send(&mut self, port: u32) {
-        let ps = &self.ports[port as usize];
+    pub(crate) fn try_send(&mut self, port: PortId) {
+        let ps = &self.ports[port];
         if ps.transmitting || (ps.request_mask == 0 && ps.next_return_at > self.now) {
             return;
         }
@@ -116,22 +117,22 @@ impl Simulation {
     }
 
     #[inline(never)]
-    pub(crate) fn arbitrate(&mut self, port: u32) {
+    pub(crate) fn arbitrate(&mut self, port: PortId) {
         let now = self.now;
         self.apply_returned_credits(port);
-        let mut mask = self.ports[port as usize].request_mask;
+        let mut mask = self.ports[port].request_mask;
         if mask == 0 {
             return;
         }
-        let base = port * self.vls;
+        let base = port.0 * self.vls;
         let mut ready: u16 = 0;
         // The last VL found ready and the request filed just before its first sendable one
         // (NONE if that is the oldest), for unlinking it. Usually a port has one VL in use; when
         // the arbiter grants another, that VL's list is searched again (`sendable_prev`).
-        let (mut last_ready_vl, mut last_ready_prev) = (0u8, NONE);
+        let (mut last_ready_vl, mut last_ready_prev) = (0u8, QueueId::NONE);
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
-        let mut stalled_mask = self.ports[port as usize].stalled_mask;
+        let mut stalled_mask = self.ports[port].stalled_mask;
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
@@ -139,9 +140,9 @@ impl Simulation {
             let pv = &self.port_vls[idx];
             let available = pv.credits;
             let mut stalled = false;
-            let (mut prev, mut q) = (NONE, pv.first_request);
-            while q != NONE {
-                let r = &self.queues[q as usize];
+            let (mut prev, mut q) = (QueueId::NONE, pv.first_request);
+            while !q.is_none() {
+                let r = &self.queues[q];
                 let next = r.next_request;
                 if r.head_eligible_at > now {
                     next_eligible = next_eligible.min(r.head_eligible_at);
@@ -164,28 +165,28 @@ impl Simulation {
             if stalled != was_stalled {
                 self.port_vls[idx].counters.set_stalled(stalled, now, &self.window);
                 stalled_mask ^= 1 << v;
-                self.ports[port as usize].stalled_mask = stalled_mask;
+                self.ports[port].stalled_mask = stalled_mask;
             }
             credit_blocked |= stalled;
         }
-        let ps = &mut self.ports[port as usize];
-        let table = &self.arb_tables[(ps.switch != NONE) as usize];
+        let ps = &mut self.ports[port];
+        let table = &self.arb_tables[!ps.switch.is_none() as usize];
         let grant = if ready != 0 { ps.arb.select(table, ready) } else { None };
         let Some(grant) = grant else {
             if credit_blocked {
                 if let Some(w) = self.xmit_wait.as_deref_mut() {
-                    if w[port as usize].0 == NEVER {
-                        w[port as usize].0 = now;
+                    if w[port.index()].0 == NEVER {
+                        w[port.index()].0 = now;
                     }
                 }
                 if self.attribution.is_some() {
-                    let ps = &self.ports[port as usize];
-                    let downstream = (!ps.peer_is_host).then(|| ps.peer * self.vls);
+                    let ps = &self.ports[port];
+                    let downstream = (!ps.peer_is_host).then(|| QueueId::input(ps.peer, 0, self.vls));
                     let a = self.attribution.as_deref_mut().expect("attribution on");
                     a.blocked(port, stalled_mask, now, downstream, &self.queues);
                 }
-                self.ports[port as usize].credit_waiting = true;
-                let at = self.ports[port as usize].next_return_at;
+                self.ports[port].credit_waiting = true;
+                let at = self.ports[port].next_return_at;
                 if at != NEVER {
                     self.schedule_wake(port, at);
                 }
@@ -197,18 +198,18 @@ impl Simulation {
         };
         let idx = (base + grant.vl as u32) as usize;
         let prev = if grant.vl == last_ready_vl { last_ready_prev } else { self.sendable_prev(idx) };
-        let q = if prev == NONE { self.port_vls[idx].first_request } else { self.queues[prev as usize].next_request };
+        let q = if prev.is_none() { self.port_vls[idx].first_request } else { self.queues[prev].next_request };
         self.unfile_request(idx, prev, q);
         self.transmit(port, q, grant.vl, grant);
     }
 
     /// The request filed just before the first sendable one on (port, VL) `idx` (NONE if that
     /// is the oldest): the same one the scan in `arbitrate` found, as nothing changed since.
-    pub(crate) fn sendable_prev(&self, idx: usize) -> u32 {
+    pub(crate) fn sendable_prev(&self, idx: usize) -> QueueId {
         let (now, available) = (self.now, self.port_vls[idx].credits);
-        let (mut prev, mut q) = (NONE, self.port_vls[idx].first_request);
+        let (mut prev, mut q) = (QueueId::NONE, self.port_vls[idx].first_request);
         loop {
-            let r = &self.queues[q as usize];
+            let r = &self.queues[q];
             if r.head_eligible_at <= now && !r.busy && r.head_credits as u32 <= available {
                 return prev;
             }
@@ -217,34 +218,34 @@ impl Simulation {
     }
 
     /// Starts sending the head of queue `q` on `port`, VL `vl`.
-    pub(crate) fn transmit(&mut self, port: u32, q: u32, vl: u8, grant: Grant) {
+    pub(crate) fn transmit(&mut self, port: PortId, q: QueueId, vl: u8, grant: Grant) {
         let now = self.now;
-        let upstream = self.queues[q as usize].upstream;
+        let upstream = self.queues[q].upstream;
         // What this hop needs of the port's line, read once.
-        let ps = &self.ports[port as usize];
+        let ps = &self.ports[port];
         let (down, delivers, peer_switch, peer_local) =
             (ps.peer, ps.peer_is_host, ps.peer_switch, ps.peer_local as u32);
         // Whether the port sat idle for credits since its last transmission (the blocked
         // interval attribution and PortXmitWait close now); read here, from the line in hand.
         let was_blocked = ps.credit_waiting;
-        let (switch, base) = (ps.switch, port - ps.local as u32);
+        let (switch, base) = (ps.switch, PortId(port.0 - ps.local as u32));
         // Start the misses this packet-hop will take anyway, so that they overlap.
         if !delivers {
-            prefetch(&self.queues[(down * self.vls + vl as u32) as usize]);
+            prefetch(&self.queues[QueueId::input(down, vl, self.vls)]);
         }
-        if upstream != NONE {
-            prefetch(&self.ports[upstream as usize]);
+        if !upstream.is_none() {
+            prefetch(&self.ports[upstream]);
             // Often (nearly half the time on a loaded fabric) a return is already on its way
             // there, and this one queues behind it.
             if self.deep_prefetch {
-                prefetch(&self.returns[upstream as usize]);
+                prefetch(&self.returns[upstream]);
             }
         }
-        let id = self.queues[q as usize].pop(&self.packets.items);
+        let id = self.queues[q].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
         let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits(), pk.message);
         // An HCA's send and the last hop's delivery update the packet's message.
-        if self.deep_prefetch && (upstream == NONE || delivers) {
+        if self.deep_prefetch && (upstream.is_none() || delivers) {
             prefetch(&self.messages.items[message as usize]);
         }
         // Where the packet goes at the next switch, worked out now (when fixed) so that the lines
@@ -253,12 +254,12 @@ impl Simulation {
         let mut next_site = None;
         let mut next_route = None;
         if !delivers {
-            let site = InputSite { switch: peer_switch, base: down - peer_local, local: peer_local };
+            let site = InputSite { switch: peer_switch, base: PortId(down.0 - peer_local), local: peer_local };
             next_site = Some(site);
             next_route = self.fixed_route(site, pk.src, pk.dst, pk.sl);
             if let Some((out, out_vl)) = next_route {
-                prefetch(&self.ports[out as usize]);
-                prefetch(&self.port_vls[(out * self.vls + out_vl as u32) as usize]);
+                prefetch(&self.ports[out]);
+                prefetch(&self.port_vls[self.port_vl(out, out_vl)]);
             }
         }
         let done = if self.port_rates.is_empty() {
@@ -272,7 +273,7 @@ impl Simulation {
         }
         if was_blocked {
             if let Some(w) = self.xmit_wait.as_deref_mut() {
-                let (since, total) = &mut w[port as usize];
+                let (since, total) = &mut w[port.index()];
                 if *since != NEVER {
                     *total += self.window.overlap(*since, now);
                     *since = NEVER;
@@ -287,22 +288,22 @@ impl Simulation {
             pv.counters.packets += 1;
             pv.counters.bytes += wire as u64;
         }
-        let ps = &mut self.ports[port as usize];
+        let ps = &mut self.ports[port];
         ps.arb.charge(grant, wire);
         ps.transmitting = true;
         ps.credit_waiting = false;
         ps.tx_queue = q;
-        self.events.push(done, EventKind::TxEnd, port);
+        self.events.push(done, EventKind::TxEnd, port.0);
         self.packet_hops += 1;
 
         // Where the queue's next head is routed from: this port's switch, the queue's input.
         let mut site = None;
-        if upstream != NONE {
+        if !upstream.is_none() {
             // The packet leaves the input buffer when its tail has left: credits go back then.
-            let input = q / self.vls;
-            let in_vl = (q - input * self.vls) as u8;
+            let input = q.0 / self.vls;
+            let in_vl = (q.0 - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
-            site = Some(InputSite { switch, base, local: input - base });
+            site = Some(InputSite { switch, base, local: input - base.0 });
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -310,12 +311,12 @@ impl Simulation {
                 s.injected_wire_bytes += wire as u64;
             }
         }
-        let queue = &mut self.queues[q as usize];
+        let queue = &mut self.queues[q];
         queue.busy = true;
         if queue.head != NONE {
             self.register_head(q, site, None);
         }
-        if upstream == NONE {
+        if upstream.is_none() {
             self.on_hca_sent(message);
         }
 
@@ -325,8 +326,8 @@ impl Simulation {
             self.return_credits(port, vl, credits, tail + self.link_latency);
         } else {
             self.packets.items[id as usize].eligible_at = now + self.link_latency + self.switch_latency;
-            let dq = down * self.vls + vl as u32;
-            if self.queues[dq as usize].push(id, &mut self.packets.items) {
+            let dq = QueueId::input(down, vl, self.vls);
+            if self.queues[dq].push(id, &mut self.packets.items) {
                 self.register_head(dq, next_site, next_route);
             }
         }
@@ -334,15 +335,15 @@ impl Simulation {
 
     /// When a packet's transmission on `port` ends where links differ in rate: cut-through onto
     /// a faster link cannot finish before the packet's tail has arrived from the slower one.
-    pub(crate) fn mixed_rate_tx_end(&self, port: u32, upstream: u32, wire: u32, eligible_at: Time) -> Time {
-        let rate = self.port_rates[port as usize];
+    pub(crate) fn mixed_rate_tx_end(&self, port: PortId, upstream: PortId, wire: u32, eligible_at: Time) -> Time {
+        let rate = self.port_rates[port.index()];
         let end = self.now + rate.serialization(wire);
-        if upstream == NONE {
+        if upstream.is_none() {
             return end;
         }
         // The header arrived a switch latency before the packet became eligible; its tail
         // follows at the upstream link's rate, and leaves here one byte time after arriving.
-        let tail_in = eligible_at - self.switch_latency + self.port_rates[upstream as usize].serialization(wire);
+        let tail_in = eligible_at - self.switch_latency + self.port_rates[upstream.index()].serialization(wire);
         end.max(tail_in + rate.serialization(1))
     }
 }

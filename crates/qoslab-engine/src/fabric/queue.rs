@@ -1,5 +1,6 @@
 //! A packet FIFO: one VL of a switch input buffer, or an HCA send queue.
 
+use crate::ids::{PortId, QueueId};
 use crate::sim::state::Packet;
 use crate::topology::NONE;
 use crate::units::Time;
@@ -12,9 +13,9 @@ pub struct Queue {
     pub head: u32,
     pub tail: u32,
     /// The next queue whose head asks for the same (output port, VL), in filing order.
-    pub next_request: u32,
+    pub next_request: QueueId,
     /// Output port the head leaves through (set when it becomes head).
-    pub out_port: u32,
+    pub out_port: PortId,
     pub head_eligible_at: Time,
     pub head_credits: u16,
     pub out_vl: u8,
@@ -24,16 +25,16 @@ pub struct Queue {
     /// The port that sends into this queue's input, which gets the credits back (NONE for an
     /// HCA send queue). Fixed; kept here, in the line a packet-hop loads anyway, so that sending
     /// need not load the input port's line to find it.
-    pub upstream: u32,
+    pub upstream: PortId,
 }
 
 impl Queue {
-    pub fn new(upstream: u32) -> Queue {
+    pub fn new(upstream: PortId) -> Queue {
         Queue {
             head: NONE,
             tail: NONE,
-            next_request: NONE,
-            out_port: NONE,
+            next_request: QueueId::NONE,
+            out_port: PortId::NONE,
             head_eligible_at: 0,
             head_credits: 0,
             out_vl: 0,

@@ -18,7 +18,9 @@
 //! Off (the default), none of this runs: the engine checks one `Option` per filing, grant,
 //! stall and transmission.
 
+use super::prechecked::PrecheckedVec;
 use crate::fabric::queue::Queue;
+use crate::ids::{PortId, QueueId};
 use crate::topology::NONE;
 use crate::units::{Time, NEVER};
 
@@ -41,7 +43,7 @@ struct QueueNote {
 const DENSE_SLOTS: usize = 8 << 20;
 
 enum Charges {
-    Dense { keys: usize, slots: Vec<u64> },
+    Dense { keys: usize, slots: PrecheckedVec<u64> },
     Sparse(Vec<Vec<(u32, u64)>>),
 }
 
@@ -49,17 +51,17 @@ pub(crate) struct Attribution {
     classes: usize,
     vls: usize,
     /// Per (port, VL, class): heads filed and not yet granted.
-    waiting: Vec<u32>,
+    waiting: PrecheckedVec<u32>,
     /// Per queue: its head's class and until when its previous packet is on the wire, together
     /// (one cache line holds four queues' notes).
-    notes: Vec<QueueNote>,
+    notes: PrecheckedVec<QueueNote>,
     /// Per port: since when it has been idle with credit-stalled requests (NEVER: it is not), and
     /// the VLs that were stalled then.
-    blocked_since: Vec<Time>,
-    blocked_vls: Vec<u16>,
+    blocked_since: PrecheckedVec<Time>,
+    blocked_vls: PrecheckedVec<u16>,
     /// Per (port, VL): the class holding the downstream buffer when the port became blocked
     /// (the head of that buffer's queue), NO_CLASS if the space was only in flight back.
-    holder: Vec<u16>,
+    holder: PrecheckedVec<u16>,
     /// Per (port, VL) and key = (kind * classes + victim) * classes + culprit: picoseconds. The
     /// fabric-wide matrices are summed from it at the end (one write a charge, not two).
     per_port_vl: Charges,
@@ -70,13 +72,16 @@ impl Attribution {
         Attribution {
             classes,
             vls,
-            waiting: vec![0; ports * vls * classes],
-            notes: vec![QueueNote::default(); queues],
-            blocked_since: vec![NEVER; ports],
-            blocked_vls: vec![0; ports],
-            holder: vec![NO_CLASS; ports * vls],
+            waiting: PrecheckedVec::new(vec![0; ports * vls * classes]),
+            notes: PrecheckedVec::new(vec![QueueNote::default(); queues]),
+            blocked_since: PrecheckedVec::new(vec![NEVER; ports]),
+            blocked_vls: PrecheckedVec::new(vec![0; ports]),
+            holder: PrecheckedVec::new(vec![NO_CLASS; ports * vls]),
             per_port_vl: if ports * vls * 2 * classes * classes <= DENSE_SLOTS {
-                Charges::Dense { keys: 2 * classes * classes, slots: vec![0; ports * vls * 2 * classes * classes] }
+                Charges::Dense {
+                    keys: 2 * classes * classes,
+                    slots: PrecheckedVec::new(vec![0; ports * vls * 2 * classes * classes]),
+                }
             } else {
                 Charges::Sparse(vec![Vec::new(); ports * vls])
             },
@@ -107,7 +112,7 @@ impl Attribution {
     #[allow(clippy::too_many_arguments)]
     pub fn new_head(
         &mut self,
-        queue: u32,
+        queue: QueueId,
         class: u16,
         port_vl: usize,
         busy: bool,
@@ -116,7 +121,7 @@ impl Attribution {
         now: Time,
         window: impl Fn(Time, Time) -> u64,
     ) {
-        let q = queue as usize;
+        let q = queue.index();
         // Behind its predecessor from its arrival until that one's tail has left.
         let note = self.notes[q];
         let freed = if busy { note.busy_until } else { now };
@@ -130,21 +135,21 @@ impl Attribution {
     }
 
     /// The predecessor's tail has left: queue `queue`'s head (filed at `port_vl`) now waits there.
-    pub fn queue_freed(&mut self, queue: u32, port_vl: usize) {
-        self.waiting[port_vl * self.classes + self.notes[queue as usize].head_class as usize] += 1;
+    pub fn queue_freed(&mut self, queue: QueueId, port_vl: usize) {
+        self.waiting[port_vl * self.classes + self.notes[queue.index()].head_class as usize] += 1;
     }
 
     /// `queue`'s head was granted at (port, VL) `port_vl`.
     #[inline]
-    pub fn granted(&mut self, port_vl: usize, queue: u32) {
-        self.waiting[port_vl * self.classes + self.notes[queue as usize].head_class as usize] -= 1;
+    pub fn granted(&mut self, port_vl: usize, queue: QueueId) {
+        self.waiting[port_vl * self.classes + self.notes[queue.index()].head_class as usize] -= 1;
     }
 
     /// `port` starts sending `queue`'s former head until `done`, for `ps` measured: every head
     /// still filed there (on the VLs in `requests`) waits for it.
-    pub fn transmitting(&mut self, port: u32, requests: u16, queue: u32, done: Time, ps: u64) {
-        let culprit = self.notes[queue as usize].head_class as usize;
-        self.notes[queue as usize].busy_until = done;
+    pub fn transmitting(&mut self, port: PortId, requests: u16, queue: QueueId, done: Time, ps: u64) {
+        let culprit = self.notes[queue.index()].head_class as usize;
+        self.notes[queue.index()].busy_until = done;
         if ps == 0 {
             return;
         }
@@ -152,7 +157,7 @@ impl Attribution {
         while mask != 0 {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let port_vl = port as usize * self.vls + v;
+            let port_vl = port.index() * self.vls + v;
             for victim in 0..self.classes {
                 let count = self.waiting[port_vl * self.classes + victim];
                 if count > 0 {
@@ -165,40 +170,47 @@ impl Attribution {
     /// `port` found nothing it may send and some VLs stalled on credits (`stalled`). `downstream`:
     /// the first of the queues of the input buffer it sends into (one per VL), None when it
     /// delivers to an HCA. What holds each stalled VL's downstream space is noted now.
-    pub fn blocked(&mut self, port: u32, stalled: u16, now: Time, downstream: Option<u32>, queues: &[Queue]) {
-        if self.blocked_since[port as usize] != NEVER {
+    pub fn blocked(
+        &mut self,
+        port: PortId,
+        stalled: u16,
+        now: Time,
+        downstream: Option<QueueId>,
+        queues: &PrecheckedVec<Queue, QueueId>,
+    ) {
+        if self.blocked_since[port.index()] != NEVER {
             return;
         }
-        self.blocked_since[port as usize] = now;
-        self.blocked_vls[port as usize] = stalled;
+        self.blocked_since[port.index()] = now;
+        self.blocked_vls[port.index()] = stalled;
         let mut mask = stalled;
         while mask != 0 {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            self.holder[port as usize * self.vls + v] = downstream
-                .map(|first| first as usize + v)
+            self.holder[port.index() * self.vls + v] = downstream
+                .map(|first| QueueId(first.0 + v as u32))
                 .filter(|&q| queues[q].head != NONE)
-                .map_or(NO_CLASS, |q| self.notes[q].head_class);
+                .map_or(NO_CLASS, |q| self.notes[q.index()].head_class);
         }
     }
 
     /// Ends `port`'s idle-blocked interval, charging it (`window_ps(since)`: its part inside the
     /// measurement window).
-    pub fn unblocked(&mut self, port: u32, window_ps: impl FnOnce(Time) -> u64) {
-        let since = self.blocked_since[port as usize];
+    pub fn unblocked(&mut self, port: PortId, window_ps: impl FnOnce(Time) -> u64) {
+        let since = self.blocked_since[port.index()];
         if since == NEVER {
             return;
         }
-        self.blocked_since[port as usize] = NEVER;
+        self.blocked_since[port.index()] = NEVER;
         let ps = window_ps(since);
         if ps == 0 {
             return;
         }
-        let mut mask = self.blocked_vls[port as usize];
+        let mut mask = self.blocked_vls[port.index()];
         while mask != 0 {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            let port_vl = port as usize * self.vls + v;
+            let port_vl = port.index() * self.vls + v;
             let holder = self.holder[port_vl];
             for victim in 0..self.classes {
                 let count = self.waiting[port_vl * self.classes + victim];
@@ -210,8 +222,8 @@ impl Attribution {
         }
     }
 
-    pub fn blocked_ports(&self) -> impl Iterator<Item = u32> + '_ {
-        self.blocked_since.iter().enumerate().filter(|(_, &t)| t != NEVER).map(|(p, _)| p as u32)
+    pub fn blocked_ports(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.blocked_since.iter().enumerate().filter(|(_, &t)| t != NEVER).map(|(p, _)| PortId(p as u32))
     }
 
     /// victim x culprit picoseconds of one kind, over the whole fabric.
@@ -256,19 +268,19 @@ impl super::Simulation {
     /// Attribution: queue `q`'s new head reached the head (its request about to be filed at
     /// `out_port`, `out_vl`); the queue still holds where its predecessor was filed.
     #[inline(never)]
-    pub(crate) fn attribute_head(&mut self, q: u32, out_port: u32, out_vl: u8, eligible: Time, class: u16) {
+    pub(crate) fn attribute_head(&mut self, q: QueueId, out_port: PortId, out_vl: u8, eligible: Time, class: u16) {
         let (now, window, vls) = (self.now, self.window, self.vls as usize);
-        let queue = &self.queues[q as usize];
-        let previous = queue.out_port as usize * vls + queue.out_vl as usize;
-        let (busy, idx) = (queue.busy, out_port as usize * vls + out_vl as usize);
+        let queue = &self.queues[q];
+        let previous = queue.out_port.index() * vls + queue.out_vl as usize;
+        let (busy, idx) = (queue.busy, out_port.index() * vls + out_vl as usize);
         let a = self.attribution.as_deref_mut().expect("attribution on");
         a.new_head(q, class, idx, busy, previous, eligible, now, |from, to| window.overlap(from, to));
     }
 
     /// Attribution: queue `q`'s predecessor has left; its head now waits at its output.
     #[inline(never)]
-    pub(crate) fn attribute_freed(&mut self, q: u32) {
-        let queue = &self.queues[q as usize];
+    pub(crate) fn attribute_freed(&mut self, q: QueueId) {
+        let queue = &self.queues[q];
         let idx = self.port_vl(queue.out_port, queue.out_vl);
         self.attribution.as_deref_mut().expect("attribution on").queue_freed(q, idx);
     }
@@ -276,9 +288,9 @@ impl super::Simulation {
     /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
     /// `done`; any credit-stalled idle time before is charged first.
     #[inline(never)]
-    pub(crate) fn attribute_wait(&mut self, port: u32, q: u32, now: Time, done: Time, was_blocked: bool) {
+    pub(crate) fn attribute_wait(&mut self, port: PortId, q: QueueId, now: Time, done: Time, was_blocked: bool) {
         let window = self.window;
-        let requests = self.ports[port as usize].request_mask;
+        let requests = self.ports[port].request_mask;
         let a = self.attribution.as_deref_mut().expect("attribution on");
         if was_blocked {
             a.unblocked(port, |since| window.overlap(since, now));

@@ -11,6 +11,7 @@ use crate::fabric::port::{PortState, PortVl};
 use crate::fabric::queue::Queue;
 use crate::fabric::sl2vl::{table, Sl2Vl};
 use crate::fabric::vl_arbiter::{ArbState, ArbTables};
+use crate::ids::{PortId, QueueId, SwitchId};
 use crate::mpi::{program::PackedTrace, Mpi};
 use crate::queue::{EventQueue, MAX_EVENT_ID};
 use crate::routing::Router;
@@ -90,15 +91,15 @@ impl Simulation {
                     next_return_vl: 0,
                     returns_behind: false,
                     arb: ArbState::default(),
-                    tx_queue: NONE,
-                    peer,
-                    switch: if g.is_host(node) { NONE } else { node - g.hosts },
+                    tx_queue: QueueId::NONE,
+                    peer: PortId(peer),
+                    switch: if g.is_host(node) { SwitchId::NONE } else { SwitchId(node - g.hosts) },
                     local: g.local_port(p as u32) as u16,
                     peer_local: if peer == NONE { 0 } else { g.local_port(peer) as u16 },
                     peer_switch: if peer == NONE || g.is_host(g.port_node[peer as usize]) {
-                        NONE
+                        SwitchId::NONE
                     } else {
-                        g.port_node[peer as usize] - g.hosts
+                        SwitchId(g.port_node[peer as usize] - g.hosts)
                     },
                     request_mask: 0,
                     stalled_mask: 0,
@@ -134,26 +135,26 @@ impl Simulation {
             full_wire: f.mtu_bytes + f.header_bytes,
             full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
             window,
-            ports: PrecheckedVec(port_states),
-            port_vls: PrecheckedVec(mem::huge_vec(
+            ports: PrecheckedVec::new(port_states),
+            port_vls: PrecheckedVec::new(mem::huge_vec(
                 pv,
                 std::iter::repeat_n(
                     PortVl {
                         credits: buffer_credits,
                         requested_credits: 0,
-                        first_request: NONE,
-                        last_request: NONE,
+                        first_request: QueueId::NONE,
+                        last_request: QueueId::NONE,
                         counters: PortVlCounters::default(),
                     },
                     pv,
                 ),
             )),
-            returns: PrecheckedVec(mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np))),
-            queues: PrecheckedVec(mem::huge_vec(
+            returns: PrecheckedVec::new(mem::huge_vec(np, std::iter::repeat_with(CreditReturns::default).take(np))),
+            queues: PrecheckedVec::new(mem::huge_vec(
                 pv + hca_queues,
                 (0..pv as u32)
-                    .map(|q| Queue::new(g.port_peer[(q / vls) as usize]))
-                    .chain((0..hca_queues).map(|_| Queue::new(NONE))),
+                    .map(|q| Queue::new(PortId(g.port_peer[(q / vls) as usize])))
+                    .chain((0..hca_queues).map(|_| Queue::new(PortId::NONE))),
             )),
             packets: Slab::new(),
             messages: Slab::new(),

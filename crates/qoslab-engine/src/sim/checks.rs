@@ -5,6 +5,7 @@
 //! clears, so the run stops and names it.
 
 use super::Simulation;
+use crate::ids::{PortId, QueueId};
 use crate::topology::NONE;
 use crate::units::NEVER;
 
@@ -15,12 +16,12 @@ impl Simulation {
         let live = self.packets.live() as u64;
         let mut queued = 0u64;
         let mut queued_credits = vec![0u64; self.port_vls.len()];
-        for q in 0..self.queues.len() as u32 {
-            let mut id = self.queues[q as usize].head;
+        for q in (0..self.queues.len() as u32).map(QueueId) {
+            let mut id = self.queues[q].head;
             while id != NONE {
                 queued += 1;
-                if self.queue_input(q) != NONE {
-                    queued_credits[q as usize] += self.packets.items[id as usize].credits() as u64;
+                if !self.queue_input(q).is_none() {
+                    queued_credits[q.index()] += self.packets.items[id as usize].credits() as u64;
                 }
                 id = self.packets.items[id as usize].next;
             }
@@ -38,13 +39,13 @@ impl Simulation {
             return Err("messages created != completed + open".into());
         }
         let mut checked = 0u64;
-        for p in 0..g.ports() {
-            let down = g.port_peer[p as usize];
+        for p in (0..g.ports()).map(PortId) {
+            let down = g.port_peer[p.index()];
             if down == NONE {
                 continue;
             }
             for v in 0..self.vls {
-                let idx = (p * self.vls + v) as usize;
+                let idx = self.port_vl(p, v as u8);
                 let returning: u64 =
                     self.pending_returns(p).filter(|r| r.vl as u32 == v).map(|r| r.credits as u64).sum();
                 let held = queued_credits[(down * self.vls + v) as usize];
@@ -77,19 +78,19 @@ impl Simulation {
     /// output port that is idle with nothing scheduled: a lost wake-up. Empty in a healthy run.
     pub fn sendable_but_idle(&self) -> Vec<String> {
         let mut out = Vec::new();
-        for p in 0..self.ports.len() as u32 {
-            if self.ports[p as usize].transmitting || self.ports[p as usize].wake_at != NEVER {
+        for p in (0..self.ports.len() as u32).map(PortId) {
+            if self.ports[p].transmitting || self.ports[p].wake_at != NEVER {
                 continue;
             }
             let mut credits: Vec<u32> =
-                (0..self.vls).map(|v| self.port_vls[(p * self.vls + v) as usize].credits).collect();
+                (0..self.vls).map(|v| self.port_vls[self.port_vl(p, v as u8)].credits).collect();
             for r in self.pending_returns(p).filter(|r| r.at <= self.now) {
                 credits[r.vl as usize] += r.credits;
             }
             for v in 0..self.vls {
-                let mut q = self.port_vls[(p * self.vls + v) as usize].first_request;
-                while q != NONE {
-                    let queue = &self.queues[q as usize];
+                let mut q = self.port_vls[self.port_vl(p, v as u8)].first_request;
+                while !q.is_none() {
+                    let queue = &self.queues[q];
                     let pk = &self.packets.items[queue.head as usize];
                     if pk.eligible_at <= self.now && !queue.busy && pk.credits() <= credits[v as usize] {
                         out.push(format!("port {p} VL{v}: packet {}->{} from queue {q} could be sent", pk.src, pk.dst));
@@ -105,25 +106,25 @@ impl Simulation {
 impl Simulation {
     /// Queue whose draining queue `q`'s head is waiting for, if it waits for credits only that
     /// queue can free: its output has too few credits on its VL and none on the way back.
-    fn waits_for(&self, q: u32) -> u32 {
-        let queue = &self.queues[q as usize];
+    fn waits_for(&self, q: QueueId) -> QueueId {
+        let queue = &self.queues[q];
         if queue.head == NONE || queue.busy {
-            return NONE;
+            return QueueId::NONE;
         }
         let (out, vl) = (queue.out_port, queue.out_vl);
-        let ps = &self.ports[out as usize];
-        if ps.peer_is_host || ps.peer == NONE {
-            return NONE;
+        let ps = &self.ports[out];
+        if ps.peer_is_host || ps.peer.is_none() {
+            return QueueId::NONE;
         }
         if self.port_vls[self.port_vl(out, vl)].credits >= queue.head_credits as u32 {
-            return NONE;
+            return QueueId::NONE;
         }
         let returning = (ps.next_return_at != crate::units::NEVER && ps.next_return_vl == vl)
-            || self.returns[out as usize].iter().any(|r| r.vl == vl);
+            || self.returns[out].iter().any(|r| r.vl == vl);
         if returning {
-            return NONE;
+            return QueueId::NONE;
         }
-        ps.peer * self.vls + vl as u32
+        QueueId::input(ps.peer, vl, self.vls)
     }
 
     /// A description of a cycle of blocked switch input buffers, or None.
@@ -132,35 +133,35 @@ impl Simulation {
         // 0: not seen, 1: on the current walk, 2: known not to lead into a cycle.
         let mut state = vec![0u8; switch_queues];
         let mut walk = Vec::new();
-        for start in 0..switch_queues as u32 {
-            if state[start as usize] != 0 || self.ports[(start / self.vls) as usize].switch == NONE {
+        for start in (0..switch_queues as u32).map(QueueId) {
+            if state[start.index()] != 0 || self.ports[self.queue_input(start)].switch.is_none() {
                 continue;
             }
             walk.clear();
             let mut q = start;
-            while q != NONE && (q as usize) < switch_queues && state[q as usize] == 0 {
-                state[q as usize] = 1;
+            while !q.is_none() && q.index() < switch_queues && state[q.index()] == 0 {
+                state[q.index()] = 1;
                 walk.push(q);
                 q = self.waits_for(q);
             }
-            if q != NONE && (q as usize) < switch_queues && state[q as usize] == 1 {
+            if !q.is_none() && q.index() < switch_queues && state[q.index()] == 1 {
                 let first = walk.iter().position(|&x| x == q).unwrap();
                 return Some(self.describe_cycle(&walk[first..]));
             }
             for &x in &walk {
-                state[x as usize] = 2;
+                state[x.index()] = 2;
             }
         }
         None
     }
 
-    fn describe_cycle(&self, cycle: &[u32]) -> String {
+    fn describe_cycle(&self, cycle: &[QueueId]) -> String {
         let g = self.graph();
-        let name = |q: u32| {
-            let port = q / self.vls;
+        let name = |q: QueueId| {
+            let port = q.0 / self.vls;
             let node = g.port_node[port as usize];
             // Ports as the InfiniBand tools number them, from 1.
-            format!("{} port {} VL{}", g.node_names[node as usize], g.local_port(port) + 1, q % self.vls)
+            format!("{} port {} VL{}", g.node_names[node as usize], g.local_port(port) + 1, q.0 % self.vls)
         };
         let mut text: Vec<String> = cycle.iter().map(|&q| name(q)).collect();
         text.push(name(cycle[0]));

@@ -3,6 +3,7 @@
 //! so only breaking the state on purpose shows that the check can fail. Test builds only.
 
 use super::*;
+use crate::topology::NONE;
 
 /// What a test breaks once `Simulation::fault`'s event count has run.
 #[derive(Debug, Clone, Copy)]
@@ -34,13 +35,13 @@ impl Simulation {
             Fault::DropPacket => {
                 // Not a head: no request, routing decision or transmission refers to it.
                 let switch_queues = self.ports.len() as u32 * self.vls;
-                let Some(q) = (0..switch_queues).find(|&q| {
-                    let queue = &self.queues[q as usize];
-                    self.queue_input(q) != NONE && queue.head != queue.tail
+                let Some(q) = (0..switch_queues).map(QueueId).find(|&q| {
+                    let queue = &self.queues[q];
+                    !self.queue_input(q).is_none() && queue.head != queue.tail
                 }) else {
                     return;
                 };
-                let queue = &mut self.queues[q as usize];
+                let queue = &mut self.queues[q];
                 let mut before = queue.head;
                 while self.packets.items[before as usize].next != queue.tail {
                     before = self.packets.items[before as usize].next;

@@ -30,11 +30,12 @@ use crate::fabric::port::{PortState, PortVl};
 use crate::fabric::queue::Queue;
 use crate::fabric::sl2vl::Sl2Vl;
 use crate::fabric::vl_arbiter::ArbTables;
+use crate::ids::{HostId, PortId, QueueId};
 use crate::mpi::{Mpi, Transport};
 use crate::queue::{EventKind, EventQueue};
 use crate::routing::Router;
 use crate::stats::{FlowStats, Window};
-use crate::topology::{Graph, Topology, NONE};
+use crate::topology::{Graph, Topology};
 use crate::traffic::{Source, TrafficTable};
 use crate::units::{Rate, Time, NEVER};
 #[cfg(test)]
@@ -97,11 +98,11 @@ pub struct Simulation {
     pub(crate) window: Window,
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
-    pub(crate) ports: PrecheckedVec<PortState>,
+    pub(crate) ports: PrecheckedVec<PortState, PortId>,
     /// Per (port, VL): credits, filed requests, counters; one cache line each.
     pub(crate) port_vls: PrecheckedVec<PortVl>,
-    pub(crate) returns: PrecheckedVec<CreditReturns>,
-    pub(crate) queues: PrecheckedVec<Queue>,
+    pub(crate) returns: PrecheckedVec<CreditReturns, PortId>,
+    pub(crate) queues: PrecheckedVec<Queue, QueueId>,
 
     pub(crate) packets: Slab<Packet>,
     pub(crate) messages: Slab<Message>,
@@ -184,8 +185,8 @@ impl Simulation {
             self.event_count += 1;
             self.pending_sum += self.events.len() as u128;
             match kind {
-                EventKind::TxEnd => self.on_tx_end(id),
-                EventKind::Wake => self.on_wake(id),
+                EventKind::TxEnd => self.on_tx_end(PortId(id)),
+                EventKind::Wake => self.on_wake(PortId(id)),
                 EventKind::Source => self.on_source(id),
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
@@ -250,18 +251,18 @@ impl Simulation {
 
     /// Input port a queue belongs to (NONE for HCA send queues, which have no crossbar input).
     #[inline]
-    pub(crate) fn queue_input(&self, q: u32) -> u32 {
+    pub(crate) fn queue_input(&self, q: QueueId) -> PortId {
         let switch_queues = self.ports.len() as u32 * self.vls;
-        if q < switch_queues {
-            q / self.vls
+        if q.0 < switch_queues {
+            PortId(q.0 / self.vls)
         } else {
-            NONE
+            PortId::NONE
         }
     }
 
     #[inline]
-    pub(crate) fn port_vl(&self, port: u32, vl: u8) -> usize {
-        (port * self.vls + vl as u32) as usize
+    pub(crate) fn port_vl(&self, port: PortId, vl: u8) -> usize {
+        (port.0 * self.vls + vl as u32) as usize
     }
 
     /// The statistics classes a message counts in: everything, its SL, its traffic table or job.
@@ -331,7 +332,7 @@ impl Transport for Simulation {
         notify_injected: bool,
     ) {
         let class = (self.tables.len() as u32 + job) as u16;
-        let m = Message::new(src_host, dst_host, sl, bytes, class, self.now);
+        let m = Message::new(HostId(src_host), HostId(dst_host), sl, bytes, class, self.now);
         self.inject(Message { mpi: message, notify_injected, ..m });
     }
 

@@ -8,15 +8,25 @@
 //! `checked-indexing` feature, which restores the checks, so that a broken id panics there
 //! instead of reading past an array; debug builds assert too.
 
+use crate::ids::Idx;
+use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut, Index, IndexMut};
 
-#[derive(Debug, Clone, Default)]
-pub struct PrecheckedVec<T>(pub Vec<T>);
+/// Indexed by `I` (a typed id, or `usize` for computed indices such as (port, VL) lines).
+#[derive(Debug, Clone)]
+pub struct PrecheckedVec<T, I = usize>(pub Vec<T>, PhantomData<I>);
 
-impl<T> Index<usize> for PrecheckedVec<T> {
+impl<T, I> PrecheckedVec<T, I> {
+    pub fn new(items: Vec<T>) -> Self {
+        PrecheckedVec(items, PhantomData)
+    }
+}
+
+impl<T, I: Idx> Index<I> for PrecheckedVec<T, I> {
     type Output = T;
     #[inline(always)]
-    fn index(&self, i: usize) -> &T {
+    fn index(&self, i: I) -> &T {
+        let i = i.index();
         if cfg!(feature = "checked-indexing") {
             return &self.0[i];
         }
@@ -26,9 +36,10 @@ impl<T> Index<usize> for PrecheckedVec<T> {
     }
 }
 
-impl<T> IndexMut<usize> for PrecheckedVec<T> {
+impl<T, I: Idx> IndexMut<I> for PrecheckedVec<T, I> {
     #[inline(always)]
-    fn index_mut(&mut self, i: usize) -> &mut T {
+    fn index_mut(&mut self, i: I) -> &mut T {
+        let i = i.index();
         if cfg!(feature = "checked-indexing") {
             return &mut self.0[i];
         }
@@ -39,14 +50,14 @@ impl<T> IndexMut<usize> for PrecheckedVec<T> {
 }
 
 /// The vector itself, for whole-array passes (checks, output), which index it the checked way.
-impl<T> Deref for PrecheckedVec<T> {
+impl<T, I> Deref for PrecheckedVec<T, I> {
     type Target = Vec<T>;
     fn deref(&self) -> &Vec<T> {
         &self.0
     }
 }
 
-impl<T> DerefMut for PrecheckedVec<T> {
+impl<T, I> DerefMut for PrecheckedVec<T, I> {
     fn deref_mut(&mut self) -> &mut Vec<T> {
         &mut self.0
     }
@@ -59,7 +70,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "index out of bounds")]
     fn with_checked_indexing_an_index_beyond_the_array_panics() {
-        let v = PrecheckedVec(vec![1u32, 2, 3]);
-        let _ = v[3];
+        let v: PrecheckedVec<u32> = PrecheckedVec::new(vec![1, 2, 3]);
+        let _ = v[3usize];
     }
 }

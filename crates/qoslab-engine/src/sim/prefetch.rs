@@ -3,6 +3,7 @@
 //! place that knows which lines a hop will touch.
 
 use super::Simulation;
+use crate::ids::PortId;
 use crate::queue::EventKind;
 use crate::topology::NONE;
 
@@ -25,10 +26,10 @@ impl Simulation {
         } else {
             // Inline: these run on every event, and a call would cost about as much as they do.
             if let Some(port) = self.events.upcoming_port(3) {
-                prefetch(&self.ports[port as usize]);
+                prefetch(&self.ports[PortId(port)]);
             }
             if let Some(port) = self.events.upcoming_port(1) {
-                self.prefetch_port_lines(port);
+                self.prefetch_port_lines(PortId(port));
             }
         }
     }
@@ -38,21 +39,21 @@ impl Simulation {
     pub(crate) fn prefetch_chain(&self) {
         let upcoming = self.events.upcoming_events();
         match upcoming.event(4) {
-            Some((EventKind::TxEnd | EventKind::Wake, port)) => prefetch(&self.ports[port as usize]),
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => prefetch(&self.ports[PortId(port)]),
             Some((EventKind::Source, s)) => prefetch_all(&self.sources[s as usize]),
             _ => {}
         }
         if let Some(port) = upcoming.port(3) {
-            self.prefetch_port_lines(port);
+            self.prefetch_port_lines(PortId(port));
         }
         match upcoming.event(2) {
-            Some((EventKind::TxEnd | EventKind::Wake, port)) => self.prefetch_request(port),
+            Some((EventKind::TxEnd | EventKind::Wake, port)) => self.prefetch_request(PortId(port)),
             Some((EventKind::Source, s)) => self.prefetch_source_port(s),
             _ => {}
         }
         if let Some(port) = upcoming.port(1) {
-            self.prefetch_head_packet(port);
-            self.prefetch_poked_output(port);
+            self.prefetch_head_packet(PortId(port));
+            self.prefetch_poked_output(PortId(port));
         }
     }
 
@@ -60,52 +61,52 @@ impl Simulation {
     #[inline(always)]
     pub(crate) fn prefetch_source_port(&self, s: u32) {
         let src = &self.sources[s as usize];
-        let port = self.graph().host_port(src.host);
-        prefetch(&self.ports[port as usize]);
+        let port = PortId(self.graph().host_port(src.host));
+        prefetch(&self.ports[port]);
         prefetch(&self.port_vls[self.port_vl(port, self.sl2vl.ca[src.sl as usize])]);
     }
 
     /// The lines a port's line points to: the queue it sends from, its first requested VL and
     /// its credit returns.
     #[inline(always)]
-    pub(crate) fn prefetch_port_lines(&self, port: u32) {
-        let ps = &self.ports[port as usize];
-        if ps.tx_queue != NONE {
-            prefetch(&self.queues[ps.tx_queue as usize]);
+    pub(crate) fn prefetch_port_lines(&self, port: PortId) {
+        let ps = &self.ports[port];
+        if !ps.tx_queue.is_none() {
+            prefetch(&self.queues[ps.tx_queue]);
         }
         if ps.request_mask != 0 {
-            prefetch(&self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize]);
+            prefetch(&self.port_vls[(port.0 * self.vls + ps.request_mask.trailing_zeros()) as usize]);
         }
         if ps.returns_behind {
-            prefetch(&self.returns[port as usize]);
+            prefetch(&self.returns[port]);
         }
     }
 
     /// The queue of the oldest request on the port's first requested VL, and the output that
     /// the queue it sends from waits for next (ending a transmission pokes that output).
     #[inline(always)]
-    pub(crate) fn prefetch_request(&self, port: u32) {
-        let ps = &self.ports[port as usize];
+    pub(crate) fn prefetch_request(&self, port: PortId) {
+        let ps = &self.ports[port];
         if ps.request_mask != 0 {
-            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-            if first != NONE {
-                prefetch(&self.queues[first as usize]);
+            let first = self.port_vls[(port.0 * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if !first.is_none() {
+                prefetch(&self.queues[first]);
             }
         }
         if ps.transmitting {
-            let queue = &self.queues[ps.tx_queue as usize];
+            let queue = &self.queues[ps.tx_queue];
             if queue.head != NONE && queue.out_port != port {
-                prefetch(&self.ports[queue.out_port as usize]);
+                prefetch(&self.ports[queue.out_port]);
             }
         }
     }
 
     /// That output's line for the waiting packet's VL (arbitration there reads it first).
     #[inline(always)]
-    pub(crate) fn prefetch_poked_output(&self, port: u32) {
-        let ps = &self.ports[port as usize];
+    pub(crate) fn prefetch_poked_output(&self, port: PortId) {
+        let ps = &self.ports[port];
         if ps.transmitting {
-            let queue = &self.queues[ps.tx_queue as usize];
+            let queue = &self.queues[ps.tx_queue];
             if queue.head != NONE && queue.out_port != port {
                 prefetch(&self.port_vls[self.port_vl(queue.out_port, queue.out_vl)]);
             }
@@ -114,12 +115,12 @@ impl Simulation {
 
     /// The packet at the head of that oldest request's queue, which the port will send next.
     #[inline(always)]
-    pub(crate) fn prefetch_head_packet(&self, port: u32) {
-        let ps = &self.ports[port as usize];
+    pub(crate) fn prefetch_head_packet(&self, port: PortId) {
+        let ps = &self.ports[port];
         if ps.request_mask != 0 {
-            let first = self.port_vls[(port * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
-            if first != NONE && self.queues[first as usize].head != NONE {
-                prefetch(&self.packets.items[self.queues[first as usize].head as usize]);
+            let first = self.port_vls[(port.0 * self.vls + ps.request_mask.trailing_zeros()) as usize].first_request;
+            if !first.is_none() && self.queues[first].head != NONE {
+                prefetch(&self.packets.items[self.queues[first].head as usize]);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! The mutable state of a run, struct-of-arrays indexed by port, queue, packet and message ids.
 
 use super::prechecked::PrecheckedVec;
+use crate::ids::HostId;
 use crate::topology::NONE;
 use crate::units::Time;
 
@@ -12,8 +13,8 @@ pub struct Packet {
     /// Earliest time it may be forwarded: header arrival plus the switch's cut-through delay.
     pub eligible_at: Time,
     pub message: u32,
-    pub src: u32,
-    pub dst: u32,
+    pub src: HostId,
+    pub dst: HostId,
     pub next: u32,
     pub wire_bytes: u16,
     /// Its message's statistics class (traffic table or job): what interference attribution
@@ -37,8 +38,8 @@ impl Packet {
 /// A message: its packets complete it when the last one's tail reaches the destination.
 #[derive(Debug, Clone, Copy)]
 pub struct Message {
-    pub src: u32,
-    pub dst: u32,
+    pub src: HostId,
+    pub dst: HostId,
     /// The open-loop source that made it, or NONE for an MPI message.
     pub source: u32,
     /// The MPI layer's id for it, or NONE for open-loop traffic.
@@ -59,7 +60,7 @@ pub struct Message {
 impl Message {
     /// A message from neither a source nor the MPI layer yet (callers set one); `inject` fills
     /// in the packet counts.
-    pub fn new(src: u32, dst: u32, sl: u8, bytes: u64, class: u16, created: Time) -> Message {
+    pub fn new(src: HostId, dst: HostId, sl: u8, bytes: u64, class: u16, created: Time) -> Message {
         Message {
             src,
             dst,
@@ -85,7 +86,7 @@ pub struct Slab<T> {
 
 impl<T: Copy> Slab<T> {
     pub fn new() -> Slab<T> {
-        Slab { items: PrecheckedVec(Vec::new()), free: Vec::new() }
+        Slab { items: PrecheckedVec::new(Vec::new()), free: Vec::new() }
     }
 
     #[inline]
