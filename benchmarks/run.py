@@ -153,7 +153,7 @@ def attribution_cost(ctx, scale, rounds):
             "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
 
 
-# Instruction counts do not drift with the machine: callgrind counts what Simulation::run and the
+# Instruction counts do not drift with the machine: callgrind counts what Simulation::run_reporting and the
 # bare queue's hold loop execute. Short runs (callgrind is ~50x slower); simulated microseconds.
 INSTRUCTION_RUNS = {
     "fat-tree-1024 uniform load 0.5": 40.0,
@@ -185,7 +185,7 @@ def instruction_child(plan_path):
 
 
 def instruction_counts():
-    """Instructions per packet-hop (inside Simulation::run) and per bare-queue event, by callgrind."""
+    """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by callgrind."""
     import shutil
     import subprocess
     import tempfile
@@ -197,10 +197,10 @@ def instruction_counts():
         Path(tmp, "plan.json").write_text(json.dumps(plan))
         out = Path(tmp, "cg.out")
         # Each function's counts are dumped (and reset) as it returns: dumps alternate between a
-        # scenario's Simulation::run and its hold loop.
+        # scenario's Simulation::run_reporting and its hold loop.
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
-                   "--toggle-collect=*Simulation::run", "--toggle-collect=*hold_model",
-                   "--dump-after=*Simulation::run", "--dump-after=*hold_model",
+                   "--toggle-collect=*Simulation::run_reporting", "--toggle-collect=*hold_model",
+                   "--dump-after=*Simulation::run_reporting", "--dump-after=*hold_model",
                    f"--callgrind-out-file={out}", sys.executable, __file__, "--instructions-child", str(Path(tmp, "plan.json"))]
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:

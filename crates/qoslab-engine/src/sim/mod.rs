@@ -161,14 +161,15 @@ impl Simulation {
 
     /// Runs to the configured duration, or until `should_stop` says so (checked every few
     /// thousand events). Returns whether the run was interrupted.
-    // Out of line so that instruction counters (`benchmarks/run.py --instructions`) can find it.
-    #[inline(never)]
     pub fn run(&mut self, should_stop: &mut dyn FnMut() -> bool) -> bool {
         self.run_reporting(&mut |_| should_stop())
     }
 
     /// `run`, telling `should_stop` where the run stands each time it is polled (every
     /// `STOP_CHECK_EVENTS` events): a progress display costs nothing between polls.
+    // Out of line so that instruction counters (`benchmarks/run.py --instructions`) can find it:
+    // every run, with or without a progress display, goes through here.
+    #[inline(never)]
     pub fn run_reporting(&mut self, should_stop: &mut dyn FnMut(&Progress) -> bool) -> bool {
         self.start_sources();
         self.with_mpi(|mpi, sim| mpi.start(0, sim));
