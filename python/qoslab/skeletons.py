@@ -1,6 +1,6 @@
 """Application skeletons (``[jobs.workload] kind = "milc"`` ...): communication structures that
 follow real codes, not the codes. One pydantic model per skeleton with its parameters; the engine
-generates the rank programs (crates/qoslab-engine/src/mpi/skeletons.rs). This module is the only
+generates the rank programs (crates/qoslab-engine/src/mpi/skeletons/). This module is the only
 place the skeletons' defaults live; calibrated parameter sets (``preset = "..."``) are in
 skeleton_presets.py. docs/skeletons.md describes the patterns, message sizes and calibration.
 """

@@ -1,6 +1,6 @@
 //! Every application skeleton runs to completion through the engine, on power-of-two and
 //! awkward job sizes, and leaves nothing in the fabric. (The unit tests in
-//! src/mpi/skeletons.rs check message balance and byte formulas without the fabric.)
+//! src/mpi/skeletons/ check message balance and byte formulas without the fabric.)
 
 mod common;
 

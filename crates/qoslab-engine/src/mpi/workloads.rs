@@ -2,7 +2,7 @@
 //!
 //! The micro-benchmarks of Savoie et al., a timed collective loop, ping-pong, and replayed traces
 //! live here; GPCNeT's canaries and congestors in `gpcnet.rs`, application skeletons in
-//! `skeletons.rs`.
+//! `skeletons/`.
 //! Python validates the parameters and resolves their defaults; the engine re-checks them with
 //! `deny_unknown_fields` so it is safe to drive directly.
 
