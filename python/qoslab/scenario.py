@@ -1,541 +1,74 @@
 """The scenario file as pydantic models: validation, every default, and the engine config.
 
-This module is the only place defaults live. The engine receives a fully resolved JSON document
-(docs/design/engine-boundary.md) and never sees a default or a shorthand.
+The tables have modules of their own: scenario_network.py (``[fabric]``, ``[topology]``,
+``[routing]``), scenario_qos.py (``[qos]``), scenario_run.py (``[[traffic]]``, ``[run]``), jobs.py
+and the workload models (``[[jobs]]``, ``[mpi]``); scenario_files.py reads the TOML and applies
+``--set``. This module holds the Scenario that joins them (the checks across tables, the values
+derived from them, the engine config), what a study's run id hashes, and where a table's keys are
+for error messages. Every name it held before the split can still be imported from it.
+
+These modules are the only place defaults live. The engine receives a fully resolved JSON
+document (docs/design/engine-boundary.md) and never sees a default or a shorthand.
 """
 
 from __future__ import annotations
 
-import contextlib
-import math
-import re
-import tomllib
 from collections.abc import Iterable
-from contextvars import ContextVar
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import (
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Field,
-    PrivateAttr,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
-from qoslab.host_lists import Hosts, expand_hosts, has_names, resolve_names
-from qoslab.host_lists import is_int as _is_int
+from qoslab.host_lists import expand_hosts, has_names, resolve_names
 from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
+from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
+from qoslab.scenario_network import (
+    DATA_VL_CHOICES,
+    DEFAULT_PORT_BUFFER_BYTES,
+    DRAGONFLY_PRESETS,
+    DRAGONFLY_ROUTING,
+    FAT_TREE_ROUTING,
+    MAX_UNICAST_LIDS,
+    MTU_CHOICES,
+    TOPOLOGY_KINDS,
+    DragonflyPlus,
+    Fabric,
+    Ibnetdiscover,
+    Routing,
+    SingleSwitch,
+    Topology,
+    Xgft,
+    buffer_per_vl,
+)
+from qoslab.scenario_qos import (
+    MAX_DATA_VL,
+    MAX_VLARB_ENTRIES,
+    SL_COUNT,
+    HighLimit,
+    PortQos,
+    Qos,
+    Sl2Vl,
+    Sl2VlPair,
+    VlArb,
+    _json_qos,
+    default_port_qos,
+)
+from qoslab.scenario_run import JOBS_TIME_LIMIT_US, OPEN_LOOP_DURATION_US, OPEN_LOOP_WARMUP_US, Load, Run, Traffic
 from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 
-MTU_CHOICES = (256, 512, 1024, 2048, 4096)
-DATA_VL_CHOICES = (1, 2, 4, 8, 15)
-MAX_DATA_VL = 14  # VL15 is management (OpenSM: "drop" in SL2VL)
-MAX_VLARB_ENTRIES = 64
-SL_COUNT = 16
-
-# Relative paths in a scenario (fabric files, routing dumps) are read from the scenario file's
-# folder; this holds that folder while a file is validated.
-_BASE_DIR: ContextVar[Path | None] = ContextVar("qoslab_scenario_dir", default=None)
-
-
-@contextlib.contextmanager
-def _relative_to(source: str | None):
-    token = _BASE_DIR.set(Path(source).parent if source else None)
-    try:
-        yield
-    finally:
-        _BASE_DIR.reset(token)
-
-
-def _resolve_path(value: str) -> Path:
-    path = Path(value).expanduser()
-    base = _BASE_DIR.get()
-    return path if path.is_absolute() or base is None else base / path
-
-
-class _Table(BaseModel):
-    # strict: a TOML file has real types; "8" for an integer is a mistake, not a convenience.
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-# ----------------------------------------------------------------------------------------------
-# [fabric]
-
-
-# A port's input buffer when the scenario gives none: 2048 credits (128 KiB), the input buffer
-# of a 4x port in Mellanox's InfiniBand flit-level model for OMNeT++ (ib_flit_sim, IBInBuf
-# totalBufferSize), whose per-VL reservation there (maxStatic, 512 credits) divides it exactly
-# among 4 VLs. See docs/design/engine.md, "Input buffers".
-DEFAULT_PORT_BUFFER_BYTES = 2048 * CREDIT_BYTES
-
-
-def buffer_per_vl(port_buffer_bytes: int, data_vls: int) -> int:
-    """The division rule, the only place it lives: a port's input buffer split equally among the
-    data VLs it operates, each share rounded down to whole credits (a credit is never split)."""
-    return port_buffer_bytes // data_vls // CREDIT_BYTES * CREDIT_BYTES
-
-
-class Fabric(_Table):
-    link_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 100.0
-    link_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 20.0
-    switch_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 100.0
-    mtu_bytes: Literal[256, 512, 1024, 2048, 4096] = 4096
-    header_bytes: Annotated[int, Field(ge=0, le=4096)] = 26
-    data_vls: Literal[1, 2, 4, 8, 15] = 4
-    # Every input port's buffer, divided among its data VLs (buffer_per_vl). None until resolved:
-    # DEFAULT_PORT_BUFFER_BYTES unless vl_buffer_bytes is given instead.
-    port_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
-    # An explicit buffer per VL instead, whatever the VL count (the model before port buffers).
-    vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
-    # QPs per SL in each HCA, served round robin packet by packet (message to d joins d mod n).
-    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=64)] = 8
-
-    def packet_credit_bytes(self) -> int:
-        """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""
-        return math.ceil((self.mtu_bytes + self.header_bytes) / CREDIT_BYTES) * CREDIT_BYTES
-
-    def buffer_per_vl(self) -> int:
-        """Bytes of input buffer each data VL of a port has: what the engine is given."""
-        if self.vl_buffer_bytes is not None:
-            return self.vl_buffer_bytes
-        assert self.port_buffer_bytes is not None, "resolved at validation"
-        return buffer_per_vl(self.port_buffer_bytes, self.data_vls)
-
-    @model_validator(mode="after")
-    def _buffer_holds_a_packet(self) -> Fabric:
-        if self.port_buffer_bytes is not None and self.vl_buffer_bytes is not None:
-            raise problem(
-                f"give fabric.port_buffer_bytes (one buffer per port, divided among the data VLs) or "
-                f"fabric.vl_buffer_bytes (the same buffer for every VL, whatever their number), not both; "
-                f"got {self.port_buffer_bytes} and {self.vl_buffer_bytes}",
-                "port_buffer_bytes",
-            )
-        need = self.packet_credit_bytes()
-        packet = (f"one MTU packet: {self.mtu_bytes} + {self.header_bytes} header bytes, rounded up to "
-                  f"{CREDIT_BYTES}-byte credits")
-        if self.vl_buffer_bytes is not None:
-            if self.vl_buffer_bytes < need:
-                raise problem(f"expected at least {need} bytes ({packet}), got {self.vl_buffer_bytes}",
-                              "vl_buffer_bytes")
-            return self
-        if self.port_buffer_bytes is None:
-            # Filled in without marking it set, so --set fabric.vl_buffer_bytes still works.
-            self.__dict__["port_buffer_bytes"] = DEFAULT_PORT_BUFFER_BYTES
-        port = self.port_buffer_bytes
-        assert port is not None
-        if buffer_per_vl(port, self.data_vls) < need:
-            raise problem(
-                f"expected at least {need * self.data_vls} bytes for {self.data_vls} data VLs "
-                f"(fabric.data_vls = {self.data_vls}): each VL's share must hold {packet} ({need} bytes); "
-                f"got {port}, which leaves {buffer_per_vl(port, self.data_vls)} bytes per VL",
-                "port_buffer_bytes",
-            )
-        return self
-
-
-# ----------------------------------------------------------------------------------------------
-# [topology]
-
-
-# One InfiniBand subnet gives every HCA port and every switch a unicast LID (0x0001-0xBFFF);
-# qoslab simulates one subnet, so a topology with more nodes is refused before anything is
-# built (a typo like m = [1000000000] must be an error, not an attempt to allocate it).
-MAX_UNICAST_LIDS = 0xBFFF
-
-
-def _check_subnet_size(hosts: int, switches: int, key: str) -> None:
-    if hosts + switches > MAX_UNICAST_LIDS:
-        raise problem(f"{hosts:,} hosts and {switches:,} switches need {hosts + switches:,} LIDs; one InfiniBand "
-                      f"subnet has {MAX_UNICAST_LIDS:,} unicast LIDs", key)
-
-
-class SingleSwitch(_Table):
-    kind: Literal["single-switch"]
-    hosts: Annotated[int, Field(ge=2)] = 32
-
-    @model_validator(mode="after")
-    def _size(self) -> SingleSwitch:
-        _check_subnet_size(self.hosts, 1, "hosts")
-        return self
-
-    def host_count(self) -> int:
-        return self.hosts
-
-    def hosts_per_leaf(self) -> int:
-        return self.hosts
-
-    def engine(self) -> dict[str, Any]:
-        return {"kind": self.kind, "hosts": self.hosts}
-
-
-class Xgft(_Table):
-    """XGFT(h; m; w): m[l] children per node at level l+1, w[l] parents per node at level l."""
-
-    kind: Literal["xgft"]
-    m: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)]
-    w: Annotated[list[Annotated[int, Field(gt=0)]], Field(min_length=1)]
-
-    @model_validator(mode="after")
-    def _shape(self) -> Xgft:
-        if len(self.w) != len(self.m):
-            raise problem(f"expected as many entries as m ({len(self.m)}), got {len(self.w)}", "w")
-        if self.w[0] != 1:
-            raise problem(
-                f"expected 1 (one HCA port per host; multi-port HCAs are not modelled yet), got {self.w[0]}",
-                "w[0]",
-            )
-        _check_subnet_size(self.host_count(), self.switch_count(), "m")
-        return self
-
-    def host_count(self) -> int:
-        return math.prod(self.m)
-
-    def switch_count(self) -> int:
-        """XGFT(h; m; w): level i (1..h) has m[i+1] * ... * m[h] * w[1] * ... * w[i] switches."""
-        h = len(self.m)
-        return sum(math.prod(self.m[level:]) * math.prod(self.w[:level]) for level in range(1, h + 1))
-
-    def hosts_per_leaf(self) -> int:
-        return self.m[0]
-
-    def engine(self) -> dict[str, Any]:
-        return {"kind": self.kind, "m": list(self.m), "w": list(self.w)}
-
-
-class Ibnetdiscover(_Table):
-    """A real fabric: `ibnetdiscover` output or an ibsim net file (io/ibnetdiscover.py). Each
-    cabled HCA port is a host; link rates come from the file's width x speed."""
-
-    kind: Literal["ibnetdiscover"]
-    path: str
-
-    _fabric: Any = PrivateAttr(default=None)
-    _warnings: list[str] = PrivateAttr(default_factory=list)
-
-    @model_validator(mode="after")
-    def _read(self) -> Ibnetdiscover:
-        from qoslab.io.ibnetdiscover import FabricFileError, read_fabric
-
-        path = _resolve_path(self.path)
-        try:
-            self._fabric, self._warnings = read_fabric(path)
-        except FabricFileError as error:
-            raise problem(str(error), "path") from None
-        if len(self._fabric.endpoints()) < 2:
-            raise problem(f"{path}: expected at least 2 cabled HCA ports, found {len(self._fabric.endpoints())}", "path")
-        # Absolute from here on: runs in other processes or folders read the same file.
-        self.__dict__["path"] = str(path.resolve())
-        return self
-
-    def host_count(self) -> int:
-        return len(self._fabric.endpoints())
-
-    def hosts_per_leaf(self) -> int:
-        counts: dict[int, int] = {}
-        peer = {}
-        for c in self._fabric.cables:
-            peer[c.a], peer[c.b] = c.b, c.a
-        for e in self._fabric.endpoints():
-            switch = peer[(e.node, e.port)][0]
-            counts[switch] = counts.get(switch, 0) + 1
-        return max(counts.values())
-
-    def engine(self, link_gbps: float = 100.0) -> dict[str, Any]:
-        return self._fabric.engine_topology(link_gbps)
-
-
-# Assumed, not published: Marconi100's groups and switch counts (docs/dragonfly.md). 36-port EDR
-# switches in the balanced Dragonfly+ building block: leaves with 18 hosts and 18 up-links, one
-# to each of 18 spines; spines with 18 leaf ports and 18 global ports. 3 groups of 324 hosts =
-# 972, close to the machine's 980 nodes.
-DRAGONFLY_PRESETS: dict[str, dict[str, int]] = {
-    "marconi100": {"groups": 3, "leaves_per_group": 18, "spines_per_group": 18, "hosts_per_leaf": 18,
-                   "global_links_per_spine": 18, "switch_radix": 36},
-}
-
-
-class DragonflyPlus(_Table):
-    """Groups of two-level leaf/spine fat trees; every spine has global links to spines of other
-    groups, the same number to every other group (docs/dragonfly.md)."""
-
-    kind: Literal["dragonfly-plus"]
-    preset: Literal["marconi100"] | None = None
-    groups: Annotated[int, Field(ge=2, le=4096)] | None = None
-    leaves_per_group: Annotated[int, Field(ge=1, le=4096)] | None = None
-    spines_per_group: Annotated[int, Field(ge=1, le=4096)] | None = None
-    hosts_per_leaf: Annotated[int, Field(ge=1, le=4096)] | None = None
-    global_links_per_spine: Annotated[int, Field(ge=1, le=4096)] | None = None
-    global_links_per_pair: Annotated[int, Field(ge=1)] | None = None
-    switch_radix: Annotated[int, Field(ge=2, le=1024)] = 36
-
-    @model_validator(mode="after")
-    def _shape(self) -> DragonflyPlus:
-        if self.preset is not None:
-            for key, value in DRAGONFLY_PRESETS[self.preset].items():
-                if key not in self.model_fields_set:
-                    self.__dict__[key] = value
-        for key in ("groups", "leaves_per_group", "spines_per_group", "hosts_per_leaf"):
-            if getattr(self, key) is None:
-                raise problem('expected a number (or preset = "marconi100")', key)
-        g, s = self._size("groups"), self._size("spines_per_group")
-        leaves, hosts = self._size("leaves_per_group"), self._size("hosts_per_leaf")
-        per_spine, per_pair = self.global_links_per_spine, self.global_links_per_pair
-        if per_spine is None:
-            if per_pair is None:
-                raise problem("expected global_links_per_spine or global_links_per_pair", "global_links_per_spine")
-            if (per_pair * (g - 1)) % s:
-                raise problem(f"{per_pair} links to each of the {g - 1} other groups ({per_pair * (g - 1)} per group) "
-                              f"do not split evenly over {s} spines", "global_links_per_pair")
-            per_spine = per_pair * (g - 1) // s
-            self.__dict__["global_links_per_spine"] = per_spine
-        slots = s * per_spine
-        if slots % (g - 1):
-            raise problem(f"{s} spines x {per_spine} global links = {slots} per group do not split evenly over the "
-                          f"{g - 1} other groups (all-to-all needs a multiple of {g - 1})", "global_links_per_spine")
-        if per_pair is not None and per_pair != slots // (g - 1):
-            raise problem(f"{s} spines x {per_spine} global links give {slots // (g - 1)} links per group pair, "
-                          f"not {per_pair}", "global_links_per_pair")
-        self.__dict__["global_links_per_pair"] = slots // (g - 1)
-        radix = self.switch_radix
-        leaf_ports = hosts + s
-        if leaf_ports > radix:
-            raise problem(f"a leaf needs {hosts} host ports + {s} spine ports = {leaf_ports}, more than "
-                          f"switch_radix = {radix}", "hosts_per_leaf")
-        spine_ports = leaves + per_spine
-        if spine_ports > radix:
-            raise problem(f"a spine needs {leaves} leaf ports + {per_spine} global ports = "
-                          f"{spine_ports}, more than switch_radix = {radix}", "global_links_per_spine")
-        _check_subnet_size(self.host_count(), g * (leaves + s), "groups")
-        return self
-
-    def _size(self, key: str) -> int:
-        """A size key, which `_shape` has filled (from the preset or the keys) once the model is valid."""
-        value = getattr(self, key)
-        assert isinstance(value, int), key
-        return value
-
-    def host_count(self) -> int:
-        return self._size("groups") * self.hosts_per_group()
-
-    def hosts_per_group(self) -> int:
-        return self._size("leaves_per_group") * self._size("hosts_per_leaf")
-
-    def group_of_host(self, host: int) -> int:
-        return host // self.hosts_per_group()
-
-    def engine(self) -> dict[str, Any]:
-        return {"kind": self.kind, "groups": self.groups, "leaves_per_group": self.leaves_per_group,
-                "spines_per_group": self.spines_per_group, "hosts_per_leaf": self.hosts_per_leaf,
-                "global_links_per_spine": self.global_links_per_spine}
-
-
-Topology = Annotated[SingleSwitch | Xgft | Ibnetdiscover | DragonflyPlus, Field(discriminator="kind")]
-TOPOLOGY_KINDS = ("single-switch", "xgft", "dragonfly-plus", "ibnetdiscover")
-
-
-# ----------------------------------------------------------------------------------------------
-# [routing]
-
-
-FAT_TREE_ROUTING = ("dmodk", "smodk", "random", "adaptive")
-DRAGONFLY_ROUTING = ("minimal", "valiant")
-
-
-class Routing(_Table):
-    # None: "dmodk" on fat trees, "minimal" on a Dragonfly+, "minhop" on an imported fabric
-    # (resolved by the Scenario).
-    algorithm: Literal["dmodk", "smodk", "random", "adaptive", "minhop", "lft", "minimal", "valiant"] | None = None
-    lft: str | None = None  # "lft": an ibroute dump, or a folder of them (one per switch)
-    # VL layers routing consumes for deadlock freedom; QoS gets fabric.data_vls // vls VLs.
-    # None: what the algorithm needs (2 for valiant/adaptive on a Dragonfly+, else 1).
-    vls: Annotated[int, Field(ge=1, le=15)] | None = None
-    # Dragonfly+ adaptive: a flow (source, destination) keeps its last decision's path while its
-    # packets come less than this apart (flowlet switching); 0: every packet decides.
-    flowlet_gap_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
-
-    _table: list[int] | None = PrivateAttr(default=None)
-
-    def layers(self) -> int:
-        """`vls`, which the scenario's routing check fills when it is not given."""
-        assert self.vls is not None
-        return self.vls
-
-
-# ----------------------------------------------------------------------------------------------
-# [qos]: OpenSM vocabulary (weights in 64-byte units, high_limit in 4 KiB units)
-
-
-def _parse_sl2vl(value: Any) -> list[int]:
-    """16 VLs, SL0..SL15: a list, or OpenSM's "0,1,2,..." string."""
-    if isinstance(value, str):
-        parts = [p.strip() for p in value.split(",")]
-        if not all(p.isdigit() for p in parts):
-            raise problem(f'expected 16 comma-separated VL numbers like "0,1,2,3,...", got {show(value)}')
-        value = [int(p) for p in parts]
-    if not isinstance(value, (list, tuple)):
-        raise problem(f"expected a list of 16 VLs (one per SL), got {show(value)}")
-    if len(value) != SL_COUNT:
-        raise problem(f"expected {SL_COUNT} entries (SL0..SL15), got {len(value)}")
-    for sl, vl in enumerate(value):
-        if not _is_int(vl):
-            raise problem(f"SL{sl}: expected an integer VL, got {show(vl)}")
-        if not 0 <= vl <= MAX_DATA_VL:
-            raise problem(f"SL{sl} -> VL{vl}: expected a data VL 0..{MAX_DATA_VL} (VL15 'drop' is not modelled)")
-    return list(value)
-
-
-_VLARB_ENTRY = re.compile(r"^\s*(\d+)\s*:\s*(\d+)\s*$")
-
-
-def _vlarb_entry(vl: int, weight: int, shown: str) -> tuple[int, int]:
-    if not 0 <= vl <= MAX_DATA_VL:
-        raise problem(f"bad entry {shown}: VL {vl} is out of range, expected 0..{MAX_DATA_VL}")
-    if not 0 <= weight <= 255:
-        raise problem(f"bad entry {shown}: weight {weight} is out of range, expected 0..255 (64-byte units)")
-    return (vl, weight)
-
-
-def _parse_vlarb(value: Any) -> list[tuple[int, int]]:
-    """OpenSM's "VL:WEIGHT,VL:WEIGHT" string, or a list of [vl, weight] pairs."""
-    entries: list[tuple[int, int]] = []
-    if isinstance(value, str):
-        if value.strip():
-            for text in value.split(","):
-                match = _VLARB_ENTRY.match(text)
-                if not match:
-                    raise problem(f'bad entry {show(text.strip())}: expected VL:WEIGHT, as in "0:64,1:128"')
-                entries.append(_vlarb_entry(int(match[1]), int(match[2]), show(text.strip())))
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            if not (isinstance(item, (list, tuple)) and len(item) == 2 and all(_is_int(x) for x in item)):
-                raise problem(f"bad entry {show(item)}: expected a [vl, weight] pair of integers")
-            entries.append(_vlarb_entry(item[0], item[1], show(list(item))))
-    else:
-        raise problem(f'expected "VL:WEIGHT,..." or a list of [vl, weight] pairs, got {show(value)}')
-    if len(entries) > MAX_VLARB_ENTRIES:
-        raise problem(f"expected at most {MAX_VLARB_ENTRIES} entries, got {len(entries)}")
-    return entries
-
-
-Sl2Vl = Annotated[list[int], BeforeValidator(_parse_sl2vl)]
-VlArb = Annotated[list[tuple[int, int]], BeforeValidator(_parse_vlarb)]
-HighLimit = Annotated[int, Field(ge=0, le=255)]
-
-
-class PortQos(_Table):
-    """QoS tables for one port type; unset fields fall back to the generic [qos] value, then the default."""
-
-    sl2vl: Sl2Vl | None = None
-    vlarb_high: VlArb | None = None
-    vlarb_low: VlArb | None = None
-    high_limit: HighLimit | None = None
-
-
-class Sl2VlPair(_Table):
-    """One switch's SL2VL table for a single (input port, output port) pair, as the hardware holds
-    them (SLtoVLMappingTable with attribute modifier in_port << 8 | out_port). Ports are 0-based."""
-
-    switch: Annotated[int, Field(ge=0)]
-    in_port: Annotated[int, Field(ge=0)]
-    out_port: Annotated[int, Field(ge=0)]
-    sl2vl: Sl2Vl
-
-
-class Qos(PortQos):
-    ca: PortQos = Field(default_factory=PortQos)  # HCA ports (OpenSM qos_ca_*)
-    swe: PortQos = Field(default_factory=PortQos)  # external switch ports (OpenSM qos_swe_*)
-    sl2vl_pairs: list[Sl2VlPair] = Field(default_factory=list)  # per (input, output) switch overrides
-
-
-def default_port_qos(data_vls: int) -> dict[str, Any]:
-    """SL s -> VL (s mod data_vls); every data VL weight 255 in the low table; no high table."""
-    return {
-        "sl2vl": [sl % data_vls for sl in range(SL_COUNT)],
-        "vlarb_high": [],
-        "vlarb_low": [(vl, 255) for vl in range(data_vls)],
-        "high_limit": 0,
-    }
-
-
-# ----------------------------------------------------------------------------------------------
-# [[traffic]]
-
-def _parse_load(value: Any) -> float | str:
-    if value == "saturate":
-        return value
-    if (_is_int(value) or isinstance(value, float)) and 0 < value <= 1:
-        return float(value)
-    raise problem(f'expected a fraction in (0, 1] of link_gbps or "saturate", got {show(value)}')
-
-
-Load = Annotated[float | Literal["saturate"], BeforeValidator(_parse_load)]
-
-
-class Traffic(_Table):
-    pattern: Literal["uniform", "permutation", "shift", "hotspot", "incast"] = "uniform"
-    hosts: Hosts = "all"
-    destinations: Hosts = "all"
-    load: Load  # no default: a source without a rate is an oversight
-    message_bytes: Annotated[int, Field(ge=1, lt=2**64)] = 4096
-    sl: Annotated[int, Field(ge=0, le=15)] = 0
-    arrival: Literal["poisson", "periodic"] = "poisson"
-    shift: int | None = None  # None: half the number of destinations
-    hotspot_hosts: list[Annotated[int, Field(ge=0)]] = Field(default_factory=lambda: [0])
-    hotspot_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
-    saturate_depth: Annotated[int, Field(ge=1, lt=2**32)] = 2
-    max_queued_messages: Annotated[int, Field(ge=1, lt=2**32)] = 64
-
-
-# ----------------------------------------------------------------------------------------------
-# [run]
-
-
-# Without jobs the run lasts duration_us; with jobs it ends when every job has completed once,
-# and duration_us is only the limit (1 simulated second unless given).
-OPEN_LOOP_DURATION_US = 500.0
-OPEN_LOOP_WARMUP_US = 50.0
-JOBS_TIME_LIMIT_US = 1_000_000.0
-
-
-class Run(_Table):
-    # None: resolved by the Scenario, which knows whether there are jobs (see above).
-    duration_us: Annotated[float, Field(gt=0, allow_inf_nan=False)] | None = None
-    warmup_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
-    messages: bool = False  # write messages.parquet (one row per message)
-    interference: bool = False  # charge waits at output ports to who caused them (interference.parquet)
-    port_counters: bool = False  # perfquery's counters per port (port_counters.parquet and .txt)
-
-    def resolve(self, with_jobs: bool) -> None:
-        """Fills the defaults that depend on whether there are jobs, without marking them set."""
-        if self.duration_us is None:
-            self.__dict__["duration_us"] = JOBS_TIME_LIMIT_US if with_jobs else OPEN_LOOP_DURATION_US
-        if self.warmup_us is None:
-            self.__dict__["warmup_us"] = 0.0 if with_jobs else OPEN_LOOP_WARMUP_US
-
-    def resolved(self) -> tuple[float, float]:
-        """(duration_us, warmup_us), which `resolve` has filled once the scenario is valid."""
-        assert self.duration_us is not None and self.warmup_us is not None
-        return self.duration_us, self.warmup_us
-
-    def check(self) -> None:
-        duration_us, warmup_us = self.resolved()
-        if warmup_us >= duration_us:
-            # Say which side is a default: a user who set only duration_us never wrote warmup_us.
-            warmup = f"{self.warmup_us:g}" + ("" if "warmup_us" in self.model_fields_set else
-                                             " (the default for open-loop traffic; set run.warmup_us)")
-            duration = f"{self.duration_us:g}" + ("" if "duration_us" in self.model_fields_set else ", the default")
-            raise problem(f"expected less than run.duration_us ({duration}), got {warmup}", "run.warmup_us")
-
-
-# ----------------------------------------------------------------------------------------------
-# The scenario
+# What other modules, tests and scripts import from here, wherever it now lives.
+__all__ = [
+    "CREDIT_BYTES", "DATA_VL_CHOICES", "DEFAULT_PORT_BUFFER_BYTES", "DRAGONFLY_PRESETS", "DRAGONFLY_ROUTING",
+    "FAT_TREE_ROUTING", "JOBS_TIME_LIMIT_US", "MAX_DATA_VL", "MAX_UNICAST_LIDS", "MAX_VLARB_ENTRIES", "MTU_CHOICES",
+    "OPEN_LOOP_DURATION_US", "OPEN_LOOP_WARMUP_US", "SL_COUNT", "TOPOLOGY_KINDS", "DragonflyPlus", "Fabric",
+    "HighLimit", "Ibnetdiscover", "Load", "PortQos", "Qos", "Routing", "Run", "Scenario", "SingleSwitch", "Sl2Vl",
+    "Sl2VlPair", "Topology", "Traffic", "VlArb", "Xgft", "buffer_per_vl", "default_port_qos", "read_toml",
+    "run_identity", "with_data_vls",
+]
 
 
 class Scenario(_Table):
@@ -1003,39 +536,6 @@ def run_identity(resolved: dict[str, Any]) -> dict[str, Any]:
     return {**resolved, "fabric": fabric}
 
 
-def read_toml(path: str | Path) -> dict[str, Any]:
-    """Reads a TOML file; every failure is a ScenarioError naming the file (and line)."""
-    source = str(path)
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except FileNotFoundError:
-        raise ScenarioError([("", "file not found")], source) from None
-    except IsADirectoryError:
-        raise ScenarioError([("", "is a directory, expected a TOML file")], source) from None
-    except UnicodeDecodeError:
-        raise ScenarioError([("", "not a text file (expected UTF-8 TOML)")], source) from None
-    except OSError as error:
-        raise ScenarioError([("", f"cannot read: {error.strerror or error}")], source) from None
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        message = str(error)
-        match = re.match(r"^(.*) \(at line (\d+), column (\d+)\)$", message)
-        if match:
-            where = f"line {match[2]}, column {match[3]}"
-            raise ScenarioError([(where, f"TOML syntax error: {match[1]}")], source) from None
-        raise ScenarioError([("", f"TOML syntax error: {message}")], source) from None
-
-
-def _json_qos(tables: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "sl2vl": list(tables["sl2vl"]),
-        "vlarb_high": [[vl, w] for vl, w in tables["vlarb_high"]],
-        "vlarb_low": [[vl, w] for vl, w in tables["vlarb_low"]],
-        "high_limit": tables["high_limit"],
-    }
-
-
 # Where a table's allowed keys are, for "unknown key" hints. Paths as pydantic reports them,
 # list indices removed and the topology kind kept.
 _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
@@ -1072,65 +572,3 @@ def _scenario_error(error: ValidationError, source: str | None) -> ScenarioError
         + [("sl_policy", kind) for kind in SL_POLICY_KINDS],
         allowed=_allowed_keys,
     )
-
-
-def _parse_value(raw: str) -> Any:
-    try:
-        return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
-        return raw
-
-
-_KEY_PART = re.compile(r"^([A-Za-z_][A-Za-z0-9_-]*|\d+)((?:\[\d+\])*)$")
-
-
-def _key_steps(key: str) -> list[str | int] | None:
-    """"traffic[0].load" (or "traffic.0.load") -> ["traffic", 0, "load"]; None if malformed."""
-    steps: list[str | int] = []
-    for part in key.split("."):
-        match = _KEY_PART.match(part.strip())
-        if not match:
-            return None
-        name = match[1]
-        steps.append(int(name) if name.isdigit() else name)
-        steps.extend(int(i) for i in re.findall(r"\[(\d+)\]", match[2]))
-    return steps
-
-
-def _assign(data: dict[str, Any], key: str, value: Any, source: str | None) -> None:
-    """Sets data[key path] = value, creating tables on the way; lists must already hold the index."""
-    steps = _key_steps(key)
-
-    def fail(message: str) -> ScenarioError:
-        return ScenarioError([(f"--set {key}", message)], source)
-
-    if not steps or isinstance(steps[0], int):
-        raise fail('expected a key path like "fabric.data_vls" or "traffic[0].load"')
-    node: Any = data
-    for depth, step in enumerate(steps):
-        last = depth == len(steps) - 1
-        if isinstance(step, int):
-            if not isinstance(node, list):
-                raise fail(f"{_path(steps[:depth])} is not a list")
-            if step >= len(node):
-                raise fail(f"{_path(steps[:depth])} has {len(node)} entries, no index {step}")
-        elif not isinstance(node, dict):
-            raise fail(f"{_path(steps[:depth])} is a value, not a table")
-        if last:
-            node[step] = value
-        else:
-            if isinstance(node, dict) and step not in node:
-                node[step] = [] if isinstance(steps[depth + 1], int) else {}
-            node = node[step]
-
-
-def _path(steps: list[str | int]) -> str:
-    out = ""
-    for step in steps:
-        out += f"[{step}]" if isinstance(step, int) else (f".{step}" if out else step)
-    return out
-
-
-def _same_key(problem_key: str, overridden: list[str]) -> bool:
-    normal = _path(_key_steps(problem_key) or [])
-    return any(normal == _path(_key_steps(k) or []) for k in overridden)
