@@ -1,6 +1,6 @@
 """Runs a study: the jobs alone and every policy's shared run, stage by stage (policies that need
-earlier results come after them; a search runs batch by batch), each run stored the moment it
-finishes. Then the tidy tables, the analysis, the figures and the report."""
+earlier results come after them; a search runs batch by batch) through stages.py, each run stored
+the moment it finishes. Then the tidy tables, the analysis, the figures and the report."""
 
 from __future__ import annotations
 
@@ -13,13 +13,6 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from qoslab._version import __version__
 from qoslab.policies import Policy, PolicyError, Search
@@ -28,7 +21,8 @@ from qoslab.scenario import run_identity
 from qoslab.study.model import Study
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.study.results import write_results
-from qoslab.sweep.execute import RunSpec, empty_iterations
+from qoslab.study.stages import Stages
+from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.sweep.store import RunStore, write_tables
@@ -53,11 +47,9 @@ class StudyRunner:
         self.out = Path(out)
         self.executor = executor
         self.console = console or Console(stderr=True)
-        self.show_progress = progress
         self.store = RunStore(self.out / "runs")
+        self.stages = Stages(self.store, executor, self.console, progress)
         self.plan = StudyPlan(study)
-        self.run_ids: list[str] = []
-        self.reused = 0
         self.search_results: list[dict[str, Any]] = []
         self.report_error: str | None = None
 
@@ -80,13 +72,13 @@ class StudyRunner:
         first = self.plan.alone_specs()
         for rep in self.plan.repetitions:
             first += [self._shared(rep, policy, self.plan.context(rep)) for policy in plain]
-        self._run_stage(first, "jobs alone and policies")
+        self.stages.run(first, "jobs alone and policies")
         if later:
             specs = []
             for rep in self.plan.repetitions:
                 ctx = self._context(rep, set().union(*(p.required() for p in later)))
                 specs += [self._shared(rep, policy, ctx) for policy in later]
-            self._run_stage(specs, "policies that use earlier runs")
+            self.stages.run(specs, "policies that use earlier runs")
         for search in searches:
             self._search(search)
         return self._finish()
@@ -96,38 +88,8 @@ class StudyRunner:
             return self.plan.shared_spec(rep, policy, ctx)
         except PolicyError as error:
             spec = self.plan.failed_spec(rep, policy)
-            self._store_failure(spec, f"policy could not be applied: {error}")
+            self.stages.fail(spec, f"policy could not be applied: {error}")
             return spec
-
-    def _store_failure(self, spec: RunSpec, message: str) -> None:
-        row = {**spec.row(), "status": "error", "error": message, "wall_seconds": 0.0, "sim_time_ns": 0.0, "packet_hops": 0}
-        self.store.put({"run": row, "jobs": [], "levels": [], "iterations": empty_iterations()})
-
-    def _run_stage(self, specs: Sequence[RunSpec], what: str) -> None:
-        todo = []
-        for spec in specs:
-            self.run_ids.append(spec.run_id)
-            if self.store.finished(spec.run_id):
-                self.reused += 1
-            else:
-                todo.append(spec)
-        self._report_damaged()
-        if not todo:
-            return
-        with Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=self.console, disable=not self.show_progress, transient=False,
-        ) as progress:
-            task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=len(specs), completed=len(specs) - len(todo))
-            for record in self.executor.run(todo):
-                self.store.put(record)
-                progress.advance(task)
-
-    def _report_damaged(self) -> None:
-        for run_id in self.store.damaged:
-            self.console.print(f"[yellow]warning: run folder {self.store.root / run_id} could not be read; "
-                               "running it again[/yellow]")
-        self.store.damaged.clear()
 
     def _context(self, rep: Repetition, needs: set[str]) -> PolicyContext:
         ctx = self.plan.context(rep)
@@ -155,7 +117,7 @@ class StudyRunner:
 
         def evaluate(candidates: Sequence[Policy]) -> list[float]:
             specs = {c.label(): [self._shared(rep, c, contexts[rep.index]) for rep in self.plan.repetitions] for c in candidates}
-            self._run_stage([s for group in specs.values() for s in group], f"search {search.label()}")
+            self.stages.run([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
         results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), max(1, self.executor.workers), evaluate)
@@ -190,7 +152,7 @@ class StudyRunner:
     # -- results -------------------------------------------------------------------------------
 
     def _finish(self) -> StudyOutcome:
-        ids = list(dict.fromkeys(self.run_ids))
+        ids = list(dict.fromkeys(self.stages.run_ids))
         tables = self.store.tables(ids)
         search = pd.DataFrame(self.search_results) if self.search_results else None
         if search is not None:
@@ -208,7 +170,7 @@ class StudyRunner:
         runs = tables["runs"]
         failed = runs[runs["status"] != "completed"].to_dict("records")
         names = [p.label() for p in self.study.concrete_policies()]
-        return StudyOutcome(self.out, tables, len(ids), self.reused, failed, search, written, self.report_error, names)
+        return StudyOutcome(self.out, tables, len(ids), self.stages.reused, failed, search, written, self.report_error, names)
 
     def _describe(self) -> dict[str, Any]:
         return {

@@ -1,5 +1,5 @@
-"""Runs a tail-latency study (its runs come from tail_plan.py): each run is stored the moment it
-finishes (an interrupted study resumes), then the tables and the report."""
+"""Runs a tail-latency study (its runs come from tail_plan.py) in one stage (stages.py): each run is
+stored the moment it finishes (an interrupted study resumes), then the tables and the report."""
 
 from __future__ import annotations
 
@@ -9,16 +9,10 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-)
 
 from qoslab._version import __version__
 from qoslab.analysis.tail import b_correlations
+from qoslab.study.stages import Stages
 from qoslab.study.tail_model import TailStudy
 from qoslab.study.tail_plan import NO_BACKGROUND, Snapshot, TailPlan
 from qoslab.sweep.execute import RunSpec
@@ -67,18 +61,9 @@ class TailStudyRunner(TailPlan):
 
     def _run(self) -> TailOutcome:
         specs, plan = self.plan()
-        todo = [s for s in specs if not self.store.finished(s.run_id)]
-        for run_id in self.store.damaged:
-            self.console.print(f"[yellow]warning: run folder {self.store.root / run_id} could not be read; "
-                               "running it again[/yellow]")
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=self.console, disable=not self.show_progress or not todo) as progress:
-            task = progress.add_task(f"tail-latency runs ({self.executor.workers} workers)", total=len(specs),
-                                     completed=len(specs) - len(todo))
-            for record in self.executor.run(todo):
-                self.store.put(record)
-                progress.advance(task)
-        return self._finish(specs, plan, len(specs) - len(todo))
+        stages = Stages(self.store, self.executor, self.console, self.show_progress)
+        stages.run(specs, "tail-latency runs")
+        return self._finish(specs, plan, stages.reused)
 
     def _finish(self, specs: list[RunSpec], plan: pd.DataFrame, reused: int) -> TailOutcome:
         tables = tail_tables(self.store, plan)

@@ -1,0 +1,68 @@
+"""The stage loop both study kinds run their runs through (runner.py stage by stage, tail_runner.py
+in one stage): a batch of RunSpecs goes to the executor, those the run store holds finished are
+reused (an interrupted study resumes, repeating nothing it has), each record is stored the moment
+it finishes, damaged run folders are named and run again, and progress is shown. A failed run is a
+record like any other (execute.py); a stage never stops for one."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from qoslab.sweep.execute import RunSpec, failed_record
+from qoslab.sweep.executors import Executor
+from qoslab.sweep.store import RunStore
+
+
+class Stages:
+    """Runs a study's stages into its run store, keeping what they asked for."""
+
+    def __init__(self, store: RunStore, executor: Executor, console: Console, progress: bool = True):
+        self.store = store
+        self.executor = executor
+        self.console = console
+        self.show_progress = progress
+        self.run_ids: list[str] = []  # every run a stage asked for, in order (a run asked for twice, twice)
+        self.reused = 0  # runs found stored and finished, counted each time a stage asks for one
+
+    def run(self, specs: Sequence[RunSpec], what: str) -> None:
+        """Runs the specs not yet stored finished, storing each as it finishes; `what` names the
+        stage in the progress bar. Nothing is shown when every run is stored already."""
+        todo = []
+        for spec in specs:
+            self.run_ids.append(spec.run_id)
+            if self.store.finished(spec.run_id):
+                self.reused += 1
+            else:
+                todo.append(spec)
+        self._report_damaged()
+        if not todo:
+            return
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=self.console, disable=not self.show_progress, transient=False,
+        ) as progress:
+            task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=len(specs),
+                                     completed=len(specs) - len(todo))
+            for record in self.executor.run(todo):
+                self.store.put(record)
+                progress.advance(task)
+
+    def fail(self, spec: RunSpec, message: str) -> None:
+        """Stores `spec` as failed with `message`, without running it (e.g. a policy that could
+        not be applied): not finished, so a stage asking for it runs it again."""
+        self.store.put(failed_record(spec, message))
+
+    def _report_damaged(self) -> None:
+        for run_id in self.store.damaged:
+            self.console.print(f"[yellow]warning: run folder {self.store.root / run_id} could not be read; "
+                               "running it again[/yellow]")
+        self.store.damaged.clear()
