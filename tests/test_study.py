@@ -198,6 +198,39 @@ def test_a_failed_run_is_recorded_and_the_study_goes_on(tmp_path, monkeypatch):
     assert again.runs_reused == 4 and set(again.tables["runs"]["status"]) == {"completed"}
 
 
+def test_a_policy_that_cannot_be_applied_keeps_its_error_and_runs_nothing(tmp_path, monkeypatch):
+    from qoslab.policies.base import PolicyError
+    from qoslab.policies.per_job import PerJob
+
+    real_apply, real_execute = PerJob.apply, execute_module.execute
+
+    def refuse_one(self, scenario, ctx):
+        if self.label().startswith("per-job[a2a=1"):
+            raise PolicyError("assignment", "refused on purpose")
+        return real_apply(self, scenario, ctx)
+
+    ran = []
+
+    def recording(spec):
+        ran.append(spec.policy)
+        return real_execute(spec)
+
+    monkeypatch.setattr(PerJob, "apply", refuse_one)
+    monkeypatch.setattr("qoslab.sweep.executors.execute", recording)
+    policies = [{"kind": "per-job", "assignment": "all", "weights": [254, 9]}]
+    outcome = run(study(policies), tmp_path)
+    runs = outcome.tables["runs"]
+    failed = runs[runs["status"] != "completed"]
+    assert list(failed["policy"]) == ["per-job[a2a=1 flood=0]"]
+    assert failed.iloc[0]["error"].startswith("policy could not be applied: ")
+    assert "refused on purpose" in failed.iloc[0]["error"]
+    assert "per-job[a2a=1 flood=0]" not in ran  # its placeholder never reached the executor
+    # A resumed study tries the policy again: applied now, it runs and completes.
+    monkeypatch.setattr(PerJob, "apply", real_apply)
+    again = run(study(policies), tmp_path)
+    assert set(again.tables["runs"]["status"]) == {"completed"}
+
+
 def test_bad_scenarios_and_dead_workers_are_error_records_not_crashes():
     from concurrent.futures import Future
     from concurrent.futures.process import BrokenProcessPool

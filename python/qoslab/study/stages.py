@@ -32,6 +32,7 @@ class Stages:
         self.show_progress = progress
         self.run_ids: list[str] = []  # every run a stage asked for, in order (a run asked for twice, twice)
         self.reused = 0  # runs found stored and finished, counted each time a stage asks for one
+        self.unapplied: set[str] = set()  # runs stored as failed by `fail`: nothing to run
 
     def run(self, specs: Sequence[RunSpec], what: str) -> None:
         """Runs the specs not yet stored finished, storing each as it finishes; `what` names the
@@ -41,7 +42,7 @@ class Stages:
             self.run_ids.append(spec.run_id)
             if self.store.finished(spec.run_id):
                 self.reused += 1
-            else:
+            elif spec.run_id not in self.unapplied:
                 todo.append(spec)
         self._report_damaged()
         if not todo:
@@ -58,8 +59,10 @@ class Stages:
 
     def fail(self, spec: RunSpec, message: str) -> None:
         """Stores `spec` as failed with `message`, without running it (e.g. a policy that could
-        not be applied): not finished, so a stage asking for it runs it again."""
+        not be applied): a stage asking for it keeps that record rather than running the
+        placeholder. Not finished, so a resumed study tries the policy again."""
         self.store.put(failed_record(spec, message))
+        self.unapplied.add(spec.run_id)
 
     def _report_damaged(self) -> None:
         for run_id in self.store.damaged:
