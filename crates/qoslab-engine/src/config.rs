@@ -350,6 +350,13 @@ impl EngineConfig {
         if !(1..=64).contains(&f.hca_send_queues_per_sl) {
             return Err(ConfigError::new("fabric.hca_send_queues_per_sl", "expected 1..64"));
         }
+        // A packet's wire size is kept in 16 bits (`Packet::wire_bytes`).
+        if f.header_bytes > 4096 {
+            return Err(ConfigError::new(
+                "fabric.header_bytes",
+                format!("expected 0..4096 bytes, got {}", f.header_bytes),
+            ));
+        }
         let packet_credits = crate::units::credits_for(f.mtu_bytes + f.header_bytes);
         if f.vl_buffer_bytes / crate::units::CREDIT_BYTES < packet_credits {
             return Err(ConfigError::new(

@@ -84,18 +84,38 @@ impl CreditReturns {
 // One cache line.
 const _: () = assert!(std::mem::size_of::<CreditReturns>() == 64);
 
+/// The oldest credit return on its way to a port, kept in the port's own line: usually it is the
+/// only one, so returning and applying credits touch no other line. The sender's view of the
+/// receiver's buffer on a VL is that VL's `PortVl::credits` plus the returns due to it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CreditsDue {
+    /// Arrival time (NEVER: no return on its way), VL and credits.
+    pub(crate) at: Time,
+    pub(crate) credits: u16,
+    pub(crate) vl: u8,
+    /// More returns wait behind it, in the port's `CreditReturns`.
+    pub(crate) behind: bool,
+}
+
+impl CreditsDue {
+    pub(crate) const NONE: CreditsDue = CreditsDue { at: NEVER, credits: 0, vl: 0, behind: false };
+
+    /// The return itself, if one is due.
+    fn pending(&self) -> Option<CreditReturn> {
+        (self.at != NEVER).then_some(CreditReturn { at: self.at, vl: self.vl, credits: self.credits as u32 })
+    }
+}
+
 impl Simulation {
     /// Credits freed at a receiver, arriving back at the sending port `port` at time `at`.
     #[inline(always)]
     pub(crate) fn return_credits(&mut self, port: PortId, vl: u8, credits: u32, at: Time) {
-        let ps = &mut self.ports[port];
+        let due = &mut self.ports[port].credits_due;
         // Return times on one link only grow, so a new return goes behind any pending one.
-        if ps.next_return_at == NEVER {
-            ps.next_return_at = at;
-            ps.next_return_credits = credits as u16;
-            ps.next_return_vl = vl;
+        if due.at == NEVER {
+            *due = CreditsDue { at, credits: credits as u16, vl, behind: false };
         } else {
-            ps.returns_behind = true;
+            due.behind = true;
             self.returns[port].push(CreditReturn { at, vl, credits });
         }
         if self.ports[port].credit_waiting && !self.ports[port].transmitting {
@@ -106,31 +126,22 @@ impl Simulation {
     #[inline]
     pub(crate) fn apply_returned_credits(&mut self, port: PortId) {
         let now = self.now;
-        let ps = &mut self.ports[port];
-        while ps.next_return_at <= now {
-            self.port_vls[(port.0 * self.vls + ps.next_return_vl as u32) as usize].credits +=
-                ps.next_return_credits as u32;
-            if ps.returns_behind {
+        let due = &mut self.ports[port].credits_due;
+        while due.at <= now {
+            self.port_vls[(port.0 * self.vls + due.vl as u32) as usize].credits += due.credits as u32;
+            if due.behind {
                 let returns = &mut self.returns[port];
                 let r = returns.pop_front();
-                ps.next_return_at = r.at;
-                ps.next_return_credits = r.credits as u16;
-                ps.next_return_vl = r.vl;
-                ps.returns_behind = returns.front_at().is_some();
+                *due =
+                    CreditsDue { at: r.at, credits: r.credits as u16, vl: r.vl, behind: returns.front_at().is_some() };
             } else {
-                ps.next_return_at = NEVER;
+                due.at = NEVER;
             }
         }
     }
 
     /// Every credit return on its way to `port`, oldest first.
     pub(crate) fn pending_returns(&self, port: PortId) -> impl Iterator<Item = CreditReturn> + '_ {
-        let ps = &self.ports[port];
-        let first = (ps.next_return_at != NEVER).then_some(CreditReturn {
-            at: ps.next_return_at,
-            vl: ps.next_return_vl,
-            credits: ps.next_return_credits as u32,
-        });
-        first.into_iter().chain(self.returns[port].iter())
+        self.ports[port].credits_due.pending().into_iter().chain(self.returns[port].iter())
     }
 }

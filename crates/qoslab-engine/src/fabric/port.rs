@@ -2,6 +2,7 @@
 //! VLs (the VL arbiter, `vl_arbiter.rs`) and between the inputs asking for one VL (oldest first),
 //! and transmission: serialization, cut-through to the next buffer, credits back upstream.
 
+use super::credits::CreditsDue;
 use super::switch::InputSite;
 use super::vl_arbiter::{ArbState, Grant};
 use crate::ids::{PortId, QueueId, SwitchId};
@@ -19,13 +20,8 @@ use crate::units::{Time, NEVER};
 #[repr(align(64))]
 pub(crate) struct PortState {
     pub(crate) wake_at: Time,
-    /// The oldest credit return on its way here: arrival time (NEVER if none), VL and credits.
-    /// Usually it is the only one, so returning and applying credits touch no other line.
-    pub(crate) next_return_at: Time,
-    pub(crate) next_return_credits: u16,
-    pub(crate) next_return_vl: u8,
-    /// More returns wait behind it, in `returns`.
-    pub(crate) returns_behind: bool,
+    /// The oldest credit return on its way here (the rest wait in `Simulation::returns`).
+    pub(crate) credits_due: CreditsDue,
     pub(crate) arb: ArbState,
     /// Queue (input, VL; or HCA send queue) feeding the packet now on this port's wire.
     pub(crate) tx_queue: QueueId,
@@ -110,7 +106,7 @@ impl Simulation {
     #[inline(always)]
     pub(crate) fn try_send(&mut self, port: PortId) {
         let ps = &self.ports[port];
-        if ps.transmitting || (ps.request_mask == 0 && ps.next_return_at > self.now) {
+        if ps.transmitting || (ps.request_mask == 0 && ps.credits_due.at > self.now) {
             return;
         }
         self.arbitrate(port);
@@ -186,7 +182,7 @@ impl Simulation {
                     a.blocked(port, stalled_mask, now, downstream, &self.queues);
                 }
                 self.ports[port].credit_waiting = true;
-                let at = self.ports[port].next_return_at;
+                let at = self.ports[port].credits_due.at;
                 if at != NEVER {
                     self.schedule_wake(port, at);
                 }

@@ -4,7 +4,7 @@
 use crate::units::CREDIT_BYTES;
 
 /// Bytes of high-priority traffic per `high_limit` unit.
-const HIGH_LIMIT_UNIT_BYTES: u64 = 4096;
+const HIGH_LIMIT_UNIT_BYTES: u32 = 4096;
 
 /// The tables of one port type, as OpenSM programs them (weights in 64-byte units).
 #[derive(Debug, Clone)]
@@ -19,7 +19,7 @@ pub struct ArbTables {
     high_positions: [u64; 16],
     low_positions: [u64; 16],
     /// High-priority bytes allowed while low-priority packets wait; None = unbounded (255).
-    high_limit_bytes: Option<u64>,
+    high_limit_bytes: Option<u32>,
 }
 
 impl ArbTables {
@@ -46,7 +46,7 @@ impl ArbTables {
             high,
             low,
             // 0 means "one packet", so at least one byte's worth is always allowed.
-            high_limit_bytes: (high_limit != 255).then(|| (high_limit as u64 * HIGH_LIMIT_UNIT_BYTES).max(1)),
+            high_limit_bytes: (high_limit != 255).then(|| (high_limit as u32 * HIGH_LIMIT_UNIT_BYTES).max(1)),
         }
     }
 }
@@ -60,7 +60,9 @@ pub struct ArbState {
     high_used: u16,
     low_used: u16,
     /// High-priority bytes sent since a low-priority packet last went while one was waiting.
-    high_bytes: u64,
+    /// Saturating: it is only compared with the high limit (at most 255 x 4 KiB), so 32 bits
+    /// keep the arbiter state, and with it the port's line, small.
+    high_bytes: u32,
 }
 
 /// The arbiter's decision for one packet slot.
@@ -101,7 +103,7 @@ impl ArbState {
         if grant.high {
             self.high_used += credits as u16;
             if grant.low_waiting {
-                self.high_bytes += wire_bytes as u64;
+                self.high_bytes = self.high_bytes.saturating_add(wire_bytes);
             }
         } else {
             self.low_used += credits as u16;

@@ -239,6 +239,14 @@ impl Mpi {
             if jc.sl > 15 {
                 return Err(ConfigError::new(key("sl"), "expected a service level 0..15"));
             }
+            // Rank ids travel in events' id bits: every job's ranks together must fit there.
+            let total = ranks.len() as u64 + jc.hosts.len() as u64 * jc.ranks_per_node as u64;
+            if total > crate::queue::MAX_EVENT_ID as u64 {
+                return Err(ConfigError::new(
+                    key("ranks_per_node"),
+                    format!("the jobs have {total} ranks together, beyond the engine's {}", crate::queue::MAX_EVENT_ID),
+                ));
+            }
             let size = jc.hosts.len() as u32 * jc.ranks_per_node;
             let named_rng = crate::traffic::stream_rng(seed, RNG_JOB_NAMES, fnv1a(jc.name.as_bytes()));
             let shape = JobShape {

@@ -72,6 +72,17 @@ impl Router {
         let g = topology.graph();
         let algorithm = cfg.algorithm;
         let tables = |table: Vec<u16>| Router::Tables { table, hosts: g.hosts };
+        let table_routing = matches!(algorithm, RoutingAlgorithm::Minhop | RoutingAlgorithm::Lft);
+        // `route` looks entries up at switch * hosts + host in 32 bits.
+        if table_routing && g.switches as u64 * g.hosts as u64 > u32::MAX as u64 {
+            return Err(ConfigError::new(
+                "routing.algorithm",
+                format!(
+                    "forwarding tables of {} switches x {} hosts exceed 2^32 entries; route this fabric otherwise",
+                    g.switches, g.hosts
+                ),
+            ));
+        }
         let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
             (RoutingAlgorithm::Lft, _) => {

@@ -5,7 +5,7 @@ use super::attribution::Attribution;
 use super::prechecked::PrecheckedVec;
 use super::{mem, RunStatus, Simulation};
 use crate::config::{ConfigError, EngineConfig};
-use crate::fabric::credits::CreditReturns;
+use crate::fabric::credits::{CreditReturns, CreditsDue};
 use crate::fabric::hca::SLS;
 use crate::fabric::port::{PortState, PortVl};
 use crate::fabric::queue::Queue;
@@ -45,6 +45,10 @@ impl Simulation {
             }
             _ => Vec::new(),
         };
+        // Before anything sized by a radix (per-pair SL2VL tables are radix x radix).
+        if (0..g.hosts + g.switches).any(|n| g.radix(n) > u16::MAX as u32) {
+            return Err(ConfigError::new("topology", "a switch has more ports than 65535"));
+        }
         let mut sl2vl = Sl2Vl::new(table(&cfg.qos.ca.sl2vl), table(&cfg.qos.swe.sl2vl));
         for (i, o) in cfg.qos.sl2vl_pairs.iter().enumerate() {
             let key = format!("qos.sl2vl_pairs[{i}]");
@@ -65,9 +69,6 @@ impl Simulation {
             ArbTables::new(&cfg.qos.swe.vlarb_high, &cfg.qos.swe.vlarb_low, cfg.qos.swe.high_limit),
         ];
         let ports = g.ports();
-        if (0..g.hosts + g.switches).any(|n| g.radix(n) > u16::MAX as u32) {
-            return Err(ConfigError::new("topology", "a switch has more ports than 65535"));
-        }
         if ports > MAX_EVENT_ID {
             return Err(ConfigError::new("topology", "too many ports for the event encoding"));
         }
@@ -75,10 +76,11 @@ impl Simulation {
         if sources.len() as u32 > MAX_EVENT_ID {
             return Err(ConfigError::new("traffic", "too many traffic sources"));
         }
+        check_queue_ids(ports, vls, g.hosts, f.hca_send_queues_per_sl)?;
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let hca_queues = (g.hosts * SLS * f.hca_send_queues_per_sl) as usize;
+        let hca_queues = g.hosts as usize * SLS as usize * f.hca_send_queues_per_sl as usize;
         let port_states = mem::huge_vec(
             np,
             (0..np).map(|p| {
@@ -86,10 +88,7 @@ impl Simulation {
                 let peer = g.port_peer[p];
                 PortState {
                     wake_at: NEVER,
-                    next_return_at: NEVER,
-                    next_return_credits: 0,
-                    next_return_vl: 0,
-                    returns_behind: false,
+                    credits_due: CreditsDue::NONE,
                     arb: ArbState::default(),
                     tx_queue: QueueId::NONE,
                     peer: PortId(peer),
@@ -191,5 +190,36 @@ impl Simulation {
             cfg,
         };
         Ok(sim)
+    }
+}
+
+/// Queue ids (the switch inputs' (port, VL) queues, then every host's send queues) are u32s that
+/// the hot path computes without checks: all of them must fit below `QueueId::NONE`.
+fn check_queue_ids(ports: u32, vls: u32, hosts: u32, lanes: u32) -> Result<(), ConfigError> {
+    let queues = ports as u64 * vls as u64 + hosts as u64 * SLS as u64 * lanes as u64;
+    if queues < QueueId::NONE.0 as u64 {
+        return Ok(());
+    }
+    Err(ConfigError::new(
+        "fabric.hca_send_queues_per_sl",
+        format!(
+            "{ports} ports x {vls} VLs and {hosts} hosts x {SLS} SLs x {lanes} send queues make {queues} queues, \
+             beyond the engine's {} (fewer send queues per SL, VLs or hosts)",
+            QueueId::NONE.0 - 1
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_queue_ids;
+
+    #[test]
+    fn queue_ids_beyond_32_bits_are_refused_before_anything_is_built() {
+        // 2^22 hosts x 16 SLs x 64 send queues is 2^32 queues: the count would wrap to 0.
+        let e = check_queue_ids(2 << 22, 4, 1 << 22, 64).expect_err("refused");
+        assert_eq!(e.key, "fabric.hca_send_queues_per_sl");
+        assert!(e.message.contains("send queues"), "{}", e.message);
+        assert!(check_queue_ids(2 << 22, 4, 1 << 22, 8).is_ok());
     }
 }

@@ -77,7 +77,7 @@ impl Simulation {
         if ps.request_mask != 0 {
             prefetch(&self.port_vls[(port.0 * self.vls + ps.request_mask.trailing_zeros()) as usize]);
         }
-        if ps.returns_behind {
+        if ps.credits_due.behind {
             prefetch(&self.returns[port]);
         }
     }
