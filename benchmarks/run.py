@@ -15,7 +15,9 @@ import json
 import multiprocessing
 import platform
 import resource
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -188,8 +190,6 @@ def instruction_child(plan_path):
 def instruction_counts():
     """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by callgrind."""
     import shutil
-    import subprocess
-    import tempfile
 
     if shutil.which("valgrind") is None:
         sys.exit("benchmarks/run.py --instructions: valgrind is not installed (apt-get install valgrind)")
@@ -240,9 +240,6 @@ def startup(runs=5):
     scenario is not on this machine."""
     if not STARTUP_SCENARIO.is_file():
         return None
-    import subprocess
-    import tempfile
-
     times = []
     with tempfile.TemporaryDirectory() as out:
         for _ in range(runs + 1):  # the first warms the file cache and is not counted

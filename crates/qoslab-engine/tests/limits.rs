@@ -2,24 +2,13 @@
 //! path indexes with (it does not check indices: sim/prechecked.rs) are refused when the
 //! simulation is built, naming the key.
 
+mod common;
+
 use qoslab_engine::{EngineConfig, Simulation};
 use serde_json::{json, Value};
 
 fn base() -> Value {
-    let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
-    let port =
-        json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
-    json!({
-        "seed": 1,
-        "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
-                   "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
-        "topology": {"kind": "single-switch", "hosts": 32},
-        "routing": {"algorithm": "dmodk"},
-        "qos": {"ca": port, "swe": port},
-        "traffic": [],
-        "run": {"duration_us": 10.0, "warmup_us": 0.0, "messages": false},
-        "jobs": [],
-    })
+    common::config_json(json!([]))
 }
 
 fn refused(v: Value) -> qoslab_engine::ConfigError {
@@ -49,7 +38,6 @@ fn a_switch_beyond_65535_ports_is_refused_before_its_port_pair_tables_are_built(
 #[test]
 fn more_ranks_than_the_event_encoding_holds_are_refused() {
     let mut v = base();
-    v["mpi"] = json!({"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0});
     v["jobs"] = json!([{"name": "huge", "hosts": [0, 1], "ranks_per_node": 1u64 << 29, "sl": 0, "restart": false,
                         "workload": {"kind": "all-to-all", "bytes": 64, "iterations": 1},
                         "collectives": {"allreduce": "recursive-doubling", "alltoall": "pairwise"}}]);

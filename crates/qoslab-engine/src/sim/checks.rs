@@ -119,9 +119,7 @@ impl Simulation {
         if self.port_vls[self.port_vl(out, vl)].credits >= queue.head_credits as u32 {
             return QueueId::NONE;
         }
-        let returning = (ps.credits_due.at != crate::units::NEVER && ps.credits_due.vl == vl)
-            || self.returns[out].iter().any(|r| r.vl == vl);
-        if returning {
+        if self.pending_returns(out).any(|r| r.vl == vl) {
             return QueueId::NONE;
         }
         QueueId::input(ps.peer, vl, self.vls)

@@ -8,10 +8,15 @@ use serde_json::{json, Value};
 
 /// A single 32-host switch with EDR-like defaults and the given jobs.
 pub fn config(jobs: Value) -> EngineConfig {
+    EngineConfig::from_json(&config_json(jobs).to_string()).unwrap()
+}
+
+/// `config` as JSON, for tests that change keys before parsing.
+pub fn config_json(jobs: Value) -> Value {
     let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
     let port =
         json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0,255],[1,255],[2,255],[3,255]], "high_limit": 0});
-    let v = json!({
+    json!({
         "seed": 1,
         "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
                    "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
@@ -22,8 +27,7 @@ pub fn config(jobs: Value) -> EngineConfig {
         "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "messages": false},
         "jobs": jobs,
         "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
-    });
-    EngineConfig::from_json(&v.to_string()).unwrap()
+    })
 }
 
 /// A job table with MPICH-like default collectives and no restart.
