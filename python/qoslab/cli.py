@@ -40,6 +40,7 @@ from qoslab.errors import (
     ScenarioError,
     from_engine_config_error,
 )
+from qoslab.extras import MissingExtra
 from qoslab.scenario import Scenario
 
 EXIT_USER_ERROR = 2
@@ -82,6 +83,8 @@ def user_errors(source: str | None = None) -> Iterator[None]:
     except EngineError as error:
         message = f"internal error in the qoslab engine (a bug, please report it): {error}"
         raise fail(message, EXIT_ENGINE_ERROR) from None
+    except MissingExtra as error:  # an optional dependency: the message names the extra to install
+        raise fail(f"error: {error}") from None
     except ImportError as error:
         raise fail(f"error: {error}", EXIT_ENGINE_ERROR) from None
     except KeyboardInterrupt:

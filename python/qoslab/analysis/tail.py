@@ -13,13 +13,17 @@ from itertools import pairwise
 
 import numpy as np
 import pandas as pd
-from scipy import stats
-from scipy.integrate import trapezoid
 
 from qoslab.analysis.latency import sample_stats
+from qoslab.extras import require
 
 BC_THRESHOLD = 5.0 / 9.0  # Sarle's bimodality coefficient of a uniform distribution
 F1_TIE_TOLERANCE = 1e-12
+
+
+def _scipy_stats():
+    """scipy.stats, from the [tail] extra (the statistics of the Dragonfly+ tail study)."""
+    return require("scipy.stats", "the tail analysis (skewness, KDE modes, correlations)")
 
 
 def _finite(samples) -> np.ndarray:
@@ -32,7 +36,7 @@ def _skewness(values: np.ndarray) -> float:
     a constant sample (undefined)."""
     if values.size < 3 or np.ptp(values) == 0:
         return float("nan")
-    return float(stats.skew(values, bias=False))
+    return float(_scipy_stats().skew(values, bias=False))
 
 
 def tail_summary(samples) -> dict[str, float]:
@@ -84,6 +88,7 @@ def bimodality_coefficient(samples) -> float:
     n = values.size
     if n < 4 or np.ptp(values) == 0:
         return float("nan")
+    stats = _scipy_stats()
     g1 = stats.skew(values, bias=False)
     g2 = stats.kurtosis(values, fisher=True, bias=False)
     return float((g1**2 + 1.0) / (g2 + 3.0 * (n - 1) ** 2 / ((n - 2) * (n - 3))))
@@ -123,7 +128,7 @@ def _kde_modes(values: np.ndarray, bandwidth: str | float, min_mass: float, dip_
         factor = float(bandwidth)
         if not factor > 0:
             raise ValueError(f"bandwidth must be 'scott', 'silverman' or a positive factor, not {bandwidth!r}")
-    kde = stats.gaussian_kde(values, bw_method=factor)
+    kde = _scipy_stats().gaussian_kde(values, bw_method=factor)
     h = float(np.sqrt(kde.covariance[0, 0]))
     lo, hi = values.min() - 4.0 * h, values.max() + 4.0 * h
     # A uniform grid plus the samples' quantiles: resolution also where the data is dense when a
@@ -137,6 +142,7 @@ def _kde_modes(values: np.ndarray, bandwidth: str | float, min_mass: float, dip_
     # Segments (basins) between valleys: bounds[k]..bounds[k+1] holds peak k.
     valleys = [p + int(np.argmin(f[p:q + 1])) for p, q in pairwise(peaks)]
     bounds = [0, *valleys, grid.size - 1]
+    trapezoid = require("scipy.integrate", "the tail analysis's KDE modes").trapezoid
     total = float(trapezoid(f, grid))
 
     def mass(k: int) -> float:
@@ -249,6 +255,7 @@ def correlation(b, latency) -> Correlation:
     for name, v in (("b", x), ("latency", y)):
         if np.ptp(v) == 0:
             raise ValueError(f"correlation is undefined: {name} is constant ({v[0]!r}) over the {v.size} pairs")
+    stats = _scipy_stats()
     pearson = stats.pearsonr(x, y)
     spearman = stats.spearmanr(x, y)
     return Correlation(int(x.size), float(pearson.statistic), float(pearson.pvalue), float(spearman.statistic), float(spearman.pvalue))

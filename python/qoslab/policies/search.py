@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from qoslab.errors import problem
+from qoslab.extras import require
 from qoslab.policies.arbitration import (
     DEFAULT_SHARE_TOLERANCE,
     Arbitration,
@@ -168,8 +169,7 @@ class Search(Policy):
         return sorted(results, key=lambda r: (r[1], r[0].label()))
 
     def _tpe(self, jobs: list[str], data_vls: int, batch: int, evaluate: Callable[[Sequence[PerJob]], list[float]]) -> list[tuple[PerJob, float]]:
-        import optuna
-
+        optuna = require("optuna", "the policy search's TPE sampler (method \"tpe\", or \"auto\" beyond the budget)")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         n = self.count(data_vls)
         study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=self.seed))

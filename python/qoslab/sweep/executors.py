@@ -11,6 +11,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Protocol
 
+from qoslab.extras import require
 from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
 
 
@@ -101,10 +102,7 @@ class DaskExecutor:
     in tests, a dask-jobqueue SLURMCluster on a machine with Slurm) or a Client."""
 
     def __init__(self, target: Any):
-        try:
-            from distributed import Client
-        except ImportError as error:  # pragma: no cover - a dependency of qoslab
-            raise RuntimeError(f"the Dask executor needs the 'distributed' package ({error})") from error
+        Client = require("distributed", "the Dask executor (--scheduler, [executor] kind = \"dask\")").Client
         self._owns_client = not isinstance(target, Client)
         self.client = Client(target) if self._owns_client else target
         info = self.client.scheduler_info()
@@ -143,9 +141,9 @@ def _record(future: Any, spec: RunSpec) -> RunRecord:
 def slurm_cluster(options: dict[str, Any]) -> Any:
     """A dask-jobqueue SLURMCluster from the study file's [executor.slurm] keys (not yet scaled:
     nothing is submitted until make_executor asks for Slurm jobs)."""
-    from dask_jobqueue import SLURMCluster
-
     from qoslab.errors import ScenarioError
+
+    SLURMCluster = require("dask_jobqueue", "the Slurm executor ([executor] kind = \"slurm\")").SLURMCluster
 
     options = {"processes": 1, **options}  # one run per worker process by default: runs are single-threaded
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.errors import ScenarioError
+from qoslab.extras import require
 from qoslab.io.traces.calls import is_local
 from qoslab.io.traces.communicators import Communicator
 from qoslab.io.traces.pack import Fail, assemble
@@ -41,7 +42,7 @@ class _Otf2Rank:
 
 
 def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
-    import otf2  # type: ignore[import-untyped]  # imported here so the rest of the package loads without it
+    otf2 = require("otf2", "reading OTF2 traces")  # here, so that the rest of the package loads without it
     from otf2.enums import CollectiveOp, GroupType, Paradigm  # type: ignore[import-untyped]
 
     anchor = p
