@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, cast
 
@@ -42,6 +43,15 @@ from qoslab.errors import (
 )
 from qoslab.extras import MissingExtra
 from qoslab.scenario import Scenario
+
+
+class ExecutorKind(StrEnum):
+    """--executor: where a study's runs execute ([executor] kind)."""
+
+    local = "local"
+    dask = "dask"
+    slurm = "slurm"
+
 
 EXIT_USER_ERROR = 2
 EXIT_ENGINE_ERROR = 3
@@ -233,6 +243,18 @@ def study(
                                     help="Figure formats for figures/, comma-separated: png, svg, pdf (PNG is always "
                                     "written); overrides the study file's figure_formats.")
     ] = None,
+    executor_kind: Annotated[
+        ExecutorKind | None, typer.Option("--executor", help="Where runs execute: local, dask (with --scheduler) or slurm (Dask workers as "
+                                 "Slurm jobs; --workers is the number of jobs); overrides the study file's executor kind.")
+    ] = None,
+    partition: Annotated[str | None, typer.Option("--partition", help="Slurm partition of the worker jobs.")] = None,
+    account: Annotated[str | None, typer.Option("--account", help="Slurm account the worker jobs are charged to.")] = None,
+    walltime: Annotated[str | None, typer.Option("--walltime", metavar="HH:MM:SS",
+                                                 help="Slurm time limit of each worker job (workers leave before it "
+                                                 "and are replaced).")] = None,
+    cores: Annotated[int | None, typer.Option("--cores", min=1, help="Cores of each Slurm worker job (one run each).")] = None,
+    memory: Annotated[str | None, typer.Option("--memory", metavar="SIZE",
+                                               help="Memory of each Slurm worker job, e.g. 4GB.")] = None,
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
@@ -255,6 +277,9 @@ def study(
             loaded.figure_formats = cast(list[FigureFormat], figures.split(","))
         if plan:
             return _plan(loaded, out)
+        slurm = {key: value for key, value in (("queue", partition), ("account", account), ("walltime", walltime),
+                                                 ("cores", cores), ("memory", memory)) if value is not None}
+        loaded.executor = loaded.executor.overridden(executor_kind and executor_kind.value, slurm)
         if isinstance(loaded, TailStudy):
             assert study_file is not None
             return _tail_study(loaded, study_file, out, scheduler, workers)
@@ -298,15 +323,22 @@ def _plan(loaded: Any, out: Path) -> None:
 def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: Path) -> Iterator[Any]:
     """The executor a study file's [executor] table asks for, as overridden on the command line,
     for the length of a study run; an interruption or an unwritable output ends it with a message."""
-    from qoslab.sweep.executors import make_executor
+    from qoslab.sweep.executors import NoLiveWorker, make_executor
 
     try:
         executor = make_executor("dask" if scheduler else cfg.kind, workers or cfg.workers,
-                                 scheduler or cfg.scheduler, cfg.slurm)
+                                 scheduler or cfg.scheduler, cfg.slurm, out, cfg.no_worker_timeout_s)
     except (OSError, TimeoutError, ValueError) as error:
+        if cfg.kind == "slurm" and not scheduler:
+            raise fail(f"error: cannot start the Slurm workers: {error}") from None
         raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
+    for message in getattr(executor, "warnings", []):
+        err_console.print(Text(f"warning: {message}", style="yellow"))
     try:
         yield executor
+    except NoLiveWorker as error:
+        raise fail(f"error: {error}; finished runs are kept in {out}/runs: run the same command to resume",
+                   EXIT_RUNS_FAILED) from None
     except KeyboardInterrupt:
         raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
                    EXIT_INTERRUPTED) from None

@@ -11,6 +11,7 @@ from types import ModuleType
 EXTRA_OF = {
     "distributed": "dask",
     "dask_jobqueue": "slurm",
+    "cryptography": "slurm",  # the temporary TLS credentials of the Slurm workers
     "optuna": "search",
     "otf2": "traces",
     "scipy": "tail",

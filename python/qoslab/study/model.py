@@ -34,6 +34,8 @@ class ExecutorConfig(_Table):
     workers: Annotated[int, Field(ge=0)] = 0  # local: processes (0: every core); slurm: Slurm jobs (0: 1)
     scheduler: str | None = None  # dask: the scheduler's address, e.g. "tcp://10.0.0.1:8786"
     slurm: dict[str, Any] = Field(default_factory=dict)  # dask_jobqueue.SLURMCluster keywords
+    # dask and slurm: a study whose cluster has had no worker this long stops, saying so.
+    no_worker_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 600.0
 
     @model_validator(mode="after")
     def _keys_of_kind(self) -> ExecutorConfig:
@@ -44,6 +46,29 @@ class ExecutorConfig(_Table):
         if self.kind != "slurm" and self.slurm:
             raise problem(f'slurm is only used with kind = "slurm" (kind is {self.kind!r})', "slurm")
         return self
+
+    def overridden(self, kind: str | None, slurm: dict[str, Any]) -> ExecutorConfig:
+        """This table as the command line overrides it (--executor, and the Slurm options, which
+        become [executor.slurm] keys); the same checks as the file's."""
+        if kind is None and not slurm:
+            return self
+        data = self.model_dump(exclude_unset=True)
+        if kind is not None:
+            data["kind"] = kind
+            if kind != "dask":
+                data.pop("scheduler", None)
+        if slurm and data.get("kind", "local") != "slurm":
+            options = ", ".join(f"--{'partition' if k == 'queue' else k}" for k in slurm)
+            raise ScenarioError([("executor", f"{options} apply to Slurm workers: add --executor slurm "
+                                              "(or [executor] kind = \"slurm\")")])
+        data["slurm"] = {**data.get("slurm", {}), **slurm}
+        if not data["slurm"]:
+            data.pop("slurm")
+        try:
+            return ExecutorConfig.model_validate(data)
+        except ValidationError as error:
+            problems = from_validation_error(error).problems
+            raise ScenarioError([(f"executor.{key}" if key else "executor", message) for key, message in problems]) from None
 
 
 FigureFormat = Literal["png", "svg", "pdf"]

@@ -9,6 +9,7 @@ import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
 from typing import Any, Protocol
 
 from qoslab.extras import require
@@ -97,27 +98,61 @@ class LocalExecutor:
             self._pool = None
 
 
+class NoLiveWorker(RuntimeError):
+    """A Dask study whose cluster has had no worker for too long: said, instead of waiting forever."""
+
+
+# How long a Dask study waits with no worker at all before it stops (finished runs are kept).
+NO_WORKER_TIMEOUT_S = 600.0
+
+
 class DaskExecutor:
     """Runs on a Dask distributed cluster: a scheduler address, a Cluster object (a LocalCluster
-    in tests, a dask-jobqueue SLURMCluster on a machine with Slurm) or a Client."""
+    in tests, a dask-jobqueue SLURMCluster on a machine with Slurm) or a Client. With no live
+    worker for `no_worker_timeout_s` it stops with NoLiveWorker; `describe_workers` says why
+    (e.g. the Slurm jobs' states)."""
 
-    def __init__(self, target: Any):
-        Client = require("distributed", "the Dask executor (--scheduler, [executor] kind = \"dask\")").Client
-        self._owns_client = not isinstance(target, Client)
-        self.client = Client(target) if self._owns_client else target
+    def __init__(self, target: Any, no_worker_timeout_s: float = NO_WORKER_TIMEOUT_S,
+                 workers: int | None = None, describe_workers: Any = None, security: Any = None):
+        distributed = require("distributed", "the Dask executor (--scheduler, [executor] kind = \"dask\")")
+        self._owns_client = not isinstance(target, distributed.Client)
+        self.warnings: list[str] = []
+        if isinstance(target, str):
+            security, self.warnings = scheduler_security(target, security)
+        self.client = distributed.Client(target, security=security) if self._owns_client else target
+        self.no_worker_timeout_s = no_worker_timeout_s
+        self._describe_workers = describe_workers
         info = self.client.scheduler_info()
-        self.workers = max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
+        self.workers = workers or max(1, sum(int(w.get("nthreads", 1)) for w in info.get("workers", {}).values()))
 
     def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]:
         if not specs:
             return
-        from distributed import as_completed
+        import time
+
+        from distributed import wait as wait_futures
 
         futures = [self.client.submit(execute, spec, pure=False, key=f"qoslab-{spec.run_id}-{os.getpid()}") for spec in specs]
+        by_key = {future.key: spec for future, spec in zip(futures, specs)}
+        pending = set(futures)
+        alone_since: float | None = None
+        poll = min(5.0, max(0.2, self.no_worker_timeout_s / 10))
         try:
-            by_key = {future.key: spec for future, spec in zip(futures, specs)}
-            for future in as_completed(futures):
-                yield _record(future, by_key[future.key])
+            while pending:
+                try:
+                    done, pending = wait_futures(pending, timeout=poll, return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    done = set()
+                for future in sorted(done, key=lambda f: by_key[f.key].run_id):
+                    yield _record(future, by_key[future.key])
+                if done or self.client.scheduler_info().get("workers"):
+                    alone_since = None
+                    continue
+                alone_since = alone_since if alone_since is not None else time.monotonic()
+                if time.monotonic() - alone_since >= self.no_worker_timeout_s:
+                    why = f" ({self._describe_workers()})" if self._describe_workers else ""
+                    raise NoLiveWorker(f"no live Dask worker for {self.no_worker_timeout_s:g} s{why}; "
+                                       f"{len(pending)} run(s) not done")
         finally:
             for future in futures:
                 if not future.done():
@@ -126,6 +161,35 @@ class DaskExecutor:
     def close(self) -> None:
         if self._owns_client:
             self.client.close()
+
+
+def scheduler_security(address: str, security: Any = None) -> tuple[Any, list[str]]:
+    """The security to reach a scheduler by address, and warnings: a tls:// address uses Dask's
+    TLS configuration (distributed.comm.tls.* in a Dask config file or DASK_DISTRIBUTED__COMM__TLS__*
+    variables) and is refused, naming those keys, without one; a plain tcp:// address off this
+    machine is warned about: whoever reaches that port can run code as every worker's user."""
+    import ipaddress
+    import socket
+    from urllib.parse import urlsplit
+
+    distributed = require("distributed", "the Dask executor")
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme == "tls":
+        security = security or distributed.Security()
+        if not security.tls_ca_file:
+            raise ValueError(f"{address}: a tls:// scheduler needs Dask's TLS settings (distributed.comm.tls.ca-file "
+                             "and distributed.comm.tls.client.cert/key in a Dask config file, or "
+                             "DASK_DISTRIBUTED__COMM__TLS__CA_FILE, ...__CLIENT__CERT and ...__CLIENT__KEY)")
+        return security, []
+    host = parts.hostname or ""
+    try:
+        local = all(ipaddress.ip_address(info[4][0]).is_loopback for info in socket.getaddrinfo(host, None))
+    except (OSError, ValueError):
+        local = host in ("localhost", "")
+    if parts.scheme == "tcp" and not local:
+        return security, [f"{address}: plain tcp:// to another machine: anyone who can reach this port can run "
+                          "code on the workers; use tls:// with Dask's TLS settings on a shared cluster"]
+    return security, []
 
 
 def _record(future: Any, spec: RunSpec) -> RunRecord:
@@ -138,26 +202,202 @@ def _record(future: Any, spec: RunSpec) -> RunRecord:
         return failed_record(spec, f"the worker running it failed: {type(error).__name__}: {error}")
 
 
-def slurm_cluster(options: dict[str, Any]) -> Any:
+def walltime_seconds(walltime: str) -> int:
+    """Seconds of a Slurm time limit: MM, MM:SS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS."""
+    days, _, clock = walltime.strip().rpartition("-")
+    fields = clock.split(":")
+    try:
+        numbers = [int(f) for f in fields]
+        day_count = int(days) if days else 0
+    except ValueError:
+        raise ValueError(f"expected a Slurm time limit (MM, HH:MM:SS or D-HH:MM:SS), got {walltime!r}") from None
+    if days:  # D-HH[:MM[:SS]]
+        numbers += [0] * (3 - len(numbers))
+        h, m, sec = numbers
+    elif len(numbers) == 1:
+        h, m, sec = 0, numbers[0], 0
+    elif len(numbers) == 2:
+        h, m, sec = 0, numbers[0], numbers[1]
+    elif len(numbers) == 3:
+        h, m, sec = numbers
+    else:
+        raise ValueError(f"expected a Slurm time limit (MM, HH:MM:SS or D-HH:MM:SS), got {walltime!r}")
+    if min(day_count, h, m, sec) < 0 or len(numbers) > 3:
+        raise ValueError(f"expected a Slurm time limit (MM, HH:MM:SS or D-HH:MM:SS), got {walltime!r}")
+    return ((day_count * 24 + h) * 60 + m) * 60 + sec
+
+
+def worker_lifetime(walltime: str) -> tuple[int, int]:
+    """(lifetime, stagger) in seconds for a Dask worker in a Slurm job of this walltime: it leaves
+    cleanly (its runs go elsewhere, adapt() submits a new job) before Slurm kills it. The margin is
+    10% of the walltime, at least 30 s and at most 5 min."""
+    total = walltime_seconds(walltime)
+    margin = max(30, min(300, total // 10))
+    if total <= 2 * margin:
+        raise ValueError(f"walltime {walltime!r} is too short for a worker: it leaves {margin} s before its job "
+                         f"ends; give at least {2 * margin + 1} s")
+    return total - margin, margin // 3
+
+
+def slurm_cluster(options: dict[str, Any], security_dir: Path | None = None) -> Any:
     """A dask-jobqueue SLURMCluster from the study file's [executor.slurm] keys (not yet scaled:
-    nothing is submitted until make_executor asks for Slurm jobs)."""
+    nothing is submitted until make_executor asks for Slurm jobs). Its workers leave before their
+    walltime (`worker_lifetime`); with `security_dir`, scheduler and workers talk TLS with
+    temporary credentials kept in that folder (mode 700: other users get nothing)."""
     from qoslab.errors import ScenarioError
 
     SLURMCluster = require("dask_jobqueue", "the Slurm executor ([executor] kind = \"slurm\")").SLURMCluster
 
-    options = {"processes": 1, **options}  # one run per worker process by default: runs are single-threaded
+    options = {"processes": 1, "walltime": "00:30:00", **options}  # one run per worker process: runs are single-threaded
+    try:
+        lifetime, stagger = worker_lifetime(str(options["walltime"]))
+    except ValueError as error:
+        raise ScenarioError([("executor.slurm.walltime", str(error))]) from None
+    options["worker_extra_args"] = [*options.get("worker_extra_args", []),
+                                    "--lifetime", f"{lifetime}s", "--lifetime-stagger", f"{stagger}s"]
+    if security_dir is not None and "security" not in options:
+        require("cryptography", "TLS between the study and its Slurm workers")
+        security_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        security_dir.chmod(0o700)
+        options.update(security=True, shared_temp_directory=str(security_dir))
     try:
         return SLURMCluster(**options)
     except (TypeError, ValueError) as error:
         raise ScenarioError([("executor.slurm", f"dask_jobqueue.SLURMCluster refused these keys: {error}")]) from None
 
 
-def make_executor(kind: str, workers: int = 0, scheduler: str | None = None, slurm: dict[str, Any] | None = None) -> Executor:
-    """The executor a study file's [executor] table (or the command line) asks for."""
+def slurm_preflight(options: dict[str, Any]) -> None:
+    """Before any job is submitted: the Slurm controller answers, and the partition asked for
+    exists (a ValueError saying which, with the partitions there are)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("sinfo") is None:
+        raise ValueError("the Slurm commands (sinfo, sbatch) are not on PATH: run the study on a Slurm login node")
+    try:
+        done = subprocess.run(["sinfo", "-h", "-o", "%R"], capture_output=True, text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        raise ValueError("the Slurm controller did not answer sinfo within 60 s") from None
+    if done.returncode != 0:
+        raise ValueError(f"the Slurm controller cannot be reached: sinfo says {done.stderr.strip() or done.returncode}")
+    partitions = sorted({line.strip() for line in done.stdout.splitlines() if line.strip()})
+    queue = options.get("queue")
+    if queue is not None and queue not in partitions:
+        raise ValueError(f"no Slurm partition {queue!r} (--partition, executor.slurm.queue); "
+                         f"this cluster has: {', '.join(partitions) or 'none'}")
+
+
+def slurm_jobs(cluster: Any) -> str:
+    """The states of a SLURMCluster's jobs, as squeue gives them (for a study with no worker)."""
+    import subprocess
+
+    ids = [str(job.job_id) for job in getattr(cluster, "workers", {}).values() if getattr(job, "job_id", None)]
+    if not ids:
+        return "no Slurm job submitted"
+    done = subprocess.run(["squeue", "-h", "-j", ",".join(ids), "-o", "%i %T %r"], capture_output=True, text=True)
+    states = "; ".join(line.strip() for line in done.stdout.splitlines() if line.strip())
+    return f"Slurm jobs {', '.join(ids)}: {states or 'not in squeue (ended)'}"
+
+
+class _ClusterErrors:
+    """Errors the cluster's background tasks log (an sbatch that fails while adapt() replaces a
+    job): kept, without their tracebacks, for the message of a study with no worker."""
+
+    LOGGERS = ("tornado.application", "distributed.deploy.spec", "distributed.deploy.adaptive")
+
+    def __init__(self) -> None:
+        import logging
+
+        class Keep(logging.Handler):
+            def __init__(self, messages: list[str]) -> None:
+                super().__init__(logging.ERROR)
+                self.messages = messages
+
+            def emit(self, record: logging.LogRecord) -> None:
+                text = str(record.exc_info[1]) if record.exc_info and record.exc_info[1] else record.getMessage()
+                self.messages.append(" ".join(line.strip() for line in text.splitlines() if "error" in line.lower())
+                                     or " ".join(text.split()))
+
+        self.messages: list[str] = []
+        self._handler = Keep(self.messages)
+        self._saved = []
+        for name in self.LOGGERS:
+            logger = logging.getLogger(name)
+            self._saved.append((logger, logger.propagate))
+            logger.addHandler(self._handler)
+            logger.propagate = False
+
+    def last(self) -> str:
+        return f"; last error: {self.messages[-1][:400]}" if self.messages else ""
+
+    def close(self) -> None:
+        for logger, propagate in self._saved:
+            logger.removeHandler(self._handler)
+            logger.propagate = propagate
+
+
+def _test_submit(cluster: Any) -> None:
+    """sbatch --test-only on the worker job's script: resources no node has, an unknown account
+    and the like are refused before anything is submitted (ValueError with sbatch's words)."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".sh", prefix="qoslab-worker-") as script:
+        script.write(cluster.job_script())
+        script.flush()
+        done = subprocess.run(["sbatch", "--test-only", script.name], capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        said = " ".join(line.strip() for line in done.stderr.splitlines() if line.strip())
+        raise ValueError(f"Slurm refuses the worker job ({said or f'sbatch exit {done.returncode}'})")
+
+
+class SlurmExecutor(DaskExecutor):
+    """A DaskExecutor on a SLURMCluster it started and owns: `jobs` worker jobs kept alive
+    (adapt() replaces a job whose worker left or was killed); closing it cancels them all."""
+
+    def __init__(self, slurm: dict[str, Any], jobs: int, out: Path | None, no_worker_timeout_s: float):
+        slurm_preflight(slurm)
+        self.cluster = slurm_cluster(slurm, None if out is None else out / ".dask-security")
+        self._errors = _ClusterErrors()
+        try:
+            _test_submit(self.cluster)
+            self.cluster.adapt(minimum_jobs=jobs, maximum_jobs=jobs)
+            super().__init__(self.cluster, no_worker_timeout_s, workers=jobs * int(slurm.get("cores", 1)),
+                             describe_workers=lambda: slurm_jobs(self.cluster) + self._errors.last())
+        except BaseException:
+            self._close_cluster()
+            raise
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            self._close_cluster()
+
+    def _close_cluster(self) -> None:
+        import contextlib
+        import subprocess
+
+        ids = [str(job.job_id) for job in list(getattr(self.cluster, "workers", {}).values())
+               if getattr(job, "job_id", None)]
+        try:
+            self.cluster.close()
+        except Exception:  # noqa: BLE001 - a job that never started can fail to close; it is cancelled below
+            pass
+        finally:
+            if ids:
+                with contextlib.suppress(OSError, subprocess.SubprocessError):
+                    subprocess.run(["scancel", *ids], capture_output=True, timeout=60)
+            self._errors.close()
+
+
+def make_executor(kind: str, workers: int = 0, scheduler: str | None = None, slurm: dict[str, Any] | None = None,
+                  out: Path | None = None, no_worker_timeout_s: float = NO_WORKER_TIMEOUT_S) -> Executor:
+    """The executor a study file's [executor] table (or the command line) asks for: a Slurm
+    cluster keeps `workers` jobs alive, its scheduler and workers on TLS with credentials under
+    `out`/.dask-security."""
     if kind == "dask":
-        return DaskExecutor(scheduler)
+        return DaskExecutor(scheduler, no_worker_timeout_s)
     if kind == "slurm":
-        cluster = slurm_cluster(slurm or {})
-        cluster.scale(jobs=max(workers, 1))
-        return DaskExecutor(cluster)
+        return SlurmExecutor(slurm or {}, max(workers, 1), out, no_worker_timeout_s)
     return LocalExecutor(workers)
