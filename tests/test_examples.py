@@ -107,3 +107,21 @@ def test_khalilov_seed_scale_runs_gpcnet_s_split(key, tmp_path):
     assert plan["repetitions"] == repetitions and plan["alone_runs"] == 5 * repetitions
     assert "per-job[canaries high]" in plan["policies"] and sum(p.startswith("per-message") for p in plan["policies"]) == 5
     assert plan["runs"] == repetitions * (5 + 7)
+
+
+def test_the_notebook_runs_top_to_bottom(tmp_path):
+    """examples/notebook executes as a user would run it (a kernel, every cell in order), in a copy."""
+    import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    folder = tmp_path / "notebook"
+    shutil.copytree(Path(__file__).parent.parent / "examples" / "notebook", folder)
+    notebook = nbformat.read(folder / "qoslab-in-a-notebook.ipynb", as_version=4)
+    NotebookClient(notebook, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(folder)}}).execute()
+    shown = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.outputs]
+    assert not [o for o in shown if o.output_type == "error"]
+    html = [o["data"]["text/html"] for o in shown if "text/html" in o.get("data", {})]
+    assert any("StudyOutcome" in h and "data:image/png;base64," in h for h in html)  # the study's own view
+    assert (folder / "notebook-out" / "report.html").is_file()

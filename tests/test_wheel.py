@@ -50,6 +50,7 @@ def test_the_wheel_is_manylinux2014_abi3_and_needs_glibc_2_17_at_most(dist):
     assert "-cp311-abi3-" in wheel.name and "manylinux2014_x86_64" in wheel.name, wheel.name
     with zipfile.ZipFile(wheel) as archive:
         (library,) = [n for n in archive.namelist() if n.endswith(".so")]
+        assert "qoslab/py.typed" in archive.namelist()
         needed = {tuple(map(int, v)) for v in re.findall(rb"GLIBC_2\.(\d+)(?:\.(\d+))?", archive.read(library))
                   for v in [[x or b"0" for x in v]]}
     assert needed and max(needed) <= (17, 0), sorted(needed)  # RHEL/CentOS 7 and every later login node

@@ -7,6 +7,9 @@ from qoslab.simulate import RunResult, describe, simulate
 
 __all__ = [
     "ConfigError",
+    "Study",
+    "TailStudy",
+    "load_study",
     "Deadlock",
     "EngineError",
     "Interrupted",
@@ -17,3 +20,14 @@ __all__ = [
     "describe",
     "simulate",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """The study API loads on first use: `qoslab run` does not pay for the study models."""
+    if name in ("Study", "TailStudy", "load_study"):
+        from qoslab.study import load_study
+        from qoslab.study.model import Study
+        from qoslab.study.tail_model import TailStudy
+
+        return {"Study": Study, "TailStudy": TailStudy, "load_study": load_study}[name]
+    raise AttributeError(f"module 'qoslab' has no attribute {name!r}")

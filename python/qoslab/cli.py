@@ -293,24 +293,16 @@ def study(
 
 def _plan(loaded: Any, out: Path) -> None:
     """`qoslab study --plan`: the study's size, printed and written to plan.json."""
-    from qoslab.study.plan import study_size
-    from qoslab.study.tail_model import TailStudy
-    from qoslab.study.tail_plan import TailPlan
+    from qoslab.io.scheduler import SchedulerLogError
 
-    if isinstance(loaded, TailStudy):
-        from qoslab.io.scheduler import SchedulerLogError
-
-        try:  # reading and mapping its scheduler log, as a run would
-            size = TailPlan(loaded).size()
-        except ScenarioError:
-            raise  # names the study file and key already (user_errors)
-        except SchedulerLogError as error:
-            raise fail(f"error: {error}") from None
-        except ValueError as error:  # e.g. background.host_names not matching the fabric
-            raise fail(f"error: {loaded.source}: {error}") from None
-    else:
-        size = study_size(loaded)
-    size = {"study": loaded.title(), **size}
+    try:  # a tail study reads and maps its scheduler log, as a run would
+        size = loaded.plan()
+    except ScenarioError:
+        raise  # names the study file and key already (user_errors)
+    except SchedulerLogError as error:
+        raise fail(f"error: {error}") from None
+    except ValueError as error:  # e.g. background.host_names not matching the fabric
+        raise fail(f"error: {loaded.source}: {error}") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "plan.json").write_text(json.dumps(size, indent=2) + "\n")

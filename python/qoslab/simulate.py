@@ -83,6 +83,32 @@ class RunResult:
         optional += ["port_counters.txt"] if self.port_counters is not None else []
         return ["summary.json", "links.parquet", *optional]
 
+    # Short views for a terminal and a notebook: a run's summary holds every link's table.
+    SUMMARY_KEYS = ("status", "sim_time_ns", "packets_delivered", "packet_hops", "accepted_load", "offered_load",
+                    "hosts", "switches", "wall_seconds")
+
+    def __repr__(self) -> str:
+        s = self.summary
+        tables = ", ".join(f"{n} ({t.num_rows} rows)" for n, t in [("links", self.links), *self._optional()]
+                           if t is not None)
+        return (f"RunResult({s.get('scenario', {}).get('name') or 'scenario'!r}, {s.get('status')}, "
+                f"{s.get('sim_time_ns', 0) / 1000:g} µs simulated, {s.get('packets_delivered', 0)} packets "
+                f"delivered; tables: {tables})")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        rows = "".join(f"<tr><th>{html.escape(k)}</th><td>{html.escape(_short(self.summary[k]))}</td></tr>"
+                       for k in self.SUMMARY_KEYS if k in self.summary)
+        jobs = self.summary.get("jobs") or {}
+        if jobs:
+            rows += f"<tr><th>jobs</th><td>{html.escape(', '.join(map(str, jobs)))}</td></tr>"
+        return f"<b>RunResult</b> ({html.escape(self.__repr__())})<table>{rows}</table>"
+
+
+def _short(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
 
 Progress = Callable[[float, float, int], None]
 

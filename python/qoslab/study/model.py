@@ -139,6 +139,22 @@ class StudyFile(_Table):
     def _error(self, key: str, message: str) -> ScenarioError:
         return ScenarioError([(key, message)], self._source)
 
+    # -- the public API (docs/python-api.md) ------------------------------------------------------
+
+    def plan(self) -> dict[str, Any]:
+        """The study's size without simulating anything: what `qoslab study --plan` prints."""
+        raise NotImplementedError
+
+    def run(self, out: str | Path = "qoslab-out", executor: Any = None, workers: int = 0,
+            progress: bool = False) -> Any:
+        """Runs the study into `out` (resuming what is stored there) and returns its outcome:
+        `.tables` (pandas DataFrames), `.figures`, `.report`. `executor`: None for the study
+        file's [executor] table, "local", "dask" or "slurm" for that kind with the file's other
+        keys, or an executor object (qoslab.sweep.executors); `workers` as --workers."""
+        from qoslab.study.running import run_study
+
+        return run_study(self, Path(out), executor, workers, progress)
+
 
 class Study(StudyFile):
     name: str | None = None
@@ -169,6 +185,11 @@ class Study(StudyFile):
     def warnings(self) -> list[str]:
         """Policies whose different weights (or shares) the fabric's MTU cannot tell apart."""
         return list(self._warnings)
+
+    def plan(self) -> dict[str, Any]:
+        from qoslab.study.plan import study_size
+
+        return {"study": self.title(), **study_size(self)}
 
     # -- checks --------------------------------------------------------------------------------
 

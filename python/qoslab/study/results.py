@@ -35,9 +35,9 @@ def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return out
 
 
-def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> list[Path]:
+def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> tuple[list[Path], dict[str, pd.DataFrame]]:
     """slowdown.parquet, policies.parquet, gpcnet.parquet (with GPCNeT canary jobs) and
-    report.html (with figures/) in `out`."""
+    report.html (with figures/) in `out`: the files written and the analysis tables."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
     # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
@@ -47,7 +47,7 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, An
         results["gpcnet"] = impact
     written = write_tables(results, out)
     written.append(write_report(out, kept, meta))
-    return written
+    return written, results
 
 
 def gpcnet_table(iterations: pd.DataFrame, scenario: dict[str, Any]) -> pd.DataFrame:

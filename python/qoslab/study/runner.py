@@ -19,6 +19,7 @@ from qoslab.policies import Policy, PolicyError, Search
 from qoslab.policies.base import NEEDS_ALONE, NEEDS_PROFILE, PolicyContext
 from qoslab.scenario import run_identity
 from qoslab.study.model import Study
+from qoslab.study.outcome import OutcomeView
 from qoslab.study.plan import Repetition, StudyPlan
 from qoslab.study.results import write_results
 from qoslab.study.stages import Stages
@@ -28,8 +29,8 @@ from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.sweep.store import RunStore, write_tables
 
 
-@dataclass
-class StudyOutcome:
+@dataclass(repr=False)
+class StudyOutcome(OutcomeView):
     out: Path
     tables: dict[str, pd.DataFrame]
     runs_total: int
@@ -164,7 +165,9 @@ class StudyRunner:
         (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
         written.append(self.out / "study.json")
         try:
-            written += write_results(self.out, {**tables, "search": search}, meta)
+            files, results = write_results(self.out, {**tables, "search": search}, meta)
+            written += files
+            tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
         except Exception as error:  # the runs and their tables are written; say what is missing
             self.report_error = f"{type(error).__name__}: {error}"
         runs = tables["runs"]

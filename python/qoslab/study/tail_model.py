@@ -137,6 +137,11 @@ class TailStudy(StudyFile):
 
     DEFAULT_TITLE: ClassVar[str] = "tail-latency study"
 
+    def plan(self) -> dict[str, Any]:
+        from qoslab.study.tail_plan import TailPlan
+
+        return {"study": self.title(), **TailPlan(self).size()}
+
     @model_validator(mode="after")
     def _one_kind_of_target(self) -> TailStudy:
         if self.target is not None and self.targets is not None:

@@ -12,6 +12,7 @@ from rich.console import Console
 
 from qoslab._version import __version__
 from qoslab.analysis.tail import b_correlations
+from qoslab.study.outcome import OutcomeView
 from qoslab.study.stages import Stages
 from qoslab.study.tail_model import TailStudy
 from qoslab.study.tail_plan import NO_BACKGROUND, Snapshot, TailPlan
@@ -23,8 +24,8 @@ from qoslab.sweep.store import RunStore, write_tables
 __all__ = ["NO_BACKGROUND", "Snapshot", "TailOutcome", "TailStudyRunner", "tail_tables"]
 
 
-@dataclass
-class TailOutcome:
+@dataclass(repr=False)
+class TailOutcome(OutcomeView):
     out: Path
     tables: dict[str, pd.DataFrame]
     runs_total: int

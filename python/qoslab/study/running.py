@@ -1,0 +1,33 @@
+"""Running a study from Python (Study.run): the executor the caller names or the study file's,
+the runner for the study's kind, and the executor closed again if it was made here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def run_study(study: Any, out: Path, executor: Any, workers: int, progress: bool) -> Any:
+    from rich.console import Console
+
+    from qoslab.study.tail_model import TailStudy
+    from qoslab.sweep.executors import make_executor
+
+    config = study.executor
+    made_here = executor is None or isinstance(executor, str)
+    if made_here:
+        kind = executor or config.kind
+        executor = make_executor(kind, workers or config.workers, config.scheduler if kind == "dask" else None,
+                                 config.slurm if kind == "slurm" else None, out, config.no_worker_timeout_s)
+    console = Console(stderr=True, quiet=not progress)
+    try:
+        if isinstance(study, TailStudy):
+            from qoslab.study.tail_runner import TailStudyRunner
+
+            return TailStudyRunner(study, out, executor, console, progress).run()
+        from qoslab.study.runner import StudyRunner
+
+        return StudyRunner(study, out, executor, console, progress).run()
+    finally:
+        if made_here:
+            executor.close()

@@ -1,0 +1,51 @@
+"""The public Python API (issue 18, part 5): a study from a file, its plan, its run with tables and
+figures, short reprs and notebook views, and a typed package."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import qoslab
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "notebook"
+
+
+def test_a_study_plans_and_runs_from_python(tmp_path):
+    for name in ("scenario.toml", "study.toml"):
+        shutil.copy(EXAMPLE / name, tmp_path / name)
+    study = qoslab.Study.from_toml(tmp_path / "study.toml")
+    plan = study.plan()
+    assert plan["runs"] == 8 and plan["alone_runs"] == 4 and plan["shared_runs"] == 4
+    outcome = study.run(tmp_path / "out", workers=1)
+    assert list(outcome.tables["policies"]["policy"]) == ["default", "per-job[a2a=0 flood=1]"]
+    assert {"runs", "jobs", "slowdown", "policies"} <= set(outcome.tables)
+    assert outcome.report == tmp_path / "out" / "report.html"
+    assert tmp_path / "out" / "figures" / "slowdown.png" in outcome.figures
+    text = repr(outcome)
+    assert text.startswith("StudyOutcome(") and "8 runs (0 reused, 0 not completed)" in text and len(text) < 300
+    view = outcome._repr_html_()
+    assert "<table" in view and "per-job[a2a=0 flood=1]" in view and "data:image/png;base64," in view
+    again = study.run(tmp_path / "out", workers=1)  # resumes: nothing runs again
+    assert again.runs_reused == 8
+
+
+def test_load_study_gives_either_kind():
+    tail = qoslab.load_study(Path(__file__).parent.parent / "examples" / "dragonfly-tail" / "study.toml")
+    assert isinstance(tail, qoslab.TailStudy)
+    assert isinstance(qoslab.load_study(EXAMPLE / "study.toml"), qoslab.Study)
+
+
+def test_a_run_result_shows_itself_briefly():
+    result = qoslab.simulate(qoslab.Scenario.from_toml(EXAMPLE / "scenario.toml"))
+    text = repr(result)
+    assert text.startswith("RunResult('two-jobs', completed,") and "links (" in text and len(text) < 300
+    view = result._repr_html_()
+    assert "<table>" in view and "packets_delivered" in view and "a2a, flood" in view
+
+
+def test_the_package_is_typed_and_imports_the_study_api_lazily():
+    assert (Path(qoslab.__file__).parent / "py.typed").is_file()
+    done = subprocess.run([sys.executable, "-c", "import sys, qoslab; print('qoslab.study.model' in sys.modules)"],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
