@@ -120,3 +120,30 @@ def test_the_walltime_leaves_room_for_the_worker_to_leave(tmp_path):
         cluster.close()
     assert "--lifetime 540s --lifetime-stagger 20s" in script and "--tls-ca-file" in script, script
     assert (tmp_path / "sec").stat().st_mode & 0o077 == 0
+
+
+def test_a_job_array_then_collect_equals_a_local_study(slurm, tmp_path):
+    import time
+
+    (tmp_path / "base.toml").write_text(SCENARIO)
+    (tmp_path / "study.toml").write_text(STUDY)
+    local = qoslab(slurm, tmp_path, "study", "study.toml", "--out", "local", "--workers", "1")
+    assert local.returncode == 0, local.stderr[-3000:]
+    script = qoslab(slurm, tmp_path, "study", "study.toml", "--out", "array", "--array-script", "2",
+                    "--partition", "debug", "--cores", "1", "--walltime", "00:10:00")
+    assert script.returncode == 0, script.stderr
+    submitted = subprocess.run(["sbatch", "--parsable", str(tmp_path / "array" / "array.sbatch")], env=slurm,
+                               capture_output=True, text=True, check=True)
+    job = submitted.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + 300
+    while subprocess.run(["squeue", "-h", "-j", job], env=slurm, capture_output=True, text=True).stdout.strip():
+        assert time.monotonic() < deadline, "the array did not finish in 300 s"
+        time.sleep(1)
+    logs = sorted((tmp_path / "array" / "array-logs").glob(f"{job}_*.out"))
+    assert len(logs) == 2 and all("array task" in log.read_text() for log in logs), [log.read_text() for log in logs]
+    collected = qoslab(slurm, tmp_path, "study", "study.toml", "--out", "array", "--collect")
+    assert collected.returncode == 0, collected.stderr[-3000:]
+    for table, key in (("jobs", ["run_id", "job"]), ("slowdown", ["policy", "job", "repetition"])):
+        a = pd.read_parquet(tmp_path / "local" / f"{table}.parquet").sort_values(key).reset_index(drop=True)
+        b = pd.read_parquet(tmp_path / "array" / f"{table}.parquet").sort_values(key).reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b)

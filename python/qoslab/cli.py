@@ -255,6 +255,16 @@ def study(
     cores: Annotated[int | None, typer.Option("--cores", min=1, help="Cores of each Slurm worker job (one run each).")] = None,
     memory: Annotated[str | None, typer.Option("--memory", metavar="SIZE",
                                                help="Memory of each Slurm worker job, e.g. 4GB.")] = None,
+    array_task: Annotated[str | None, typer.Option(
+        "--array-task", metavar="I/N|slurm",
+        help="Run only this array task's share of the runs into --out (task I of N, from 0; 'slurm': the Slurm array "
+             "task this is); --collect builds the tables afterwards.")] = None,
+    collect: Annotated[bool, typer.Option("--collect", help="Build the tables and report from the runs an array's "
+                                          "tasks stored in --out; run nothing.")] = False,
+    array_script: Annotated[int | None, typer.Option(
+        "--array-script", metavar="N", min=1,
+        help="Write --out/array.sbatch, a Slurm job array of N tasks running this study (with --partition, --account, "
+             "--walltime, --cores, --memory); run nothing.")] = None,
 ) -> None:
     """Compare QoS policies: every job alone and all together under each policy; tables, figures
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
@@ -279,16 +289,81 @@ def study(
             return _plan(loaded, out)
         slurm = {key: value for key, value in (("queue", partition), ("account", account), ("walltime", walltime),
                                                  ("cores", cores), ("memory", memory)) if value is not None}
-        loaded.executor = loaded.executor.overridden(executor_kind and executor_kind.value, slurm)
+        if array_script is not None:
+            return _write_array_script(study_file, out, array_script, slurm)
+        task = _array_mode(array_task, collect, executor_kind, scheduler)
+        if task is not None or collect:  # each array task runs locally, on its own cores
+            loaded.executor = loaded.executor.overridden("local", {})
+            workers = workers or cores
+        else:
+            loaded.executor = loaded.executor.overridden(executor_kind and executor_kind.value, slurm)
         if isinstance(loaded, TailStudy):
             assert study_file is not None
-            return _tail_study(loaded, study_file, out, scheduler, workers)
+            return _tail_study(loaded, study_file, out, scheduler, workers, task, collect)
         with _study_executor(loaded.executor, scheduler, workers, out) as executor:
             console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
                           f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
-            outcome = StudyRunner(loaded, out, executor, console).run()
+            runner = StudyRunner(loaded, out, executor, console, task=task, collect=collect)
+            with _array_stages(task, collect, out):
+                outcome = runner.run()
+    if outcome is None:
+        return _array_task_done(task, runner.stages)
     print_study(outcome)
     _exit_on_failed_runs(outcome.tables["runs"], outcome.runs_total, out)
+
+
+def _array_mode(array_task: str | None, collect: bool, executor_kind: Any, scheduler: str | None) -> tuple[int, int] | None:
+    """The array task this process is (None: not one), after checking the options go together."""
+    from qoslab.sweep.array import parse_array_task
+
+    if array_task is not None and collect:
+        raise fail("error: --array-task runs one task's share; --collect builds the tables afterwards: give one")
+    if (array_task is not None or collect) and (scheduler or executor_kind not in (None, ExecutorKind.local)):
+        raise fail("error: --array-task and --collect run on this machine's cores: drop --executor/--scheduler")
+    if array_task is None:
+        return None
+    try:
+        return parse_array_task(array_task)
+    except ValueError as error:
+        raise fail(f"error: {error}") from None
+
+
+@contextmanager
+def _array_stages(task: tuple[int, int] | None, collect: bool, out: Path) -> Iterator[None]:
+    """A stage that waits for other array tasks' runs: said, exit 0 for a task (it did its share),
+    exit 4 for a collection (the tables would lack runs)."""
+    from qoslab.study.stages import StageWaiting
+
+    try:
+        yield
+    except StageWaiting as waiting:
+        if collect:
+            raise fail(f"error: {out}: {waiting.missing} run(s) of stage '{waiting.what}' are not stored yet: run the "
+                       "array's tasks (again) first; nothing was written", EXIT_RUNS_FAILED) from None
+        assert task is not None
+        console.print(f"array task {task[0]}/{task[1]}: ran {waiting.ran} run(s); stage '{waiting.what}' waits for "
+                      f"{waiting.missing} run(s) of other tasks. Run the array again once they finish (each task skips "
+                      "what is stored), then --collect")
+        raise typer.Exit(0) from None
+
+
+def _array_task_done(task: tuple[int, int] | None, stages: Any) -> None:
+    assert task is not None
+    others = f"; {stages.waiting.missing} run(s) of other tasks are not stored yet" if stages.waiting else ""
+    console.print(f"array task {task[0]}/{task[1]}: done, ran {stages.ran} run(s){others}; when every task has "
+                  "finished, build the tables with --collect")
+
+
+def _write_array_script(study_file: Path | None, out: Path, tasks: int, slurm: dict[str, Any]) -> None:
+    from qoslab.sweep.array import array_script
+
+    try:
+        (out / "array-logs").mkdir(parents=True, exist_ok=True)
+        (out / "array.sbatch").write_text(array_script(study_file, out, tasks, slurm))
+    except OSError as error:
+        raise fail(f"error: {out}: cannot write array.sbatch: {error.strerror or error}") from None
+    console.print(f"wrote {out / 'array.sbatch'}: submit it with sbatch, then build the tables with "
+                  f"qoslab study {study_file or ''} --out {out} --collect")
 
 
 def _plan(loaded: Any, out: Path) -> None:
@@ -340,25 +415,29 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
         executor.close()
 
 
-def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None) -> None:
+def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None,
+                task: tuple[int, int] | None = None, collect: bool = False) -> None:
     """`qoslab study` on a ``kind = "tail-latency"`` file (docs/dragonfly.md)."""
     from qoslab.io.scheduler import SchedulerLogError
     from qoslab.study.tail_runner import TailStudyRunner
 
     with user_errors(str(study_file)), _study_executor(loaded.executor, scheduler, workers, out) as executor:
         try:
-            runner = TailStudyRunner(loaded, out, executor, console)
+            runner = TailStudyRunner(loaded, out, executor, console, task=task, collect=collect)
             targets = f" x {len(runner.targets)} targets" if loaded.several_targets else ""
             console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots"
                           f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
                           f"{executor.workers} workers; results in {out}/")
-            outcome = runner.run()
+            with _array_stages(task, collect, out):
+                outcome = runner.run()
         except ScenarioError:
             raise  # names the study file and key already (user_errors)
         except SchedulerLogError as error:
             raise fail(f"error: {error}") from None
         except ValueError as error:  # e.g. background.host_names not matching the fabric
             raise fail(f"error: {study_file}: {error}") from None
+    if outcome is None:
+        return _array_task_done(task, runner.stages)
     print_tail_study(outcome, loaded.several_targets, out)
     _exit_on_failed_runs(outcome.tables["tail_runs"], outcome.runs_total, out)
 

@@ -57,6 +57,8 @@ class ExecutorConfig(_Table):
             data["kind"] = kind
             if kind != "dask":
                 data.pop("scheduler", None)
+            if kind != "slurm":
+                data.pop("slurm", None)
         if slurm and data.get("kind", "local") != "slurm":
             options = ", ".join(f"--{'partition' if k == 'queue' else k}" for k in slurm)
             raise ScenarioError([("executor", f"{options} apply to Slurm workers: add --executor slurm "

@@ -43,28 +43,30 @@ class StudyOutcome(OutcomeView):
 
 
 class StudyRunner:
-    def __init__(self, study: Study, out: str | Path, executor: Executor, console: Console | None = None, progress: bool = True):
+    def __init__(self, study: Study, out: str | Path, executor: Executor, console: Console | None = None, progress: bool = True,
+                 task: tuple[int, int] | None = None, collect: bool = False):
         self.study = study
         self.out = Path(out)
         self.executor = executor
         self.console = console or Console(stderr=True)
         self.store = RunStore(self.out / "runs")
-        self.stages = Stages(self.store, executor, self.console, progress)
+        self.stages = Stages(self.store, executor, self.console, progress, task, collect)
         self.plan = StudyPlan(study)
         self.search_results: list[dict[str, Any]] = []
         self.report_error: str | None = None
 
     # -- running -------------------------------------------------------------------------------
 
-    def run(self) -> StudyOutcome:
-        """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+    def run(self) -> StudyOutcome | None:
+        """Runs the study in its --out folder, which it holds (folder.py) until the report is
+        written; as an array task, only the task's share of each stage, and no tables (None)."""
         # As run ids do (run_identity): a folder written before port buffers is the same study.
         identity = study_identity("policies", self.study.title(), self.study.source,
                                   [run_identity(rep.scenario) for rep in self.plan.repetitions])
-        with StudyFolder(self.out, identity):
+        with StudyFolder(self.out, identity, shared=self.stages.task is not None):
             return self._run()
 
-    def _run(self) -> StudyOutcome:
+    def _run(self) -> StudyOutcome | None:
         policies = self.study.concrete_policies()
         plain = [p for p in policies if not p.required() and not isinstance(p, Search)]
         later = [p for p in policies if p.required() and not isinstance(p, Search)]
@@ -82,6 +84,8 @@ class StudyRunner:
             self.stages.run(specs, "policies that use earlier runs")
         for search in searches:
             self._search(search)
+        if self.stages.task is not None:
+            return None  # an array task: `--collect` builds the tables once every task has run
         return self._finish()
 
     def _shared(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> RunSpec:

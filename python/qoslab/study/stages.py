@@ -6,6 +6,7 @@ record like any other (execute.py); a stage never stops for one."""
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 
 from rich.console import Console
@@ -22,14 +23,38 @@ from qoslab.sweep.executors import Executor
 from qoslab.sweep.store import RunStore
 
 
-class Stages:
-    """Runs a study's stages into its run store, keeping what they asked for."""
+class StageWaiting(Exception):
+    """A stage cannot finish here: an array task ran its share and the other tasks' runs are not
+    all stored yet, or a collection found runs missing."""
 
-    def __init__(self, store: RunStore, executor: Executor, console: Console, progress: bool = True):
+    def __init__(self, what: str, missing: int, ran: int):
+        self.what, self.missing, self.ran = what, missing, ran
+        super().__init__(f"stage '{what}': {missing} run(s) not stored yet")
+
+
+def task_of(run_id: str, tasks: int) -> int:
+    """The array task (0 .. tasks-1) that runs `run_id`: a hash of the id, the same in every
+    process, so tasks split each stage's runs evenly without talking to each other."""
+    return int(hashlib.sha256(run_id.encode()).hexdigest()[:12], 16) % tasks
+
+
+class Stages:
+    """Runs a study's stages into its run store, keeping what they asked for. As array task
+    `task` = (index, count) it runs only its share of each stage; with `collect` it runs nothing.
+    Either way a stage whose runs are not all stored stops the study with StageWaiting."""
+
+    def __init__(self, store: RunStore, executor: Executor, console: Console, progress: bool = True,
+                 task: tuple[int, int] | None = None, collect: bool = False):
         self.store = store
         self.executor = executor
         self.console = console
         self.show_progress = progress
+        self.task = task
+        self.collect = collect
+        self.ran = 0  # runs this process ran (an array task's share)
+        # An array task's stage whose other runs were missing when it ended: raised only if a
+        # later stage is asked for (it could not start), so a task's last stage just ends.
+        self.waiting: StageWaiting | None = None
         self.run_ids: list[str] = []  # every run a stage asked for, in order (a run asked for twice, twice)
         self.reused = 0  # runs found stored and finished, counted each time a stage asks for one
         self.unapplied: set[str] = set()  # runs stored as failed by `fail`: nothing to run
@@ -37,6 +62,8 @@ class Stages:
     def run(self, specs: Sequence[RunSpec], what: str) -> None:
         """Runs the specs not yet stored finished, storing each as it finishes; `what` names the
         stage in the progress bar. Nothing is shown when every run is stored already."""
+        if self.waiting is not None:
+            raise self.waiting
         todo = []
         for spec in specs:
             self.run_ids.append(spec.run_id)
@@ -47,6 +74,22 @@ class Stages:
         self._report_damaged()
         if not todo:
             return
+        others = []
+        if self.collect:
+            others, todo = todo, []
+        elif self.task is not None:
+            index, count = self.task
+            others = [s for s in todo if task_of(s.run_id, count) != index]
+            todo = [s for s in todo if task_of(s.run_id, count) == index]
+        if todo:
+            self._execute(specs, todo, what)
+        missing = [s for s in others if not self.store.finished(s.run_id)]
+        if missing:
+            self.waiting = StageWaiting(what, len(missing), self.ran)
+            if self.collect:
+                raise self.waiting
+
+    def _execute(self, specs: Sequence[RunSpec], todo: list[RunSpec], what: str) -> None:
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=self.console, disable=not self.show_progress, transient=False,
@@ -55,6 +98,7 @@ class Stages:
                                      completed=len(specs) - len(todo))
             for record in self.executor.run(todo):
                 self.store.put(record)
+                self.ran += 1
                 progress.advance(task)
 
     def fail(self, spec: RunSpec, message: str) -> None:

@@ -37,8 +37,9 @@ class TailOutcome(OutcomeView):
 
 class TailStudyRunner(TailPlan):
     def __init__(self, study: TailStudy, out: str | Path, executor: Executor, console: Console | None = None,
-                 progress: bool = True):
+                 progress: bool = True, task: tuple[int, int] | None = None, collect: bool = False):
         super().__init__(study)
+        self.task, self.collect = task, collect
         self.out, self.executor = Path(out), executor
         self.console = console or Console(stderr=True)
         self.show_progress = progress
@@ -46,8 +47,9 @@ class TailStudyRunner(TailPlan):
 
     # -- running ------------------------------------------------------------------------------
 
-    def run(self) -> TailOutcome:
-        """Runs the study in its --out folder, which it holds (folder.py) until the report is written."""
+    def run(self) -> TailOutcome | None:
+        """Runs the study in its --out folder, which it holds (folder.py) until the report is
+        written; as an array task, only the task's share, and no tables (None)."""
         study = self.study
         background = study.background.model_dump(mode="json")
         if background["scale_nodes"] is None:  # absent when unset: folders written before the key still resume
@@ -57,13 +59,16 @@ class TailStudyRunner(TailPlan):
             defining["target"] = study.target.model_dump(mode="json")
         else:
             defining["targets"] = [t.model_dump(mode="json") for t in self.targets]
-        with StudyFolder(self.out, study_identity("tail-latency", study.title(), study.source, defining)):
+        identity = study_identity("tail-latency", study.title(), study.source, defining)
+        with StudyFolder(self.out, identity, shared=self.task is not None):
             return self._run()
 
-    def _run(self) -> TailOutcome:
+    def _run(self) -> TailOutcome | None:
         specs, plan = self.plan()
-        stages = Stages(self.store, self.executor, self.console, self.show_progress)
+        self.stages = stages = Stages(self.store, self.executor, self.console, self.show_progress, self.task, self.collect)
         stages.run(specs, "tail-latency runs")
+        if self.task is not None:
+            return None  # an array task: `--collect` builds the tables once every task has run
         return self._finish(specs, plan, stages.reused)
 
     def _finish(self, specs: list[RunSpec], plan: pd.DataFrame, reused: int) -> TailOutcome:

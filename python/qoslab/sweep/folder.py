@@ -9,6 +9,7 @@ import fcntl
 import hashlib
 import json
 import os
+import socket
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -26,28 +27,32 @@ def study_identity(kind: str, title: str, source: str | None, defining: Any) -> 
 
 
 class StudyFolder:
-    """`with StudyFolder(out, identity):` holds the folder for one study while it runs."""
+    """`with StudyFolder(out, identity):` holds the folder for one study while it runs. The array
+    tasks of one study (`shared`) hold it together, each writing only its own runs; a whole study,
+    or the collection of an array's runs, holds it alone."""
 
-    def __init__(self, out: Path, identity: dict[str, str]):
+    def __init__(self, out: Path, identity: dict[str, str], shared: bool = False):
         self.out = Path(out)
         self.identity = identity
+        self.shared = shared
         self._lock: TextIO | None = None
 
     def __enter__(self) -> StudyFolder:
         self.out.mkdir(parents=True, exist_ok=True)
         lock = open(self.out / LOCK, "a+")
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, (fcntl.LOCK_SH if self.shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             lock.seek(0)
             holder = lock.read().strip() or "another process"
             lock.close()
             raise FolderError(f"{self.out}: another qoslab study is writing to this folder ({holder}); wait for it "
                               "to finish or choose another --out") from None
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()}\n")
-        lock.flush()
+        if not self.shared:  # array tasks leave the holder's line as it is
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"pid {os.getpid()} on {socket.gethostname()}\n")
+            lock.flush()
         self._lock = lock
         try:
             self._claim()
@@ -75,7 +80,10 @@ class StudyFolder:
         elif (self.out / "runs").is_dir() and any((self.out / "runs").iterdir()) and not self._same_legacy_study():
             raise FolderError(f"{self.out}: holds runs of a study qoslab cannot identify (no {MARKER}); choose another "
                               "--out, or delete the folder to start over")
-        marker.write_text(json.dumps(self.identity, indent=1) + "\n")
+        # Aside, then renamed: array tasks starting together each write the same marker whole.
+        staging = self.out / f".{MARKER}.{socket.gethostname()}.{os.getpid()}"
+        staging.write_text(json.dumps(self.identity, indent=1) + "\n")
+        os.replace(staging, marker)
 
     def _same_legacy_study(self) -> bool:
         """A folder written before markers existed: its study.json names the study it holds."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -44,7 +45,8 @@ class RunStore:
     def put(self, record: RunRecord) -> None:
         run_id = record["run"]["run_id"]
         final = self.root / run_id
-        staging = self.root / f".staging-{run_id}-{os.getpid()}"
+        # Process ids repeat across the nodes of an array job: the host's name keeps stagings apart.
+        staging = self.root / f".staging-{run_id}-{socket.gethostname()}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
         pq.write_table(record["iterations"], staging / ITERATIONS)

@@ -1,0 +1,55 @@
+"""Job-array mode for very large studies: each task of a Slurm job array runs its share of the
+runs straight into the study's run store (study/stages.py `task_of` splits them), and
+`qoslab study ... --collect` builds the tables afterwards. No scheduler process stays up."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+
+def parse_array_task(text: str, env: Mapping[str, str] | None = None) -> tuple[int, int]:
+    """(index, count) from "I/N" (0 <= I < N) or "slurm" (the array task Slurm started)."""
+    env = os.environ if env is None else env
+    if text == "slurm":
+        try:
+            task_id, low = int(env["SLURM_ARRAY_TASK_ID"]), int(env.get("SLURM_ARRAY_TASK_MIN", "0"))
+            count = int(env.get("SLURM_ARRAY_TASK_COUNT") or int(env["SLURM_ARRAY_TASK_MAX"]) - low + 1)
+        except (KeyError, ValueError):
+            raise ValueError("--array-task slurm: not inside a Slurm array task (SLURM_ARRAY_TASK_ID and "
+                             "SLURM_ARRAY_TASK_COUNT or SLURM_ARRAY_TASK_MAX are not set)") from None
+        index = task_id - low
+    else:
+        index_text, _, count_text = text.partition("/")
+        try:
+            index, count = int(index_text), int(count_text)
+        except ValueError:
+            raise ValueError(f"--array-task: expected I/N (task I of N, from 0) or 'slurm', got {text!r}") from None
+    if not 0 <= index < count:
+        raise ValueError(f"--array-task: expected 0 <= I < N, got task {index} of {count}")
+    return index, count
+
+
+SBATCH_OPTIONS = (("queue", "--partition"), ("account", "--account"), ("walltime", "--time"), ("memory", "--mem"))
+
+
+def array_script(study_file: Path | None, out: Path, tasks: int, slurm: dict[str, Any]) -> str:
+    """An sbatch script for a job array of `tasks` tasks running `study_file` into `out`, each
+    on `cores` cores (one run per core)."""
+    cores = int(slurm.get("cores", 1))
+    lines = ["#!/bin/bash", "#SBATCH --job-name=qoslab-study", f"#SBATCH --array=0-{tasks - 1}",
+             "#SBATCH --ntasks=1", f"#SBATCH --cpus-per-task={cores}",
+             f"#SBATCH --output={out.resolve() / 'array-logs' / '%A_%a.out'}"]
+    lines += [f"#SBATCH {flag}={slurm[key]}" for key, flag in SBATCH_OPTIONS if slurm.get(key) is not None]
+    command = [sys.executable, "-m", "qoslab.cli", "study"]
+    command += [str(study_file.resolve())] if study_file is not None else []
+    command += ["--out", str(out.resolve()), "--array-task", "slurm", "--workers", str(cores)]
+    lines += ["", "# Each task runs its share of every stage and skips runs already stored; a task that finds",
+              "# a stage waiting for other tasks' runs ends at once (run the array again for such stages).",
+              "# Afterwards: " + shlex.join([*command[:-6], "--out", str(out.resolve()), "--collect"]),
+              shlex.join(command), ""]
+    return "\n".join(lines)
