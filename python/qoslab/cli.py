@@ -27,6 +27,7 @@ from qoslab.cli_render import (
     print_qos,
     print_study,
     print_summary,
+    print_sweep,
     print_tail_study,
     print_validation,
     progress_display,
@@ -270,6 +271,7 @@ def study(
     and report.html to --out. Finished runs are kept, so an interrupted study resumes."""
     from qoslab.study.model import FigureFormat
     from qoslab.study.runner import StudyRunner
+    from qoslab.study.sweep_runner import SweepOutcome, SweepRunner
     from qoslab.study.tail_model import TailStudy
 
     with user_errors(str(study_file) if study_file else None):
@@ -303,11 +305,15 @@ def study(
         with _study_executor(loaded.executor, scheduler, workers, out) as executor:
             console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
                           f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
-            runner = StudyRunner(loaded, out, executor, console, task=task, collect=collect)
+            runner = (SweepRunner if loaded.sweep else StudyRunner)(loaded, out, executor, console, task=task,
+                                                                    collect=collect)
             with _array_stages(task, collect, out):
                 outcome = runner.run()
     if outcome is None:
         return _array_task_done(task, runner.stages)
+    if isinstance(outcome, SweepOutcome):
+        print_sweep(outcome)
+        return _exit_on_failed_runs(pd_frame(outcome.failed, ["status"]), outcome.runs_total, out)
     print_study(outcome)
     _exit_on_failed_runs(outcome.tables["runs"], outcome.runs_total, out)
 
@@ -440,6 +446,12 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
         return _array_task_done(task, runner.stages)
     print_tail_study(outcome, loaded.several_targets, out)
     _exit_on_failed_runs(outcome.tables["tail_runs"], outcome.runs_total, out)
+
+
+def pd_frame(rows: list[dict[str, Any]], columns: list[str]) -> Any:
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
 
 
 def _exit_on_failed_runs(runs: Any, total: int, out: Path) -> None:

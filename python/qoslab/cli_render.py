@@ -133,6 +133,30 @@ def print_study(outcome: Any) -> None:
                                f"{row['status']}: {row['error']}", style="yellow"))
 
 
+def print_sweep(outcome: Any) -> None:
+    """Per sweep point and policy: total contention and the change against default."""
+    sweep = outcome.tables["sweep"]
+    table = Table(title="sweep: per point and policy (mean over repetitions)", title_justify="left")
+    columns = ["point", *outcome.keys, "policy", "total_contention_us", "worst_slowdown", "vs_default_pct"]
+    columns = [c for c in columns if c in sweep.columns]
+    for column in columns:
+        table.add_column(column, overflow="fold", justify="left" if column == "policy" else "right")
+    for record in sweep[columns].itertuples(index=False):
+        table.add_row(*(Text(fmt(v)) for v in record))
+    console.print(table)
+    reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
+    console.print(f"{len(outcome.tables['sweep_points'])} points, {outcome.runs_total} runs{reused}; wrote sweep.parquet, "
+                  f"sweep_slowdown.parquet and report.html to {outcome.out}/, each point's results to "
+                  f"{outcome.out}/points/point=N/")
+    for point, error in outcome.report_errors.items():
+        err_console.print(Text(f"warning: point {point}: the analysis or report could not be written (a bug, please "
+                               f"report it): {error}", style="yellow"))
+    for row in outcome.failed:
+        label = f"{row['alone_job']} alone" if isinstance(row["alone_job"], str) else row["policy"]
+        err_console.print(Text(f"warning: point {row['point']}, run {row['run_id']} ({label}, repetition "
+                               f"{row['repetition']}): {row['status']}: {row['error']}", style="yellow"))
+
+
 def placement_rows(scenario: Scenario) -> list[dict[str, Any]]:
     """Each job's placement: name, workload, nodes, ranks, SL, Dragonfly+ groups or tree leaves
     (where the topology has them) and hosts."""
@@ -282,8 +306,11 @@ def print_plan(size: dict[str, Any], out: Path) -> None:
     console.print(table)
     if "alone_runs" in size:
         searches = "".join(f", search {k}: at most {v}" for k, v in size["search_runs"].items())
+        points = size.get("sweep_points")
+        each = f" in all over {points} sweep points ({size['sweep_mode']} of {', '.join(size['sweep_keys'])}; jobs " \
+               "as at the first point)" if points else ""
         console.print(f"{size['repetitions']} repetition(s): {size['alone_runs']} alone runs, "
-                      f"{size['shared_runs']} shared runs ({len(size['policies'])} policies){searches}")
+                      f"{size['shared_runs']} shared runs ({len(size['policies'])} policies){searches}{each}")
     else:
         low, high = size["background_jobs"]
         targets = f" x {len(size['targets'])} targets" if len(size["targets"]) > 1 else ""

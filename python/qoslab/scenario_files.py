@@ -89,12 +89,13 @@ def _key_steps(key: str) -> list[str | int] | None:
     return steps
 
 
-def _assign(data: dict[str, Any], key: str, value: Any, source: str | None) -> None:
-    """Sets data[key path] = value, creating tables on the way; lists must already hold the index."""
+def _assign(data: dict[str, Any], key: str, value: Any, source: str | None, origin: str = "--set") -> None:
+    """Sets data[key path] = value, creating tables on the way; lists must already hold the index.
+    Errors name `origin` (the option or study key the path came from) and the path."""
     steps = _key_steps(key)
 
     def fail(message: str) -> ScenarioError:
-        return ScenarioError([(f"--set {key}", message)], source)
+        return ScenarioError([(f"{origin} {key}", message)], source)
 
     if not steps or isinstance(steps[0], int):
         raise fail('expected a key path like "fabric.data_vls" or "traffic[0].load"')

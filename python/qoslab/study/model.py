@@ -3,6 +3,9 @@ repetitions, and where the runs execute. Everything is checked before any simula
 
 from __future__ import annotations
 
+import copy
+import itertools
+import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -19,6 +22,7 @@ from qoslab.errors import ScenarioError, from_validation_error, problem
 from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyError
 from qoslab.policies.base import Policy as PolicyBase
 from qoslab.scenario import Scenario, read_toml, with_data_vls
+from qoslab.scenario_files import _assign
 from qoslab.vlarb import Granularity
 
 
@@ -158,6 +162,17 @@ class StudyFile(_Table):
         return run_study(self, Path(out), executor, workers, progress)
 
 
+MAX_SWEEP_POINTS = 100_000
+
+
+class SweepAxis(_Table):
+    """One [[sweep]] table: a scenario key (as --set writes it: "fabric.data_vls",
+    "traffic[0].load", "jobs[1].workload.bytes") and the values it takes."""
+
+    key: Annotated[str, Field(min_length=1)]
+    values: Annotated[list[Any], Field(min_length=1)]
+
+
 class Study(StudyFile):
     name: str | None = None
     description: str | None = None
@@ -168,9 +183,14 @@ class Study(StudyFile):
     seeds: list[Annotated[int, Field(ge=0, lt=2**64)]] | None = None  # explicit seeds instead
     policies: Annotated[list[AnyPolicy], Field(min_length=1)]
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    # Scenario keys to sweep (docs/study.md, "Sweeps"): every combination ("grid") or the i-th
+    # value of each key together ("zip"); each point is a whole study of its own.
+    sweep: list[SweepAxis] = Field(default_factory=list)
+    sweep_mode: Literal["grid", "zip"] = "grid"
 
     _expanded: list[Policy] = PrivateAttr(default_factory=list)
     _warnings: list[str] = PrivateAttr(default_factory=list)
+    _points: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     # -- derived -------------------------------------------------------------------------------
 
@@ -192,6 +212,17 @@ class Study(StudyFile):
         from qoslab.study.plan import study_size
 
         return {"study": self.title(), **study_size(self)}
+
+    def points(self) -> list[dict[str, Any]]:
+        """The sweep's points, each a {key: value} of the swept scenario keys; [] without a sweep."""
+        return [dict(p) for p in self._points]
+
+    def point_data(self, point: dict[str, Any] | None) -> dict[str, Any]:
+        """The base scenario's given keys with a sweep point's values set."""
+        data = self.base().given()
+        for key, value in (point or {}).items():
+            _assign(data, key, copy.deepcopy(value), self.scenario_source(), "sweep")
+        return data
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -228,12 +259,46 @@ class Study(StudyFile):
         for i, label in enumerate(labels):
             if labels.index(label) != i:
                 raise self._error("policies", f"two policies are both named {label!r}; give one a name")
+        self._points = self._sweep_points(base)
         if "default" not in labels:
             # The baseline every comparison needs (and the per-rank policies' profiling run).
             expanded.insert(0, Default(kind="default"))
         else:
             expanded.insert(0, expanded.pop(labels.index("default")))
         self._expanded = expanded
+
+    def _sweep_points(self, base: Scenario) -> list[dict[str, Any]]:
+        """Every point of the sweep, each checked as a scenario before anything runs."""
+        if not self.sweep:
+            if "sweep_mode" in self.model_fields_set:
+                raise self._error("sweep_mode", "there is no [[sweep]] to apply it to")
+            return []
+        keys = [axis.key for axis in self.sweep]
+        for i, key in enumerate(keys):
+            if keys.index(key) != i:
+                raise self._error(f"sweep[{i}].key", f"{key!r} is swept twice (sweep[{keys.index(key)}] too)")
+            if key == "seed" or key.startswith("seed."):
+                raise self._error(f"sweep[{i}].key", "seeds come from repetitions or seeds, not from a sweep")
+        if self.sweep_mode == "zip":
+            lengths = {len(axis.values) for axis in self.sweep}
+            if len(lengths) > 1:
+                raise self._error("sweep", "sweep_mode = \"zip\" takes the i-th value of every key together: give "
+                                  f"each key as many values (got {', '.join(str(len(a.values)) for a in self.sweep)})")
+            combos = list(zip(*(axis.values for axis in self.sweep)))
+        else:
+            count = math.prod(len(axis.values) for axis in self.sweep)
+            if count > MAX_SWEEP_POINTS:
+                raise self._error("sweep", f"{count} points; at most {MAX_SWEEP_POINTS} (split the sweep into studies)")
+            combos = list(itertools.product(*(axis.values for axis in self.sweep)))
+        points = [dict(zip(keys, combo)) for combo in combos]
+        for point in points:
+            try:
+                Scenario.from_dict(self.point_data(point), self.scenario_source())
+            except ScenarioError as error:
+                where = ", ".join(f"{k} = {v!r}" for k, v in point.items())
+                raise ScenarioError([(f"sweep ({where}): {k}" if k else f"sweep ({where})", m) for k, m in error.problems],
+                                    self._source) from None
+        return points
 
     def _check_data_vls(self, index: int, policy: Policy, base: Scenario) -> None:
         """A policy's data_vls must give a valid scenario: the port buffer must still hold a

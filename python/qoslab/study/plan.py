@@ -30,11 +30,14 @@ class Repetition:
 
 
 class StudyPlan:
-    def __init__(self, study: Study):
+    """The runs of a study, or of one point of its sweep (`point`: the swept keys' values)."""
+
+    def __init__(self, study: Study, point: dict[str, Any] | None = None):
         self.study = study
         self.source = study.scenario_source()
-        base = study.base()
-        self.data = base.given()
+        self.point = point or {}
+        self.data = study.point_data(point)
+        base = Scenario.from_dict(self.data, self.source) if point else study.base()
         self.data_vls = base.fabric.data_vls
         self.link_gbps = float(base.fabric.link_gbps)
         self.granularity = Granularity.of(base)
@@ -116,11 +119,24 @@ class StudyPlan:
 
 def study_size(study: Study) -> dict[str, Any]:
     """What `qoslab study --plan` shows: how many runs a study makes and how big they are, found
-    without simulating (each repetition's jobs are placed, which is cheap)."""
+    without simulating (each repetition's jobs are placed, which is cheap). A sweep: the sum over
+    its points, the first point's shape, and the points."""
+    points = study.points()
+    if not points:
+        return _size(study, None)
+    sizes = [_size(study, point) for point in points]
+    total = {**sizes[0], "runs": sum(s["runs"] for s in sizes), "alone_runs": sum(s["alone_runs"] for s in sizes),
+             "shared_runs": sum(s["shared_runs"] for s in sizes)}
+    total["hosts"] = max(s["hosts"] for s in sizes)
+    return {**total, "sweep_points": len(points), "sweep_keys": [axis.key for axis in study.sweep],
+            "sweep_mode": study.sweep_mode}
+
+
+def _size(study: Study, point: dict[str, Any] | None) -> dict[str, Any]:
     from qoslab.policies import Search
 
-    plan = StudyPlan(study)
-    base = study.base()
+    plan = StudyPlan(study, point)
+    base = Scenario.from_dict(plan.data, plan.source) if point else study.base()
     first = plan.repetitions[0]
     placed = Scenario.from_dict(first.scenario, plan.source)
     jobs = {name: {"nodes": len(hosts), "ranks": first.ranks[name], "ranks_per_node": job.ranks_per_node}

@@ -43,15 +43,20 @@ class StudyOutcome(OutcomeView):
 
 
 class StudyRunner:
+    """A study's runs and results; or one point of a sweep (`point`), whose runs go through the
+    sweep's shared `stages` and whose results go to its own folder `out`."""
+
     def __init__(self, study: Study, out: str | Path, executor: Executor, console: Console | None = None, progress: bool = True,
-                 task: tuple[int, int] | None = None, collect: bool = False):
+                 task: tuple[int, int] | None = None, collect: bool = False, *, point: dict[str, Any] | None = None,
+                 stages: Stages | None = None):
         self.study = study
         self.out = Path(out)
         self.executor = executor
         self.console = console or Console(stderr=True)
-        self.store = RunStore(self.out / "runs")
-        self.stages = Stages(self.store, executor, self.console, progress, task, collect)
-        self.plan = StudyPlan(study)
+        self.stages = stages or Stages(RunStore(self.out / "runs"), executor, self.console, progress, task, collect)
+        self.store = self.stages.store
+        self.plan = StudyPlan(study, point)
+        self.asked: list[str] = []  # this study's (or point's) runs, in the order its stages asked for them
         self.search_results: list[dict[str, Any]] = []
         self.report_error: str | None = None
 
@@ -67,26 +72,38 @@ class StudyRunner:
             return self._run()
 
     def _run(self) -> StudyOutcome | None:
-        policies = self.study.concrete_policies()
-        plain = [p for p in policies if not p.required() and not isinstance(p, Search)]
-        later = [p for p in policies if p.required() and not isinstance(p, Search)]
-        searches = [p for p in policies if isinstance(p, Search)]
+        self.stages.run(self.first_specs(), "jobs alone and policies")
+        self.run_later()
+        if self.stages.task is not None:
+            return None  # an array task: `--collect` builds the tables once every task has run
+        return self.finish()
 
+    def first_specs(self) -> list[RunSpec]:
+        """The first stage: every job alone and the policies that need no earlier run (a sweep
+        runs every point's first stage together)."""
+        plain = [p for p in self.study.concrete_policies() if not p.required() and not isinstance(p, Search)]
         first = self.plan.alone_specs()
         for rep in self.plan.repetitions:
             first += [self._shared(rep, policy, self.plan.context(rep)) for policy in plain]
-        self.stages.run(first, "jobs alone and policies")
+        self.asked += [spec.run_id for spec in first]
+        return first
+
+    def run_later(self) -> None:
+        """The stages after the first: policies that read earlier runs, then each search."""
+        policies = self.study.concrete_policies()
+        later = [p for p in policies if p.required() and not isinstance(p, Search)]
         if later:
             specs = []
             for rep in self.plan.repetitions:
                 ctx = self._context(rep, set().union(*(p.required() for p in later)))
                 specs += [self._shared(rep, policy, ctx) for policy in later]
-            self.stages.run(specs, "policies that use earlier runs")
-        for search in searches:
+            self._stage(specs, "policies that use earlier runs")
+        for search in (p for p in policies if isinstance(p, Search)):
             self._search(search)
-        if self.stages.task is not None:
-            return None  # an array task: `--collect` builds the tables once every task has run
-        return self._finish()
+
+    def _stage(self, specs: list[RunSpec], what: str) -> None:
+        self.asked += [spec.run_id for spec in specs]
+        self.stages.run(specs, what)
 
     def _shared(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> RunSpec:
         try:
@@ -122,7 +139,7 @@ class StudyRunner:
 
         def evaluate(candidates: Sequence[Policy]) -> list[float]:
             specs = {c.label(): [self._shared(rep, c, contexts[rep.index]) for rep in self.plan.repetitions] for c in candidates}
-            self.stages.run([s for group in specs.values() for s in group], f"search {search.label()}")
+            self._stage([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
         results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), max(1, self.executor.workers), evaluate)
@@ -156,8 +173,10 @@ class StudyRunner:
 
     # -- results -------------------------------------------------------------------------------
 
-    def _finish(self) -> StudyOutcome:
-        ids = list(dict.fromkeys(self.stages.run_ids))
+    def finish(self) -> StudyOutcome:
+        """The tables, analysis, figures and report of this study (or point) in its folder."""
+        self.out.mkdir(parents=True, exist_ok=True)
+        ids = list(dict.fromkeys(self.asked))
         tables = self.store.tables(ids)
         search = pd.DataFrame(self.search_results) if self.search_results else None
         if search is not None:

@@ -25,6 +25,10 @@ def run_study(study: Any, out: Path, executor: Any, workers: int, progress: bool
             from qoslab.study.tail_runner import TailStudyRunner
 
             return TailStudyRunner(study, out, executor, console, progress).run()
+        if study.sweep:
+            from qoslab.study.sweep_runner import SweepRunner
+
+            return SweepRunner(study, out, executor, console, progress).run()
         from qoslab.study.runner import StudyRunner
 
         return StudyRunner(study, out, executor, console, progress).run()

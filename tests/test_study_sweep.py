@@ -1,0 +1,94 @@
+"""Sweeps of any scenario key (issue 18, part 4): every point is the study it would be with that
+value set, the points' runs go through one run store, the tables across points are small and
+every point's run tables read lazily as one dataset."""
+
+import pandas as pd
+import pytest
+from qoslab.cli import app
+from qoslab.errors import ScenarioError
+from qoslab.study.model import Study
+from qoslab.study.sweep_runner import sweep_dataset
+from qoslab.sweep.executors import LocalExecutor
+from typer.testing import CliRunner
+
+SCENARIO = {
+    "seed": 3,
+    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+    "jobs": [
+        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 32768, "iterations": 2}},
+        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 10}},
+    ],
+}
+POLICIES = [{"kind": "default"}, {"kind": "per-job", "assignment": {"a2a": 1, "flood": 0}}]
+
+
+def study(**keys) -> Study:
+    return Study.from_dict({"scenario": SCENARIO, "policies": POLICIES, "repetitions": 2, **keys}, "study.toml")
+
+
+def test_each_point_is_the_study_with_that_value(tmp_path):
+    sweep = study(sweep=[{"key": "jobs[0].workload.bytes", "values": [4096, 65536]}])
+    assert sweep.points() == [{"jobs[0].workload.bytes": 4096}, {"jobs[0].workload.bytes": 65536}]
+    outcome = sweep.run(tmp_path / "sweep", executor=LocalExecutor(1))
+    table = outcome.tables["sweep"]
+    assert list(table["point"]) == [0, 0, 1, 1] and list(table["jobs[0].workload.bytes"]) == [4096, 4096, 65536, 65536]
+    for point, size in enumerate((4096, 65536)):
+        scenario = {**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "workload": {**SCENARIO["jobs"][0]["workload"], "bytes": size}},
+                                         SCENARIO["jobs"][1]]}
+        alone = Study.from_dict({"scenario": scenario, "policies": POLICIES, "repetitions": 2}, "study.toml")
+        expected = alone.run(tmp_path / f"alone-{point}", executor=LocalExecutor(1)).tables["slowdown"]
+        got = pd.read_parquet(tmp_path / "sweep" / "points" / f"point={point}" / "slowdown.parquet")
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), expected.reset_index(drop=True))
+    # bigger all-to-all messages: the all-to-all's own runtime alone grows
+    jobs = sweep_dataset(tmp_path / "sweep", "jobs").to_table(filter=None).to_pandas()
+    assert set(jobs["point"]) == {0, 1} and len(jobs) == sum(
+        len(pd.read_parquet(tmp_path / "sweep" / "points" / f"point={p}" / "jobs.parquet")) for p in (0, 1))
+    alone_a2a = jobs[(jobs["mode"] == "alone") & (jobs["job"] == "a2a")].groupby("point")["runtime_us"].mean()
+    assert alone_a2a[1] > alone_a2a[0]
+    assert (tmp_path / "sweep" / "report.html").is_file() and (tmp_path / "sweep" / "figures" / "sweep.png").is_file()
+    again = sweep.run(tmp_path / "sweep", executor=LocalExecutor(1))
+    assert again.runs_reused == again.runs_total == outcome.runs_total == 2 * (4 + 4)
+
+
+def test_grid_and_zip():
+    axes = [{"key": "jobs[0].workload.bytes", "values": [4096, 8192]}, {"key": "fabric.data_vls", "values": [2, 4]}]
+    assert len(study(sweep=axes).points()) == 4
+    zipped = study(sweep=axes, sweep_mode="zip").points()
+    assert zipped == [{"jobs[0].workload.bytes": 4096, "fabric.data_vls": 2}, {"jobs[0].workload.bytes": 8192, "fabric.data_vls": 4}]
+    assert study(sweep=axes).plan()["runs"] == 4 * (4 + 4) and study(sweep=axes).plan()["sweep_points"] == 4
+
+
+@pytest.mark.parametrize(("keys", "words"), [
+    ({"sweep": [{"key": "fabric.data_vls", "values": [2, 3]}]}, "sweep (fabric.data_vls = 3): fabric.data_vls"),
+    ({"sweep": [{"key": "jobs[5].nodes", "values": [2]}]}, "jobs has 2 entries, no index 5"),
+    ({"sweep": [{"key": "seed", "values": [1, 2]}]}, "sweep[0].key: seeds come from repetitions"),
+    ({"sweep": [{"key": "fabric.data_vls", "values": [2]}, {"key": "fabric.data_vls", "values": [4]}]}, "swept twice"),
+    ({"sweep": [{"key": "fabric.data_vls", "values": [2, 4]}, {"key": "jobs[0].nodes", "values": [2]}], "sweep_mode": "zip"},
+     "as many values"),
+    ({"sweep": [{"key": "fabric.data_vls", "values": []}]}, "sweep[0].values"),
+    ({"sweep_mode": "zip"}, "sweep_mode: there is no [[sweep]]"),
+])
+def test_bad_sweeps_are_refused_before_any_run(keys, words):
+    with pytest.raises(ScenarioError) as caught:
+        study(**keys)
+    assert "study.toml" in str(caught.value) and words in str(caught.value), str(caught.value)
+
+
+def test_the_cli_runs_a_sweep_and_array_tasks_collect_the_same(tmp_path):
+    (tmp_path / "base.toml").write_text(
+        '[topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+        '[[jobs]]\nname = "a2a"\nnodes = 4\nplacement = "random"\nworkload = { kind = "all-to-all", bytes = 32768, iterations = 2 }\n'
+        '[[jobs]]\nname = "flood"\nnodes = 4\nplacement = "random"\nworkload = { kind = "flood-pairs", iterations = 10 }\n')
+    (tmp_path / "s.toml").write_text('scenario = "base.toml"\n[[policies]]\nkind = "default"\n'
+                                     '[[sweep]]\nkey = "fabric.data_vls"\nvalues = [2, 4]\n')
+    whole = CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "whole"), "--workers", "1"])
+    assert whole.exit_code == 0, whole.output
+    assert "sweep: per point and policy" in whole.output and "2 points" in whole.output
+    for task in range(2):
+        done = CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "array"),
+                                        "--array-task", f"{task}/2", "--workers", "1"])
+        assert done.exit_code == 0, done.output
+    collected = CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "array"), "--collect"])
+    assert collected.exit_code == 0, collected.output
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole" / "sweep.parquet"),
+                                  pd.read_parquet(tmp_path / "array" / "sweep.parquet"))
