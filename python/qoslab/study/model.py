@@ -187,6 +187,7 @@ class Study(StudyFile):
     # value of each key together ("zip"); each point is a whole study of its own.
     sweep: list[SweepAxis] = Field(default_factory=list)
     sweep_mode: Literal["grid", "zip"] = "grid"
+    point_reports: bool = False  # each sweep point's own report.html and figures (seconds a point)
 
     _expanded: list[Policy] = PrivateAttr(default_factory=list)
     _warnings: list[str] = PrivateAttr(default_factory=list)
@@ -270,8 +271,9 @@ class Study(StudyFile):
     def _sweep_points(self, base: Scenario) -> list[dict[str, Any]]:
         """Every point of the sweep, each checked as a scenario before anything runs."""
         if not self.sweep:
-            if "sweep_mode" in self.model_fields_set:
-                raise self._error("sweep_mode", "there is no [[sweep]] to apply it to")
+            for key in ("sweep_mode", "point_reports"):
+                if key in self.model_fields_set:
+                    raise self._error(key, "there is no [[sweep]] to apply it to")
             return []
         keys = [axis.key for axis in self.sweep]
         for i, key in enumerate(keys):

@@ -35,9 +35,10 @@ def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     return out
 
 
-def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> tuple[list[Path], dict[str, pd.DataFrame]]:
-    """slowdown.parquet, policies.parquet, gpcnet.parquet (with GPCNeT canary jobs) and
-    report.html (with figures/) in `out`: the files written and the analysis tables."""
+def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any],
+                  report: bool = True) -> tuple[list[Path], dict[str, pd.DataFrame]]:
+    """slowdown.parquet, policies.parquet, gpcnet.parquet (with GPCNeT canary jobs) and, with
+    `report`, report.html (with figures/) in `out`: the files written and the analysis tables."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
     # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
@@ -46,7 +47,8 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, An
     if len(impact):
         results["gpcnet"] = impact
     written = write_tables(results, out)
-    written.append(write_report(out, kept, meta))
+    if report:
+        written.append(write_report(out, kept, meta))
     return written, results
 
 

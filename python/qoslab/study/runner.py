@@ -173,8 +173,9 @@ class StudyRunner:
 
     # -- results -------------------------------------------------------------------------------
 
-    def finish(self) -> StudyOutcome:
-        """The tables, analysis, figures and report of this study (or point) in its folder."""
+    def finish(self, report: bool = True) -> StudyOutcome:
+        """The tables, analysis and (with `report`) figures and report of this study (or point)
+        in its folder."""
         self.out.mkdir(parents=True, exist_ok=True)
         ids = list(dict.fromkeys(self.asked))
         tables = self.store.tables(ids)
@@ -188,7 +189,7 @@ class StudyRunner:
         (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
         written.append(self.out / "study.json")
         try:
-            files, results = write_results(self.out, {**tables, "search": search}, meta)
+            files, results = write_results(self.out, {**tables, "search": search}, meta, report)
             written += files
             tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
         except Exception as error:  # the runs and their tables are written; say what is missing

@@ -89,7 +89,8 @@ class SweepRunner:
         summary, slowdown, failed, errors = [], [], [], {}
         total = 0
         for index, runner in enumerate(self.runners):
-            outcome = runner.finish()  # writes the point's folder; its tables are dropped below
+            # The point's folder; its tables are dropped below. A report per point is asked for.
+            outcome = runner.finish(report=self.study.point_reports)
             total += outcome.runs_total
             failed += [{"point": index, **row} for row in outcome.failed]
             if outcome.report_error:
