@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.errors import FileLineError
+from qoslab.io.opensm_cc import LINE_LIMIT, OpenSmCcError, cc_option, parse_cc
 
 PORT_TYPES = {"ca": "qos_ca_", "swe": "qos_swe_"}
 FIELDS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
@@ -141,6 +142,8 @@ class OpenSmQos:
     source: str = "<opensm.conf>"
 
     routing_vls: int = 1
+    # The [congestion_control] table OpenSM would program (io/opensm_cc.py); None when it is off.
+    congestion_control: dict[str, Any] | None = None
 
     def scenario_qos(self) -> dict[str, Any]:
         """The [qos] table of a scenario that simulates these settings."""
@@ -180,7 +183,8 @@ class OpenSmQos:
                                               f"{layers} routing-layer copies (expected {want})")
                 folded[name] = [group[0] for group in groups]
             tables[port] = folded
-        return OpenSmQos(self.enabled, self.data_vls, tables, list(self.warnings), self.source, layers)
+        return OpenSmQos(self.enabled, self.data_vls, tables, list(self.warnings), self.source, layers,
+                         self.congestion_control)
 
     def layered_guess(self) -> int | None:
         """A routing.vls > 1 whose layer copies these tables are exactly (None if none fits)."""
@@ -232,10 +236,14 @@ def read_opensm_conf(path: str | Path) -> OpenSmQos:
 
 def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     values: dict[str, tuple[str, int]] = {}
+    cc: list[tuple[str, str, int]] = []  # every congestion-control line: per-SL options repeat
     warnings: list[str] = []
     known = opensm_option_names()
     unknown: list[tuple[int, str]] = []
     for number, raw in enumerate(text.splitlines(), start=1):
+        if len(raw) > LINE_LIMIT and raw.split("#", 1)[0].strip():
+            warnings.append(f"{source}:{number}: {len(raw)} characters: OpenSM reads lines of at most {LINE_LIMIT} "
+                            "and takes the rest for a new (unknown) line")
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -250,6 +258,8 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
         if key not in known:
             unknown.append((number, key))
             continue
+        if cc_option(key):
+            cc.append((key, value, number))
         values[key] = (value, number)
     if not values:
         where = f"line {unknown[0][0]} starts with {unknown[0][1]!r}" if unknown else "it has no option lines"
@@ -297,7 +307,11 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
             else:
                 t[name] = _vlarb(value, key, at, source, warnings)
         tables[port] = t
-    return OpenSmQos(enabled, data_vls, tables, warnings, source)
+    try:
+        congestion = parse_cc(cc, source, warnings)
+    except OpenSmCcError as error:
+        raise OpenSmConfError(error.source, error.line, error.message) from None
+    return OpenSmQos(enabled, data_vls, tables, warnings, source, congestion_control=congestion)
 
 
 def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) -> list[tuple[int, int]]:
