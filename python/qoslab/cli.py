@@ -313,9 +313,9 @@ def study(
         return _array_task_done(task, runner.stages)
     if isinstance(outcome, SweepOutcome):
         print_sweep(outcome)
-        return _exit_on_failed_runs(pd_frame(outcome.failed, ["status"]), outcome.runs_total, out)
+        return _exit_on_failed_runs(sum(r["status"] == "error" for r in outcome.failed), outcome.runs_total, out)
     print_study(outcome)
-    _exit_on_failed_runs(outcome.tables["runs"], outcome.runs_total, out)
+    _exit_on_failed_runs(_errors(outcome.tables["runs"]), outcome.runs_total, out)
 
 
 def _array_mode(array_task: str | None, collect: bool, executor_kind: Any, scheduler: str | None) -> tuple[int, int] | None:
@@ -445,19 +445,17 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
     if outcome is None:
         return _array_task_done(task, runner.stages)
     print_tail_study(outcome, loaded.several_targets, out)
-    _exit_on_failed_runs(outcome.tables["tail_runs"], outcome.runs_total, out)
+    _exit_on_failed_runs(_errors(outcome.tables["tail_runs"]), outcome.runs_total, out)
 
 
-def pd_frame(rows: list[dict[str, Any]], columns: list[str]) -> Any:
-    import pandas as pd
+def _errors(runs: Any) -> int:
+    """Runs that failed with an error (a deadlock or a time limit is a result, not a failure)."""
+    return int((runs["status"] == "error").sum()) if len(runs) else 0
 
-    return pd.DataFrame(rows, columns=list(dict.fromkeys([*columns, *(k for r in rows for k in r)])))
 
-
-def _exit_on_failed_runs(runs: Any, total: int, out: Path) -> None:
-    """A study whose runs failed (an error, not a deadlock or time limit, which are results) exits
-    non-zero, saying how many: a script must not take its tables as complete."""
-    failed = int((runs["status"] == "error").sum()) if len(runs) else 0
+def _exit_on_failed_runs(failed: int, total: int, out: Path) -> None:
+    """A study whose runs failed exits non-zero, saying how many: a script must not take its
+    tables as complete."""
     if failed:
         raise fail(f"error: {failed} of {total} runs failed (listed above, with their errors, and in the runs table in {out}/). "
                    "Run the same command again to retry them", EXIT_RUNS_FAILED)
