@@ -48,11 +48,11 @@ def take_strings(values: Sequence[str], indices: np.ndarray) -> pa.Array:
         import pyarrow.compute as pc
 
         return pc.take(strings(values), numbers(np.ascontiguousarray(indices)))
-    # Each name as a row of its bytes (zero-padded); a row's first `length` bytes are the name.
-    padded = np.zeros((len(encoded), int(widths.max(initial=0))), dtype=np.uint8)
-    for row, name in enumerate(encoded):
-        padded[row, :len(name)] = np.frombuffer(name, dtype=np.uint8)
-    columns = np.arange(padded.shape[1])
+    # Each name as a row of its bytes, zero-padded: in row order, a row's first `width` bytes
+    # are the names' bytes one after the other.
+    columns = np.arange(int(widths.max(initial=0)))
+    padded = np.zeros((len(encoded), len(columns)), dtype=np.uint8)
+    padded[columns < widths[:, None]] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
     block = 1 << 20
     gathered = np.concatenate([padded[indices[start:start + block]][columns < lengths[start:start + block, None]]
                            for start in range(0, len(indices), block)] or [np.zeros(0, dtype=np.uint8)])
