@@ -53,9 +53,10 @@ def take_strings(values: Sequence[str], indices: np.ndarray) -> pa.Array:
     columns = np.arange(int(widths.max(initial=0)))
     padded = np.zeros((len(encoded), len(columns)), dtype=np.uint8)
     padded[columns < widths[:, None]] = np.frombuffer(b"".join(encoded), dtype=np.uint8)
-    block = 1 << 20
-    gathered = np.concatenate([padded[indices[start:start + block]][columns < lengths[start:start + block, None]]
-                           for start in range(0, len(indices), block)] or [np.zeros(0, dtype=np.uint8)])
+    block = 1 << 20  # rows gathered at a time: the padded rows of a block, then their names' bytes
+    gathered = np.concatenate(
+        [padded[indices[start:start + block]][columns < lengths[start:start + block, None]]
+         for start in range(0, len(indices), block)] or [np.zeros(0, dtype=np.uint8)])
     buffers = [None, pa.py_buffer(offsets.astype(np.int32)), pa.py_buffer(gathered)]
     return pa.Array.from_buffers(pa.string(), len(lengths), buffers)
 
