@@ -1,7 +1,6 @@
 """The qoslab command line: thin wrappers over Scenario, simulate and the demo study. What the
-commands print is cli_render.py's."""
-
-from __future__ import annotations
+commands print is cli_render.py's. No `from __future__ import annotations`: typer would evaluate
+every command's annotations from strings on each start (a few ms of start-up)."""
 
 import json
 from collections.abc import Iterator

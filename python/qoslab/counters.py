@@ -32,6 +32,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from qoslab import arrow
 from qoslab.errors import FileLineError
 
 TICK_BYTES = 8  # Quantum, Quantum-2, Quantum-3: one PortXmitWait tick per 8 bytes of link time
@@ -107,7 +108,7 @@ def port_counters(scenario: Any, links: pa.Table, port_waits: pa.Table, tick_byt
         for v in range(vls):
             table[f"PortVLXmitWait{v}"].append(ticks(e["vl_stall_ns"][v]))
             table[f"PortXmitDataVL{v}"].append((e["vl_bytes"][v] - VCRC_BYTES * e["vl_packets"][v]) // 4)
-    return pa.table(table)
+    return pa.table({name: arrow.inferred(values) for name, values in table.items()})  # no pandas (qoslab.arrow)
 
 
 def _rates(scenario: Any, fabric: Any, mapping: dict) -> dict[tuple[int, int], float]:

@@ -12,8 +12,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from qoslab import arrow
 from qoslab._version import __version__
@@ -57,11 +55,11 @@ class RunResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
-        pq.write_table(self.links, out / "links.parquet")
+        arrow.write_parquet(self.links, out / "links.parquet")
         for name, table in self._optional():
             path = out / f"{name}.parquet"
             if table is not None:
-                pq.write_table(table, path)
+                arrow.write_parquet(table, path)
             elif path.exists():
                 path.unlink()  # a stale table from an earlier run would be mistaken for this one's
         text = out / "port_counters.txt"
@@ -213,33 +211,42 @@ def _config_errors(scenario: Scenario) -> Iterator[None]:
 def columns_table(columns: Columns) -> pa.Table:
     """Engine columns -> Arrow table, without building a Python object per row (or importing
     pandas: qoslab.arrow)."""
+    return _table(_arrays(columns))
+
+
+def _table(arrays: dict[str, np.ndarray]) -> pa.Table:
+    return pa.table({name: arrow.numbers(values) for name, values in arrays.items()})
+
+
+def _arrays(columns: Columns) -> dict[str, np.ndarray]:
+    """Engine columns as numpy arrays over their bytes, in native byte order."""
     arrays = {}
     for name, (dtype, data) in columns.items():
         values = np.frombuffer(data, dtype=np.dtype(dtype))
         if not values.dtype.isnative:
             values = values.astype(values.dtype.newbyteorder("="))
-        arrays[name] = arrow.numbers(values)
-    return pa.table(arrays)
+        arrays[name] = values
+    return arrays
 
 
 def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
     """Adds node names (src, dst) in front of the engine's node index columns."""
-    table = columns_table(columns)
+    arrays = _arrays(columns)
+    table = _table(arrays)
     if nodes is None:
         return table
-    names = arrow.strings(nodes)
     for label, index in (("src", "src_node"), ("dst", "dst_node")):
         position = table.schema.get_field_index(index)
         if position >= 0:
-            table = table.add_column(position, label, pc.take(names, table.column(index)))
+            table = table.add_column(position, label, arrow.take_strings(nodes, arrays[index]))
     return table
 
 
 def _interference_table(columns: Columns, nodes: list[str] | None, links: Columns, classes: list[str]) -> pa.Table:
     """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
     on a fat tree, its level and direction)."""
-    table = columns_table(columns)
-    names = arrow.strings(classes)
+    arrays = _arrays(columns)
+    table = _table(arrays)
     link_table = columns_table(links)
     node_of = dict(zip(link_table.column("link").to_pylist(), zip(link_table.column("src_node").to_pylist(),
                                                                   link_table.column("dst_node").to_pylist())))
@@ -247,11 +254,10 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
     src = [nodes[a] if nodes is not None and a is not None else None for a, _ in ends]
     dst = [nodes[b] if nodes is not None and b is not None else None for _, b in ends]
     levels = [link_level(a, b) if a is not None and b is not None else None for a, b in zip(src, dst)]
-    kinds = arrow.strings(["output", "buffer"])
     return pa.table({
-        "kind": pc.take(kinds, table.column("kind")),
-        "victim": pc.take(names, table.column("victim")),
-        "culprit": pc.take(names, table.column("culprit")),
+        "kind": arrow.take_strings(["output", "buffer"], arrays["kind"]),
+        "victim": arrow.take_strings(classes, arrays["victim"]),
+        "culprit": arrow.take_strings(classes, arrays["culprit"]),
         "link": table.column("link"),
         "src": arrow.strings(src),
         "dst": arrow.strings(dst),
@@ -264,6 +270,6 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
 
 def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:
     """Adds the job's name in front of the engine's job index column."""
-    table = columns_table(columns)
-    names = arrow.strings(job_names)
-    return table.add_column(0, "job_name", pc.take(names, table.column("job")))
+    arrays = _arrays(columns)
+    table = _table(arrays)
+    return table.add_column(0, "job_name", arrow.take_strings(job_names, arrays["job"]))

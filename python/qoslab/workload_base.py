@@ -13,7 +13,9 @@ Micros = Annotated[float, Field(ge=0, allow_inf_nan=False)]
 
 
 class Workload(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # defer_build: a workload's validator is built inside the job's (the union of every kind),
+    # not once more per kind when its class is defined (docs/design/engine.md, "Start-up").
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
     def engine(self) -> dict[str, Any]:
         """The engine's form: every parameter, resolved, with the kind."""
