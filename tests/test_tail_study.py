@@ -4,6 +4,7 @@ findings hold in direction (docs/reproductions.md has the full-size numbers)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -163,6 +164,24 @@ def test_snapshots_from_a_jobcomp_log_use_the_jobs_hosts(tmp_path):
     assert sorted(snap.background) == sorted([tuple(range(8)), tuple(range(32, 40)) + tuple(range(48, 52))])
 
 
+def test_snapshots_from_a_sacct_json_dump_use_the_jobs_hosts(tmp_path):
+    def job(job_id, nodes, end):
+        return {"job_id": job_id, "name": "j", "user": "u", "state": {"current": ["COMPLETED" if end else "RUNNING"]},
+                "time": {"submission": 1704067200, "start": 1704067210, "end": end}, "nodes": nodes, "steps": []}
+
+    log = tmp_path / "jobs.json"
+    log.write_text(json.dumps({"jobs": [job(100, "r[01-08]", 1704103200), job(101, "r17", 1704103200),
+                                        job(102, "r[33-40],r[49-52]", 0)]}))
+    s = study(snapshots=1, background={"source": "sacct-json", "log": str(log), "host_names": "r[01-64]"})
+    snap = TailStudyRunner(s, tmp_path / "out", LocalExecutor(1), progress=False).snapshot(0)
+    assert sorted(snap.background) == sorted([tuple(range(8)), (16,), tuple(range(32, 40)) + tuple(range(48, 52))])
+    assert snap.label.startswith("sacct-json at t = ")
+    log.write_text(json.dumps({"jobs": [job(100, "r[01-08]", 1704103200), job(101, "login9", 1704103200)]}))
+    with pytest.raises(SchedulerLogError) as error:
+        TailStudyRunner(s, tmp_path / "out2", LocalExecutor(1), progress=False).plan()
+    assert f"{log}: jobs[1]: job 101 runs on host 'login9'" in str(error.value)
+
+
 def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
     log = tmp_path / "jobs.txt"
     log.write_text(SACCT.replace("r17", "login9"))
@@ -177,6 +196,9 @@ def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
     ({"heuristic": "mine"}, "heuristic", "unknown definition 'mine'"),
     ({"target": {"nodes": 100}}, "target.nodes", "100 nodes, but the fabric has 64 hosts"),
     ({"background": {"source": "sacct"}}, "background.log", 'source = "sacct" needs the log file'),
+    ({"background": {"source": "sacct-json"}}, "background.log", 'source = "sacct-json" needs the log file'),
+    ({"background": {"source": "swf", "log": "x.swf", "host_names": "r[1-4]"}}, "background.host_names",
+     'only used with source = "sacct", "sacct-json" or "jobcomp"'),
     ({"background": {"source": "swf", "log": "nowhere.swf"}}, "background.log", "file not found"),
     ({"background": {"occupancy": [0.9, 0.2]}}, "background.occupancy", "expected 0 <= low <= high < 1"),
     ({"localities": ["corner"]}, "localities[0]", "same-group"),

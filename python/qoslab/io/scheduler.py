@@ -1,11 +1,11 @@
-"""Job-scheduler logs (Slurm ``sacct`` and ``jobcomp/filetxt``, Standard Workload Format) turned
+"""Job-scheduler logs (Slurm ``sacct`` text or JSON, ``jobcomp/filetxt``, Standard Workload Format) turned
 into background-traffic snapshots on a fabric, and the background-traffic heuristic of Salimi Beni
 & Cosenza.
 
 Three steps, each usable alone:
 
-1. ``read_sacct`` / ``read_jobcomp`` / ``read_swf``: the log as ``SchedulerJob`` records
-   (started jobs only).
+1. ``read_sacct`` / ``read_sacct_json`` / ``read_jobcomp`` / ``read_swf``: the log as
+   ``SchedulerJob`` records (started jobs only).
 2. ``running_at`` / ``concurrent_with`` and ``map_snapshot``: the jobs running beside a target,
    as host indices of our fabric (by name for Slurm logs, placed with a seeded RNG for SWF).
 3. ``background_traffic``: the heuristic b, as the authors define its symbols (their Bench 2022
@@ -16,12 +16,14 @@ Three steps, each usable alone:
 from __future__ import annotations
 
 import gzip
+import json
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import hostlist
 import numpy as np
@@ -39,9 +41,11 @@ __all__ = [
     "map_snapshot",
     "parse_jobcomp",
     "parse_sacct",
+    "parse_sacct_json",
     "parse_swf",
     "read_jobcomp",
     "read_sacct",
+    "read_sacct_json",
     "read_swf",
     "register_heuristic",
     "running_at",
@@ -49,16 +53,20 @@ __all__ = [
 
 
 class SchedulerLogError(FileLineError):
-    """A scheduler log (or a job from one) qoslab cannot use; names the file and line."""
+    """A scheduler log (or a job from one) qoslab cannot use; names the file and line (for
+    ``sacct --json``, line 0 and the job's place in the file, ``jobs[3]``, in the message)."""
 
 
 @dataclass(frozen=True)
 class SchedulerJob:
     """One job allocation that ran (or is running).
 
-    Times are POSIX seconds for sacct (naive local datetimes, as sacct prints them) and seconds
-    from the log's start for SWF. ``end`` is None for a job still running. ``submit`` is None only
-    when a sacct file with a header has no Submit column. ``nodes`` is empty for SWF (counts only).
+    Times are POSIX seconds for sacct (naive local datetimes, as sacct prints them; ``sacct --json``
+    gives POSIX seconds itself) and seconds from the log's start for SWF. ``end`` is None for a job
+    still running. ``submit`` is None only when a sacct file with a header has no Submit column (or
+    a JSON job has no submission time). ``nodes`` is empty for SWF (counts only). ``line`` is the
+    line in the file; for ``sacct --json``, where there are no lines to speak of, it is the job's
+    position in the ``jobs`` list counting from 1, and ``json_path`` says where it is (``jobs[0]``).
     """
 
     job_id: str
@@ -72,10 +80,22 @@ class SchedulerJob:
     node_count: int
     line: int
     source: str = "<text>"
+    json_path: str | None = None
 
     @property
     def where(self) -> str:
-        return f"{self.source}:{self.line}"
+        return f"{self.source}:{self.json_path}" if self.json_path else f"{self.source}:{self.line}"
+
+
+def _job_error(job: SchedulerJob, message: str) -> SchedulerLogError:
+    """An error about a job read earlier, placed by line or, for JSON, by its path in the file."""
+    if job.json_path:
+        return SchedulerLogError(job.source, 0, f"{job.json_path}: {message}")
+    return SchedulerLogError(job.source, job.line, message)
+
+
+def _place(job: SchedulerJob) -> str:
+    return job.json_path if job.json_path else f"line {job.line}"
 
 
 # ------------------------------------------------------------------------------------------------
@@ -114,6 +134,12 @@ def parse_sacct(text: str, source: str = "<text>", *, delimiter: str = "|") -> l
 
     Skipped, not errors: blank and ``#`` lines, step rows (JobID with a '.'), jobs that never got
     nodes (Start Unknown/None, NodeList ``None assigned``, AllocNodes 0)."""
+    if text.lstrip().startswith("{"):
+        number = text[: len(text) - len(text.lstrip())].count("\n") + 1
+        raise SchedulerLogError(
+            source, number, 'this looks like `sacct --json` output, not `sacct -P` text; read it with read_sacct_json '
+            '(in a tail study: source = "sacct-json")'
+        )
     default = {name.lower(): i for i, name in enumerate(SACCT_FIELDS)}
     columns: dict[str, int] | None = None  # from the header line, else the default order
     header_line = 0
@@ -209,24 +235,31 @@ def _sacct_row(fields: list[str], columns: dict[str, int], source: str, number: 
     )
 
 
-def _node_list(node_text: str, counts: Mapping[str, str | None], source: str, number: int) -> tuple[str, ...]:
-    """A started job's NodeList expanded, checked against the node-count fields it comes with."""
+def _node_list(
+    node_text: str, counts: Mapping[str, str | None], source: str, number: int, *, field: str = "NodeList", at: str = ""
+) -> tuple[str, ...]:
+    """A started job's NodeList expanded, checked against the node-count fields it comes with.
+
+    ``field`` names the list in messages; ``at`` prefixes them (a JSON job's place in its file)."""
     if not node_text:
-        raise SchedulerLogError(source, number, "expected a NodeList (hostlist expression like r256n[01-04]) for a started job, got an empty field")
+        what = "a NodeList" if field == "NodeList" else field
+        raise SchedulerLogError(source, number, f"{at}expected {what} (hostlist expression like r256n[01-04]) for a started job, got an empty field")
     try:
         nodes = tuple(hostlist.expand_hostlist(node_text))
     except hostlist.BadHostlist as error:
-        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r} ({error})") from None
+        raise SchedulerLogError(
+            source, number, f"{at}expected a hostlist expression like r256n[01-04,07],r257n01 in {field}, got {node_text!r} ({error})"
+        ) from None
     if not nodes or any(not n or any(c.isspace() for c in n) for n in nodes):
-        raise SchedulerLogError(source, number, f"expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList, got {node_text!r}")
+        raise SchedulerLogError(source, number, f"{at}expected a hostlist expression like r256n[01-04,07],r257n01 in {field}, got {node_text!r}")
     for column, value in counts.items():
         if value is None or value == "":
             continue
         if not value.isdigit():
-            raise SchedulerLogError(source, number, f"expected a node count in {column}, got {value!r}")
+            raise SchedulerLogError(source, number, f"{at}expected a node count in {column}, got {value!r}")
         if int(value) != len(nodes):
             raise SchedulerLogError(
-                source, number, f"{column} is {value} but NodeList {node_text!r} expands to {len(nodes)} distinct host(s); expected them equal"
+                source, number, f"{at}{column} is {value} but {field} {node_text!r} expands to {len(nodes)} distinct host(s); expected them equal"
             )
     return nodes
 
@@ -240,6 +273,196 @@ def _sacct_time(text: str, column: str, source: str, number: int) -> float:
         raise SchedulerLogError(
             source, number, f"expected {column} as YYYY-MM-DDTHH:MM:SS (or Unknown), got {text!r}"
         ) from None
+
+
+# ------------------------------------------------------------------------------------------------
+# sacct --json
+
+# Before 22.05.8, sacct --json filled time.start with the job's eligible time (SchedMD bug 15644,
+# fixed by "openapi/dbv0.0.38 - fix time/start field for job parser"); such dumps are refused.
+_FIRST_GOOD_JSON = (22, 5, 8)
+
+
+def read_sacct_json(path: str | Path) -> list[SchedulerJob]:
+    """The started job allocations in a ``sacct --json`` dump (Slurm 22.05.8 and later layouts)."""
+    return parse_sacct_json(_read_text(path), str(path))
+
+
+def parse_sacct_json(text: str, source: str = "<text>") -> list[SchedulerJob]:
+    """Parses ``sacct -a --json [-S ... -E ...]`` output: ``{"meta": ..., "errors": [...], "jobs": [...]}``.
+
+    Each entry of ``jobs`` is one job allocation; its steps are nested in it (``steps``) and are not
+    read. Both layouts are read: 22.05's (``state.current`` a string, ``array.task_id`` and
+    ``het.job_offset`` plain integers or null) and 23.02 onwards' (those two as ``{"set", "infinite",
+    "number"}``, and from 23.11 ``state.current`` a list such as ``["COMPLETED"]``). Times
+    (``time.submission``, ``time.start``, ``time.end``) are POSIX seconds; a number given as a
+    ``{"set", "infinite", "number"}`` object is read too. Skipped, not errors: jobs that never got
+    nodes (start 0 or null, ``nodes`` ``None assigned``, ``allocation_nodes`` 0). ``end`` 0 or null
+    means still running. Errors name the file and the job (``jobs[3] (job 1004)``)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise SchedulerLogError(
+            source, error.lineno, f"expected `sacct --json` output (a JSON object with a jobs list), got text that is not JSON: {error.msg} (column {error.colno})"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+        got = f"an object with keys {', '.join(map(repr, list(data)[:6]))}" if isinstance(data, dict) else f"a JSON {_json_kind(data)}"
+        raise SchedulerLogError(source, 0, f"expected `sacct --json` output, a JSON object with a 'jobs' list, got {got}")
+    errors = data.get("errors")
+    if isinstance(errors, list) and errors:
+        first = errors[0]
+        said = first.get("description") or first.get("error") if isinstance(first, dict) else first
+        raise SchedulerLogError(
+            source, 0, f"sacct reported {len(errors)} error(s) with this dump (errors[0]: {said!r}); its jobs list may be incomplete"
+        )
+    version = _slurm_version(data.get("meta"))
+    if version is not None and version < _FIRST_GOOD_JSON:
+        raise SchedulerLogError(
+            source,
+            0,
+            f"meta says Slurm {'.'.join(map(str, version))}: before 22.05.8 `sacct --json` wrote the eligible time as time.start "
+            "(SchedMD bug 15644), so the start times are wrong; dump with `sacct -P` (read_sacct) or a newer sacct",
+        )
+    jobs: list[SchedulerJob] = []
+    for index, entry in enumerate(data["jobs"]):
+        job = _sacct_json_job(entry, index, source)
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
+def _json_kind(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    return {dict: "object", list: "array", str: "string", int: "number", float: "number"}.get(type(value), type(value).__name__)
+
+
+def _slurm_version(meta: object) -> tuple[int, int, int] | None:
+    """meta.Slurm.version (22.05: integers) or meta.slurm.version (23.02+: strings), if readable."""
+    if not isinstance(meta, dict):
+        return None
+    slurm = meta.get("slurm", meta.get("Slurm"))
+    version = slurm.get("version") if isinstance(slurm, dict) else None
+    if not isinstance(version, dict):
+        return None
+    try:
+        major, minor, micro = (int(version[k]) for k in ("major", "minor", "micro"))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return major, minor, micro
+
+
+class _NoVal:
+    """Marks a number Slurm left unset (NO_VAL) or infinite."""
+
+
+_UNSET = _NoVal()
+
+
+def _json_int(value: object, what: str, at: str, source: str) -> int | _NoVal:
+    """A JSON integer as Slurm dumps it: plain, null, or {"set", "infinite", "number"}."""
+    if value is None:
+        return _UNSET
+    if isinstance(value, dict) and "number" in value:
+        if value.get("infinite") is True or value.get("set") is False:
+            return _UNSET
+        value = value["number"]
+    if value == "Infinity":  # the data_parser's "complex" mode
+        return _UNSET
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        shown = json.dumps(value)
+        raise SchedulerLogError(
+            source, 0, f"{at}: expected {what} as an integer >= 0, null or {{\"set\", \"infinite\", \"number\"}}, got {shown[:60]}"
+        )
+    return value
+
+
+def _json_time(time: dict[str, Any], key: str, at: str, source: str, *, required: bool) -> float | None:
+    """time.<key> as POSIX seconds; None when 0 or unset (not started, still running)."""
+    if key not in time:
+        if required:
+            raise SchedulerLogError(source, 0, f"{at}: expected time.{key} (POSIX seconds), but the job has none")
+        return None
+    value = _json_int(time[key], f"time.{key} (POSIX seconds)", at, source)
+    return None if isinstance(value, _NoVal) or value == 0 else float(value)
+
+
+def _sacct_json_job(entry: object, index: int, source: str) -> SchedulerJob | None:
+    path = f"jobs[{index}]"
+    if not isinstance(entry, dict):
+        raise SchedulerLogError(source, 0, f"{path}: expected a job object, got a JSON {_json_kind(entry)}")
+    raw_id = _json_int(entry.get("job_id"), "job_id", path, source)
+    if isinstance(raw_id, _NoVal) or raw_id == 0:
+        raise SchedulerLogError(source, 0, f"{path}: expected a job_id (an integer >= 1), got {json.dumps(entry.get('job_id'))}")
+    at = f"{path} (job {raw_id})"
+    job_id = _json_job_id(entry, raw_id, at, source)
+    time = entry.get("time")
+    if not isinstance(time, dict):
+        raise SchedulerLogError(source, 0, f"{at}: expected a time object (start, end, submission), got {json.dumps(time)[:40]}")
+    if "nodes" not in entry:
+        raise SchedulerLogError(source, 0, f"{at}: expected nodes (a hostlist such as r256n[01-04]), but the job has none")
+    start = _json_time(time, "start", at, source, required=True)
+    end = _json_time(time, "end", at, source, required=True)
+    node_text = entry["nodes"]
+    if node_text is not None and not isinstance(node_text, str):
+        raise SchedulerLogError(source, 0, f"{at}: expected nodes as a hostlist string, got {json.dumps(node_text)[:40]}")
+    allocated = entry.get("allocation_nodes")
+    count = None if allocated is None else _json_int(allocated, "allocation_nodes", at, source)
+    if start is None or (node_text or "").startswith("None assigned") or count == 0:
+        return None  # pending, or cancelled before it got nodes: no traffic
+    if end is not None and end < start:
+        raise SchedulerLogError(source, 0, f"{at}: expected time.end >= time.start, got start {start:.0f} and end {end:.0f}")
+    submit = _json_time(time, "submission", at, source, required=False)
+    counts = {"allocation_nodes": None if count is None or isinstance(count, _NoVal) else str(count)}
+    nodes = _node_list(node_text or "", counts, source, 0, field="nodes", at=f"{at}: ")
+    return SchedulerJob(
+        job_id=job_id,
+        name=_json_text(entry.get("name")),
+        user=_json_text(entry.get("user")),
+        state=_json_state(entry.get("state")),
+        submit=submit,
+        start=start,
+        end=end,
+        nodes=nodes,
+        node_count=len(nodes),
+        line=index + 1,
+        source=source,
+        json_path=path,
+    )
+
+
+def _json_job_id(entry: dict[str, Any], raw_id: int, at: str, source: str) -> str:
+    """The JobID sacct prints: 1123_4 for an array task, 2005+1 for a het-job component."""
+    array, het = entry.get("array"), entry.get("het")
+    if isinstance(array, dict):
+        array_id = _json_int(array.get("job_id"), "array.job_id", at, source)
+        if not isinstance(array_id, _NoVal) and array_id:
+            task = _json_int(array.get("task_id"), "array.task_id", at, source)
+            if not isinstance(task, _NoVal):
+                return f"{array_id}_{task}"
+            if isinstance(array.get("task"), str) and array["task"]:
+                return f"{array_id}_[{array['task']}]"  # a pending range, as sacct prints it
+    if isinstance(het, dict):
+        het_id = _json_int(het.get("job_id"), "het.job_id", at, source)
+        if not isinstance(het_id, _NoVal) and het_id:
+            offset = _json_int(het.get("job_offset"), "het.job_offset", at, source)
+            if not isinstance(offset, _NoVal):
+                return f"{het_id}+{offset}"
+    return str(raw_id)
+
+
+def _json_text(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _json_state(state: object) -> str:
+    """state.current: "COMPLETED" (22.05, 23.02) or ["COMPLETED"] (23.11+; flags follow the base state)."""
+    current = state.get("current") if isinstance(state, dict) else state
+    if isinstance(current, list):
+        current = current[0] if current else ""
+    return current.split()[0] if isinstance(current, str) and current.split() else ""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -505,14 +728,12 @@ def map_snapshot(
         named: list[int] = []
         for name in job.nodes:
             if name not in index:
-                raise SchedulerLogError(job.source, job.line, f"job {job.job_id} runs on host {name!r}, which is not in the fabric's host list")
+                raise _job_error(job, f"job {job.job_id} runs on host {name!r}, which is not in the fabric's host list")
             h = index[name]
             for other in claims.get(h, ()):
                 if _overlap(job, jobs[other]):
                     o = jobs[other]
-                    raise SchedulerLogError(
-                        job.source, job.line, f"job {job.job_id} and job {o.job_id} (line {o.line}) both hold host {name!r} at the same time"
-                    )
+                    raise _job_error(job, f"job {job.job_id} and job {o.job_id} ({_place(o)}) both hold host {name!r} at the same time")
             claims.setdefault(h, []).append(k)
             named.append(h)
         held[k] = tuple(named)
@@ -534,15 +755,13 @@ def map_snapshot(
         need = job.node_count
         if placement == "random":
             if len(free) < need:
-                raise SchedulerLogError(job.source, job.line, f"job {job.job_id} needs {need} hosts but only {len(free)} of {n_hosts} are free")
+                raise _job_error(job, f"job {job.job_id} needs {need} hosts but only {len(free)} of {n_hosts} are free")
             assert generator is not None
             chosen = np.sort(generator.choice(free, size=need, replace=False))
         else:
             block = _lowest_block(busy, need)
             if block is None:
-                raise SchedulerLogError(
-                    job.source, job.line, f"job {job.job_id} needs {need} contiguous hosts; no free block that long among {n_hosts} hosts ({len(free)} free)"
-                )
+                raise _job_error(job, f"job {job.job_id} needs {need} contiguous hosts; no free block that long among {n_hosts} hosts ({len(free)} free)")
             chosen = block
         held[k] = tuple(int(h) for h in chosen)
     return [(job, held.get(k, ())) for k, job in enumerate(jobs)]

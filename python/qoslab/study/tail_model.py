@@ -18,6 +18,7 @@ from qoslab.workloads import AnyWorkload
 LOCALITIES = ("same-group", "spread-groups", "scheduler", "random")
 Locality = Literal["same-group", "spread-groups", "scheduler", "random"]
 BACKGROUND_JOB = re.compile(r"bg[0-9]+")  # the names the plan gives background jobs
+NAMED_SOURCES = ("sacct", "sacct-json", "jobcomp")  # logs whose jobs name their hosts
 
 
 def _default_target_workload() -> dict[str, Any]:
@@ -45,9 +46,10 @@ def _default_background_workloads() -> list[dict[str, Any]]:
 class Background(_Table):
     """Where the other users' jobs come from, and what they run."""
 
-    source: Literal["synthetic", "sacct", "jobcomp", "swf"] = "synthetic"
-    log: str | None = None  # sacct -P output, a jobcomp/filetxt log or an SWF file, relative to the study file
-    # sacct, jobcomp: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
+    source: Literal["synthetic", "sacct", "sacct-json", "jobcomp", "swf"] = "synthetic"
+    # sacct -P output, sacct --json output, a jobcomp/filetxt log or an SWF file, relative to the study file
+    log: str | None = None
+    # sacct, sacct-json, jobcomp: the cluster's host names in fabric order, as a hostlist ("r[001-972]"); default H0..
     host_names: str | None = None
     procs_per_node: Annotated[int, Field(ge=1)] = 1  # SWF: processors per node
     # SWF: the log's machine scaled to the fabric (its hosts / the log's nodes): a job of n > 1
@@ -69,9 +71,9 @@ class Background(_Table):
         if self.source != "synthetic" and self.log is None:
             raise problem(f'source = "{self.source}" needs the log file (log = "...")', "log")
         if self.source == "synthetic" and self.log is not None:
-            raise problem('log is only read with source = "sacct", "jobcomp" or "swf"', "log")
-        if self.host_names is not None and self.source not in ("sacct", "jobcomp"):
-            raise problem('host_names is only used with source = "sacct" or "jobcomp"', "host_names")
+            raise problem('log is only read with source = "sacct", "sacct-json", "jobcomp" or "swf"', "log")
+        if self.host_names is not None and self.source not in NAMED_SOURCES:
+            raise problem('host_names is only used with source = "sacct", "sacct-json" or "jobcomp"', "host_names")
         if self.scale_nodes is not None and self.source != "swf":
             raise problem(f'scale_nodes is only used with source = "swf" (SWF logs have node counts, not hosts), '
                           f'not "{self.source}"', "scale_nodes")

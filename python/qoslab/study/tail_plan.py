@@ -19,12 +19,13 @@ from qoslab.io.scheduler import (
     map_snapshot,
     read_jobcomp,
     read_sacct,
+    read_sacct_json,
     read_swf,
     running_at,
 )
 from qoslab.jobs import Job
 from qoslab.placement import PlacementError, place_jobs
-from qoslab.study.tail_model import RoutingChoice, TailStudy, Target
+from qoslab.study.tail_model import NAMED_SOURCES, RoutingChoice, TailStudy, Target
 from qoslab.sweep.execute import RunSpec, run_id
 
 NO_BACKGROUND = -1  # the snapshot index of the baseline runs
@@ -64,6 +65,8 @@ class TailPlan:
         assert bg.log is not None  # the background model requires a log for every other source
         if bg.source == "sacct":
             return read_sacct(self.study.resolve(bg.log))
+        if bg.source == "sacct-json":
+            return read_sacct_json(self.study.resolve(bg.log))
         if bg.source == "jobcomp":
             return read_jobcomp(self.study.resolve(bg.log))
         return read_swf(self.study.resolve(bg.log), bg.procs_per_node)
@@ -103,7 +106,7 @@ class TailPlan:
             end = max(j.end if j.end is not None else j.start for j in self.log)
             t = float(rng.uniform(start, end))
             running = running_at(self.log, t)
-            if bg.source in ("sacct", "jobcomp"):
+            if bg.source in NAMED_SOURCES:
                 background = [hosts for _, hosts in map_snapshot(running, self.host_names())]
             else:
                 running = [j for j in running if j.node_count <= self.hosts - self.room_for]
