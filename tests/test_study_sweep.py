@@ -92,3 +92,48 @@ def test_the_cli_runs_a_sweep_and_array_tasks_collect_the_same(tmp_path):
     assert collected.exit_code == 0, collected.output
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole" / "sweep.parquet"),
                                   pd.read_parquet(tmp_path / "array" / "sweep.parquet"))
+
+
+def test_points_in_small_chunks_give_the_same_tables(tmp_path, monkeypatch):
+    import qoslab.study.sweep_runner as sweep_runner
+
+    staged = [*POLICIES, {"kind": "per-rank", "job": "a2a", "fraction": 0.25}]  # a second stage per point
+    make = lambda: Study.from_dict({"scenario": SCENARIO, "policies": staged, "repetitions": 1,  # noqa: E731
+                                    "sweep": [{"key": "jobs[0].workload.bytes", "values": [4096, 16384, 65536]}]},
+                                   "study.toml")
+    whole = make().run(tmp_path / "whole", executor=LocalExecutor(1)).tables["sweep"]
+    monkeypatch.setattr(sweep_runner, "CHUNK_RUNS", 3)  # one point a chunk (a point has 4 first-stage runs)
+    chunked = make().run(tmp_path / "chunked", executor=LocalExecutor(1)).tables["sweep"]
+    pd.testing.assert_frame_equal(whole, chunked)
+    assert list(whole["policy"].unique()) == ["default", "per-job[a2a=1 flood=0]", "per-rank[a2a,0.25,slowest-sends]"]
+    assert whole["total_contention_us"].notna().all()
+
+
+def test_array_tasks_over_chunks_with_later_stages(tmp_path, monkeypatch):
+    import qoslab.study.sweep_runner as sweep_runner
+
+    monkeypatch.setattr(sweep_runner, "CHUNK_RUNS", 3)  # one point a chunk
+    (tmp_path / "base.toml").write_text(
+        '[topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+        '[[jobs]]\nname = "a2a"\nnodes = 4\nplacement = "random"\nworkload = { kind = "all-to-all", bytes = 32768, iterations = 2 }\n'
+        '[[jobs]]\nname = "flood"\nnodes = 4\nplacement = "random"\nworkload = { kind = "flood-pairs", iterations = 10 }\n')
+    (tmp_path / "s.toml").write_text('scenario = "base.toml"\n[[policies]]\nkind = "default"\n'
+                                     '[[policies]]\nkind = "per-rank"\njob = "a2a"\nfraction = 0.25\n'
+                                     '[[sweep]]\nkey = "jobs[0].workload.bytes"\nvalues = [4096, 65536]\n')
+
+    def cli(*args):
+        return CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), *map(str, args)])
+
+    whole = cli("--out", tmp_path / "whole", "--workers", "1")
+    assert whole.exit_code == 0, whole.output
+    for _ in range(3):  # run the array until no task waits for another's runs
+        outputs = [cli("--out", tmp_path / "array", "--array-task", f"{t}/2", "--workers", "1") for t in range(2)]
+        assert all(o.exit_code == 0 for o in outputs), [o.output for o in outputs]
+        if not any("waits for" in o.output for o in outputs):
+            break
+    else:
+        raise AssertionError("the array never finished its later stages")
+    collected = cli("--out", tmp_path / "array", "--collect")
+    assert collected.exit_code == 0, collected.output
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole" / "sweep.parquet"),
+                                  pd.read_parquet(tmp_path / "array" / "sweep.parquet"))

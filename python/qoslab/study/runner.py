@@ -88,6 +88,10 @@ class StudyRunner:
         self.asked += [spec.run_id for spec in first]
         return first
 
+    def has_later(self) -> bool:
+        """Whether stages come after the first (policies that read earlier runs, searches)."""
+        return any(p.required() or isinstance(p, Search) for p in self.study.concrete_policies())
+
     def run_later(self) -> None:
         """The stages after the first: policies that read earlier runs, then each search."""
         policies = self.study.concrete_policies()

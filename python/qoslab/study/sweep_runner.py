@@ -1,14 +1,16 @@
 """Runs a study with a [[sweep]]: every point a whole study of its own (study/runner.py), their
-runs through one run store and one set of stages (every point's first stage in one batch, so a
-cluster stays busy across points), each point's tables, figures and report in its own folder
+runs through one run store and one set of stages (points in chunks of about CHUNK_RUNS first-stage
+runs, each chunk's first stages in one batch, so a cluster stays busy across points), each
+point's tables (and with point_reports its figures and report) in its own folder
 `points/point=N/` (a Hive-partitioned dataset: `sweep_dataset` reads any table of every point
 lazily), and across points the small tables `sweep.parquet` (per point and policy) and
-`sweep_slowdown.parquet` (per point, policy and job). The driver holds one point's tables at a
-time, so its memory does not grow with the number of points."""
+`sweep_slowdown.parquet` (per point, policy and job). The driver holds one chunk's specs and one
+point's tables at a time, so its memory does not grow with the number of points."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,11 +18,11 @@ from typing import Any
 import pandas as pd
 from rich.console import Console
 
-from qoslab.scenario import run_identity
 from qoslab.study.model import Study
 from qoslab.study.outcome import OutcomeView
 from qoslab.study.runner import StudyRunner
-from qoslab.study.stages import Stages
+from qoslab.study.stages import Stages, StageWaiting
+from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.sweep.store import RunStore, write_tables
@@ -60,63 +62,118 @@ def sweep_dataset(out: str | Path, table: str) -> Any:
     return ds.dataset(files, format="parquet", partitioning=ds.partitioning(flavor="hive"), partition_base_dir=str(root))
 
 
+# First-stage runs in flight at once: enough to keep a cluster's workers busy across points,
+# few enough that the driver's memory (each spec holds its scenario) stays bounded.
+CHUNK_RUNS = 512
+
+
 class SweepRunner:
     def __init__(self, study: Study, out: str | Path, executor: Executor, console: Console | None = None, progress: bool = True,
                  task: tuple[int, int] | None = None, collect: bool = False):
         self.study = study
         self.out = Path(out)
+        self.executor = executor
         self.console = console or Console(stderr=True)
         self.stages = Stages(RunStore(self.out / "runs"), executor, self.console, progress, task, collect)
         self.points = study.points()
-        self.runners = [StudyRunner(study, point_folder(self.out, i), executor, self.console, point=point,
-                                    stages=self.stages) for i, point in enumerate(self.points)]
+        self.keys = [axis.key for axis in study.sweep]
+        self._summary: list[pd.DataFrame] = []
+        self._slowdown: list[pd.DataFrame] = []
+        self._failed: list[dict[str, Any]] = []
+        self._errors: dict[int, str] = {}
+        self._total = 0
 
     def run(self) -> SweepOutcome | None:
-        defining = {"sweep": self.points,
-                    "points": [[run_identity(rep.scenario) for rep in r.plan.repetitions] for r in self.runners]}
+        """Runs the points chunk by chunk (each chunk's first stages in one batch), finishing each
+        point as its runs are done; an array task runs its share and writes no tables (None)."""
+        # What places and builds the runs: the base scenario, the points and the seeds.
+        defining = {"base": self.study.point_data(None), "sweep": self.points, "seeds": self.study.seed_list()}
         identity = study_identity("policies-sweep", self.study.title(), self.study.source, defining)
+        blocked: list[StageWaiting] = []
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
-            first = [spec for runner in self.runners for spec in runner.first_specs()]
-            self.stages.run(first, f"jobs alone and policies, {len(self.points)} sweep points")
-            for runner in self.runners:
-                runner.run_later()
+            for chunk in self._chunks():
+                blocked += self._run_chunk(chunk)
             if self.stages.task is not None:
+                if blocked:  # later stages this task could not start: the array must run again
+                    raise StageWaiting(f"later stages of {len(blocked)} sweep point(s)",
+                                       sum(w.missing for w in blocked), self.stages.ran)
                 return None  # an array task: `--collect` builds the tables once every task has run
             return self._finish()
 
+    def _chunks(self) -> Iterator[list[tuple[int, StudyRunner, list[RunSpec]]]]:
+        chunk: list[tuple[int, StudyRunner, list[RunSpec]]] = []
+        runs = 0
+        for index, point in enumerate(self.points):
+            runner = StudyRunner(self.study, point_folder(self.out, index), self.executor, self.console, point=point,
+                                 stages=self.stages)
+            specs = runner.first_specs()
+            chunk.append((index, runner, specs))
+            runs += len(specs)
+            if runs >= CHUNK_RUNS:
+                yield chunk
+                chunk, runs = [], 0
+        if chunk:
+            yield chunk
+
+    def _run_chunk(self, chunk: list[tuple[int, StudyRunner, list[RunSpec]]]) -> list[StageWaiting]:
+        """The chunk's first stages together, then each point's later stages, then (unless an
+        array task) each point's results; what an array task could not start."""
+        first, last = chunk[0][0], chunk[-1][0]
+        self.stages.waiting = None  # points are independent: one chunk's missing runs do not hold another's
+        self.stages.run([spec for _, _, specs in chunk for spec in specs],
+                        f"sweep points {first}-{last} of {len(self.points)}: jobs alone and policies")
+        first_done = self.stages.waiting
+        blocked = []
+        for _, runner, _ in chunk:
+            if not runner.has_later():
+                continue
+            if first_done is not None:
+                blocked.append(first_done)
+                continue
+            try:
+                runner.run_later()
+            except StageWaiting as waiting:
+                blocked.append(waiting)
+            self.stages.waiting = None
+        if self.stages.task is None:
+            for index, runner, _ in chunk:
+                self._finish_point(index, runner)
+        return blocked
+
+    def _finish_point(self, index: int, runner: StudyRunner) -> None:
+        """The point's folder (a report of its own only with point_reports); only its summary
+        rows stay in memory."""
+        outcome = runner.finish(report=self.study.point_reports)
+        self._total += outcome.runs_total
+        self._failed += [{"point": index, **row} for row in outcome.failed]
+        if outcome.report_error:
+            self._errors[index] = outcome.report_error
+        values = {"point": index, **{key: _cell(self.points[index][key]) for key in self.keys}}
+        if "policies" in outcome.tables:
+            self._summary.append(outcome.tables["policies"].assign(**values))
+        if "slowdown" in outcome.tables:
+            frame = outcome.tables["slowdown"]
+            per_job = frame.groupby(["policy", "job"], sort=False, as_index=False).first()
+            self._slowdown.append(per_job[[c for c in SLOWDOWN_COLUMNS if c in frame.columns]].assign(**values))
+
     def _finish(self) -> SweepOutcome:
-        keys = [axis.key for axis in self.study.sweep]
-        summary, slowdown, failed, errors = [], [], [], {}
-        total = 0
-        for index, runner in enumerate(self.runners):
-            # The point's folder; its tables are dropped below. A report per point is asked for.
-            outcome = runner.finish(report=self.study.point_reports)
-            total += outcome.runs_total
-            failed += [{"point": index, **row} for row in outcome.failed]
-            if outcome.report_error:
-                errors[index] = outcome.report_error
-            values = {"point": index, **{key: _cell(self.points[index][key]) for key in keys}}
-            if "policies" in outcome.tables:
-                summary.append(outcome.tables["policies"].assign(**values))
-            if "slowdown" in outcome.tables:
-                per_job = (outcome.tables["slowdown"].groupby(["policy", "job"], sort=False, as_index=False)
-                           .first()[[c for c in SLOWDOWN_COLUMNS if c in outcome.tables["slowdown"].columns]])
-                slowdown.append(per_job.assign(**values))
-            del outcome
-        front = ["point", *keys]
+        front = ["point", *self.keys]
         tables = {
-            "sweep": _front(pd.concat(summary, ignore_index=True), front) if summary else pd.DataFrame(columns=front),
-            "sweep_slowdown": _front(pd.concat(slowdown, ignore_index=True), front) if slowdown else pd.DataFrame(columns=front),
-            "sweep_points": pd.DataFrame([{"point": i, **{k: _cell(p[k]) for k in keys}} for i, p in enumerate(self.points)]),
+            "sweep": _front(pd.concat(self._summary, ignore_index=True), front) if self._summary
+            else pd.DataFrame(columns=front),
+            "sweep_slowdown": _front(pd.concat(self._slowdown, ignore_index=True), front) if self._slowdown
+            else pd.DataFrame(columns=front),
+            "sweep_points": pd.DataFrame([{"point": i, **{k: _cell(p[k]) for k in self.keys}}
+                                          for i, p in enumerate(self.points)]),
         }
         write_tables(tables, self.out)
         meta = {"name": self.study.title(), "source": self.study.source, "sweep_mode": self.study.sweep_mode,
-                "keys": keys, "points": self.points, "runs": total}
+                "keys": self.keys, "points": self.points, "runs": self._total}
         (self.out / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         from qoslab.report.sweep import write_sweep_report
 
         write_sweep_report(self.out, tables, meta)
-        return SweepOutcome(self.out, tables, total, self.stages.reused, failed, keys, errors)
+        return SweepOutcome(self.out, tables, self._total, self.stages.reused, self._failed, self.keys, self._errors)
 
 
 # Per (policy, job) of a point: the mean slowdown over repetitions and its interval.
