@@ -14,8 +14,6 @@ it through ``qoslab.simulate.check_engine_config`` (docs/design/engine-boundary.
 what"). simulate.py encodes it (``encode``) and is the one module that calls the engine.
 """
 
-from __future__ import annotations
-
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, cast
 
 from qoslab.host_lists import expand_hosts
@@ -158,7 +156,7 @@ class EngineConfig(TypedDict):
     mpi: MpiConfig
 
 
-def engine_topology(scenario: Scenario) -> TopologyConfig:
+def engine_topology(scenario: "Scenario") -> TopologyConfig:
     """The ``topology`` part (also what ``qoslab.simulate.cabling`` builds alone)."""
     from qoslab.scenario_network import Ibnetdiscover
 
@@ -168,7 +166,7 @@ def engine_topology(scenario: Scenario) -> TopologyConfig:
     return cast(TopologyConfig, topology.engine())
 
 
-def engine_routing(scenario: Scenario) -> RoutingConfig:
+def engine_routing(scenario: "Scenario") -> RoutingConfig:
     """The ``routing`` part (also what ``qoslab.simulate.cabling`` routes alone)."""
     r = scenario.routing
     if r.algorithm == "lft":
@@ -181,7 +179,7 @@ def engine_routing(scenario: Scenario) -> RoutingConfig:
     return routing
 
 
-def engine_config(scenario: Scenario) -> EngineConfig:
+def engine_config(scenario: "Scenario") -> EngineConfig:
     """The engine config of a validated scenario: every key present, no shorthand. The one place
     it is built; its JSON (``qoslab.simulate.encode``) is what golden inputs and runs hash."""
     hosts = scenario.host_count()

@@ -417,9 +417,9 @@ class Scenario(_Table):
         """The scenario key behind an engine key: the engine sees each port type's QoS tables
         resolved, so `qos.ca.sl2vl` came from `qos.sl2vl` when [qos.ca] did not set it."""
         port, _, field = key.removeprefix("qos.").partition(".")
-        if key.startswith("qos.") and port in ("ca", "swe") and field in ("sl2vl", "vlarb_high", "vlarb_low"):
-            if getattr(getattr(self.qos, port), field) is None and getattr(self.qos, field) is not None:
-                return f"qos.{field}"
+        written = key.startswith("qos.") and port in ("ca", "swe") and field in ("sl2vl", "vlarb_high", "vlarb_low")
+        if written and getattr(getattr(self.qos, port), field) is None and getattr(self.qos, field) is not None:
+            return f"qos.{field}"
         return key
 
 
