@@ -3,12 +3,14 @@
 The tables have modules of their own: scenario_network.py (``[fabric]``, ``[topology]``,
 ``[routing]``), scenario_qos.py (``[qos]``), scenario_run.py (``[[traffic]]``, ``[run]``), jobs.py
 and the workload models (``[[jobs]]``, ``[mpi]``); scenario_files.py reads the TOML and applies
-``--set``. This module holds the Scenario that joins them (the checks across tables, the values
-derived from them, the engine config), what a study's run id hashes, and where a table's keys are
+``--set``. This module holds the Scenario that joins them (the checks across tables that Python
+owns, the values derived from them), what a study's run id hashes, and where a table's keys are
 for error messages. Every name it held before the split can still be imported from it.
 
-These modules are the only place defaults live. The engine receives a fully resolved JSON
-document (docs/design/engine-boundary.md) and never sees a default or a shorthand.
+These modules are the only place defaults live. The engine receives a fully resolved config
+(engine_config.py, its type and producer; docs/design/engine-boundary.md) and never sees a default
+or a shorthand. The rules on resolved values are the engine's: a scenario asks it when it loads
+(``_check_with_engine``) and reports its answer by the key the user wrote.
 """
 
 from __future__ import annotations
