@@ -123,11 +123,26 @@ def test_the_engine_is_asked_with_the_config_it_would_run(monkeypatch):
 
 
 def test_a_tail_study_routing_is_checked_by_the_engine_under_the_study_key():
-    from qoslab.study.tail_model import RoutingChoice
+    from qoslab.scenario import read_toml
+    from qoslab.study.tail_model import RoutingChoice, TailStudy
 
     # The study file's routing table alone accepts flowlets with any algorithm; the study asks the
-    # engine, through the scenario, whether its routings suit the fabric (test_tail_study.py).
+    # engine, through its base scenario, whether each routing suits the fabric.
     assert RoutingChoice(algorithm="minimal", flowlet_gap_us=5).flowlet_gap_us == 5
+    example = Path(__file__).parent.parent / "examples" / "dragonfly-tail" / "study.toml"
+    data = read_toml(example)
+    with pytest.raises(ScenarioError) as error:
+        TailStudy.from_dict({**data, "routings": ["minimal", {"algorithm": "minimal", "flowlet_gap_us": 5}]},
+                            str(example))
+    assert error.value.problems[0][0] == "routings[1].flowlet_gap_us"
+    assert error.value.problems[0][1].startswith("flowlets apply to adaptive routing on a Dragonfly+")
+    # A rule on another key that only this routing breaks: named by the routing, the key in the text.
+    scenario = {**read_toml(example.parent / data["scenario"]), "qos": {"sl2vl": "0,1,2,3,0,1,2,3,0,1,2,3,0,1,2,3"}}
+    with pytest.raises(ScenarioError) as error:
+        TailStudy.from_dict({**data, "scenario": scenario, "routings": ["minimal", "adaptive"]}, str(example))
+    key, message = error.value.problems[0]
+    assert key == "routings[1]", error.value.problems
+    assert message.startswith("with 'adaptive' the scenario is invalid: qos.sl2vl: SL2 maps to VL2"), message
 
 
 # -- the engine config: one type, one producer ---------------------------------------------------

@@ -200,7 +200,8 @@ class TailStudy(StudyFile):
             try:
                 Scenario.from_dict({**base.given(), "routing": routing.scenario_routing()}, self._source)
             except ScenarioError as error:
-                raise ScenarioError([(f"routings[{i}]{k.removeprefix('routing')}" if k.split(".")[0] == "routing" else k, m)
+                raise ScenarioError([(f"routings[{i}]{k.removeprefix('routing')}", m) if k.split(".")[0] == "routing"
+                                     else (f"routings[{i}]", f"with {routing.label!r} the scenario is invalid: {k}: {m}")
                                      for k, m in error.problems], self._source) from None
         if self.background.log is not None:
             path = self.resolve(self.background.log)
