@@ -75,10 +75,7 @@ fn vl_layers_within_the_data_vls_and_as_many_as_routing_needs() {
 fn the_algorithm_suits_the_topology() {
     let mut v = base();
     v["routing"] = json!({"algorithm": "valiant"});
-    assert_eq!(
-        refused(&v),
-        ("routing.algorithm".into(), "\"valiant\" routing needs a dragonfly-plus topology".into())
-    );
+    assert_eq!(refused(&v), ("routing.algorithm".into(), "\"valiant\" routing needs a dragonfly-plus topology".into()));
     v["topology"] = dragonfly(3);
     v["routing"] = json!({"algorithm": "smodk"});
     assert!(refused(&v).1.starts_with("\"smodk\" routing needs a fat tree; route a Dragonfly+ with"));
@@ -117,10 +114,7 @@ fn a_vlarb_table_holds_64_entries_with_every_layer_copy() {
     for port in ["ca", "swe"] {
         v["qos"][port]["sl2vl"] = json!(sl2vl);
     }
-    assert_eq!(
-        refused(&v).1,
-        "expected at most 64 entries, got 66 (33 entries, one per routing layer (2) each)"
-    );
+    assert_eq!(refused(&v).1, "expected at most 64 entries, got 66 (33 entries, one per routing layer (2) each)");
 }
 
 #[test]
@@ -135,7 +129,8 @@ fn layers_needed_is_one_rule_for_the_config_and_the_router() {
     }
     assert_eq!(RoutingConfig::layers_needed(Adaptive, FabricKind::FatTree), 1);
     // A routing built alone (what `qoslab_engine::fabric` does) refuses with the same words.
-    let e = qoslab_engine::fabric(&dragonfly(3).to_string(), Some(r#"{"algorithm": "valiant", "vls": 1}"#)).unwrap_err();
+    let e =
+        qoslab_engine::fabric(&dragonfly(3).to_string(), Some(r#"{"algorithm": "valiant", "vls": 1}"#)).unwrap_err();
     match e {
         Error::Config(c) => {
             assert_eq!(c.key, "routing.vls");
