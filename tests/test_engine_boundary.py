@@ -55,6 +55,9 @@ ENGINE_RULES = {
     "vlarb-size-layers": (MARCONI + '[routing]\nalgorithm = "adaptive"\n[qos.ca]\nvlarb_low = "'
                           + ",".join(["0:1"] * 40) + '"\n', "qos.ca.vlarb_low",
                           "expected at most 64 entries, got 80 (40 entries, one per routing layer (2) each)"),
+    "sl-policy-ranks": ('[[jobs]]\nnodes = 2\nranks_per_node = 2\n[jobs.workload]\nkind = "ping-pong"\n'
+                        '[jobs.sl_policy]\nkind = "ranks"\nranks = [1, 4]\n', "jobs[0].sl_policy.ranks",
+                        "rank 4 is not in the job: it has 4 ranks (0..3)"),
 }
 
 

@@ -385,13 +385,6 @@ class Scenario(_Table):
                     if vl >= qos_vls:
                         raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
         self._check_memory()
-        for i, (job, hosts) in enumerate(zip(self.jobs, self._placements)):
-            size = len(hosts) * job.ranks_per_node
-            ranks = getattr(job.sl_policy, "ranks", [])
-            beyond = [r for r in ranks if r >= size]
-            if beyond:
-                raise problem(f"rank {beyond[0]} is not in the job: it has {size} ranks (0..{size - 1})",
-                              f"jobs[{i}].sl_policy.ranks")
         count = self.host_count()
         for i, source in enumerate(self.traffic):
             for field in ("hosts", "destinations", "hotspot_hosts"):

@@ -410,6 +410,23 @@ pub enum SlPolicyConfig {
     },
 }
 
+impl SlPolicyConfig {
+    /// The ranks a rank-based policy lists are ranks of its job (`size` ranks). The one place
+    /// this rule lives: `EngineConfig::validate` and `SlPolicy::new` both ask it.
+    pub fn check_ranks(&self, size: u64, key: &str) -> Result<(), ConfigError> {
+        if let SlPolicyConfig::Ranks { ranks, .. } = self {
+            if let Some(&r) = ranks.iter().find(|&&r| r as u64 >= size) {
+                let range = if size > 0 { format!(" (0..{})", size - 1) } else { String::new() };
+                return Err(ConfigError::new(
+                    format!("{key}.ranks"),
+                    format!("rank {r} is not in the job: it has {size} ranks{range}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesConfig {
@@ -530,6 +547,10 @@ impl EngineConfig {
             if t.max_queued_messages == 0 {
                 return Err(ConfigError::new(key("max_queued_messages"), "expected at least 1"));
             }
+        }
+        for (i, job) in self.jobs.iter().enumerate() {
+            let size = job.hosts.len() as u64 * job.ranks_per_node as u64;
+            job.sl_policy.check_ranks(size, &format!("jobs[{i}].sl_policy"))?;
         }
         let r = &self.run;
         #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN fails it too, as it must

@@ -139,3 +139,16 @@ fn layers_needed_is_one_rule_for_the_config_and_the_router() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_rank_policy_names_ranks_of_its_job() {
+    let job = common::job("a", vec![0, 1], 2, json!({"kind": "ping-pong", "bytes": 8, "iterations": 1}));
+    let mut v = common::config_json(json!([job]));
+    v["jobs"][0]["sl_policy"] = json!({"kind": "ranks", "ranks": [1, 4], "sl": 1, "match": "either"});
+    assert_eq!(
+        refused(&v),
+        ("jobs[0].sl_policy.ranks".into(), "rank 4 is not in the job: it has 4 ranks (0..3)".into())
+    );
+    v["jobs"][0]["sl_policy"]["ranks"] = json!([1, 3]);
+    validate(&v.to_string()).unwrap();
+}
