@@ -113,9 +113,9 @@ def run_jobs(scale, queue, interference=False):
 
 
 def bare_queue(pending, operations):
-    from qoslab import _engine
+    from qoslab.simulate import bench_event_queue
 
-    return _engine.bench_event_queue(int(pending), int(operations), 1)
+    return bench_event_queue(int(pending), int(operations), 1)
 
 
 # The machines this runs on drift in speed over minutes (the same run can take twice as long a few
@@ -173,7 +173,8 @@ BARE_OPERATIONS = 1_000_000
 
 def instruction_child(plan_path):
     """Runs inside callgrind: each scenario, then the hold loop at its pending count; prints rows."""
-    from qoslab import Scenario, _engine, simulate
+    from qoslab import Scenario, simulate
+    from qoslab.simulate import bench_event_queue
 
     rows = []
     for name, topology, load, duration_us in json.loads(Path(plan_path).read_text()):
@@ -182,7 +183,7 @@ def instruction_child(plan_path):
                             traffic=[{"pattern": "uniform", "load": load, "message_bytes": 4096}],
                             run={"duration_us": duration_us, "warmup_us": duration_us / 10})
         summary = simulate(scenario).summary
-        _engine.bench_event_queue(max(int(summary["mean_pending_events"]), 1), BARE_OPERATIONS, 1)
+        bench_event_queue(max(int(summary["mean_pending_events"]), 1), BARE_OPERATIONS, 1)
         rows.append({"name": name, "simulated_us": duration_us, "packet_hops": summary["packet_hops"],
                      "events": summary["events"], "mean_pending_events": summary["mean_pending_events"]})
     print(json.dumps(rows))

@@ -186,6 +186,8 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
     real = simulate_module.engine()
 
     class StoppedEngine:  # the real engine, as if Ctrl-C had stopped it
+        validate = staticmethod(real.validate)
+
         @staticmethod
         def run(config, traces=None, progress=None):
             raw = real.run(config, traces, progress)
@@ -205,6 +207,8 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
 
 def test_engine_bug_exits_3(small, monkeypatch):
     class BrokenEngine:
+        validate = staticmethod(simulate_module.engine().validate)
+
         @staticmethod
         def run(config, traces=None, progress=None):
             raise qoslab.EngineError("credit counter went negative")

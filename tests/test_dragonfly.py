@@ -9,10 +9,11 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from qoslab import _engine, simulate
+from qoslab import simulate
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
 from qoslab.scenario import Scenario
+from qoslab.simulate import cabling
 from typer.testing import CliRunner
 
 SMALL = {"kind": "dragonfly-plus", "groups": 5, "leaves_per_group": 3, "spines_per_group": 2, "hosts_per_leaf": 2,
@@ -24,15 +25,15 @@ def test_marconi100_preset_has_the_documented_shape():
     t = s.topology
     assert (t.groups, t.leaves_per_group, t.spines_per_group, t.hosts_per_leaf) == (3, 18, 18, 18)
     assert s.host_count() == 972 and t.global_links_per_pair == 162
-    described = _engine.fabric(json.dumps(s.engine_topology()))
+    described = cabling(s)
     assert described["hosts"] == 972 and described["switches"] == 108
     assert s.routing.algorithm == "minimal" and s.routing.vls == 1
 
 
 def test_minimal_forwarding_tables_give_the_formula_hop_counts():
     s = Scenario(topology=SMALL)
-    cabling = _engine.fabric(json.dumps(s.engine_topology()), json.dumps(s.engine_routing()))
-    base, peer, hosts = cabling["port_base"], cabling["port_peer"], cabling["hosts"]
+    tables = cabling(s, with_routes=True)
+    base, peer, hosts = tables["port_base"], tables["port_peer"], tables["hosts"]
     node_of = {p: n for n in range(len(base) - 1) for p in range(base[n], base[n + 1])}
     per_group, per_leaf = 6, 2
     for src in range(hosts):
@@ -41,7 +42,7 @@ def test_minimal_forwarding_tables_give_the_formula_hop_counts():
                 continue
             node, hops = node_of[peer[base[src]]], 0
             while node >= hosts:
-                port = base[node] + cabling["routes"][node - hosts][dst]
+                port = base[node] + tables["routes"][node - hosts][dst]
                 node = node_of[peer[port]]
                 hops += 1
             assert node == dst

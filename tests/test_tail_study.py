@@ -204,7 +204,7 @@ def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
     ({"localities": ["corner"]}, "localities[0]", "same-group"),
     ({"colour": 1}, "colour", "unknown key"),
     ({"routings": ["minimal", {"algorithm": "minimal", "flowlet_gap_us": 5}]}, "routings[1].flowlet_gap_us",
-     'flowlets apply to adaptive routing, not "minimal"'),
+     'flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is "minimal"'),
     ({"routings": ["adaptive", {"algorithm": "adaptive"}]}, "routings[1]", "'adaptive' is listed twice"),
     ({"routings": ["fastest"]}, "routings[0].algorithm", "minimal"),
 ])

@@ -3,19 +3,21 @@
 The tables have modules of their own: scenario_network.py (``[fabric]``, ``[topology]``,
 ``[routing]``), scenario_qos.py (``[qos]``), scenario_run.py (``[[traffic]]``, ``[run]``), jobs.py
 and the workload models (``[[jobs]]``, ``[mpi]``); scenario_files.py reads the TOML and applies
-``--set``. This module holds the Scenario that joins them (the checks across tables, the values
-derived from them, the engine config), what a study's run id hashes, and where a table's keys are
+``--set``. This module holds the Scenario that joins them (the checks across tables that Python
+owns, the values derived from them), what a study's run id hashes, and where a table's keys are
 for error messages. Every name it held before the split can still be imported from it.
 
-These modules are the only place defaults live. The engine receives a fully resolved JSON
-document (docs/design/engine-boundary.md) and never sees a default or a shorthand.
+These modules are the only place defaults live. The engine receives a fully resolved config
+(engine_config.py, its type and producer; docs/design/engine-boundary.md) and never sees a default
+or a shorthand. The rules on resolved values are the engine's: a scenario asks it when it loads
+(``_check_with_engine``) and reports its answer by the key the user wrote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
 
@@ -59,6 +61,9 @@ from qoslab.scenario_qos import (
 from qoslab.scenario_run import JOBS_TIME_LIMIT_US, OPEN_LOOP_DURATION_US, OPEN_LOOP_WARMUP_US, Load, Run, Traffic
 from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
+
+if TYPE_CHECKING:
+    from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
 
 # What other modules, tests and scripts import from here, wherever it now lives.
 __all__ = [
@@ -224,7 +229,7 @@ class Scenario(_Table):
     def port_qos(self, port: Literal["ca", "swe"]) -> dict[str, Any]:
         """QoS tables of one port type, resolved per field: [qos.<port>] -> [qos] -> default."""
         specific = getattr(self.qos, port)
-        default = default_port_qos(self.qos_vls())
+        default = default_port_qos(max(self.qos_vls(), 1))  # 0: too many layers, the engine says so
         resolved = {}
         for field in ("sl2vl", "vlarb_high", "vlarb_low", "high_limit"):
             value = getattr(specific, field)
@@ -275,18 +280,15 @@ class Scenario(_Table):
         """The hosts of every job, in rank order (see placement.py); placed once, at validation."""
         return self._placements
 
-    def engine_topology(self) -> dict[str, Any]:
-        if isinstance(self.topology, Ibnetdiscover):
-            return self.topology.engine(float(self.fabric.link_gbps))
-        return self.topology.engine()
+    def engine_topology(self) -> TopologyConfig:
+        from qoslab.engine_config import engine_topology
 
-    def engine_routing(self) -> dict[str, Any]:
-        if self.routing.algorithm == "lft":
-            return {"algorithm": "lft", "lft": self.routing._table, "vls": self.routing.vls}
-        routing: dict[str, Any] = {"algorithm": self.routing.algorithm, "vls": self.routing.vls}
-        if self.routing.flowlet_gap_us:
-            routing["flowlet_gap_us"] = float(self.routing.flowlet_gap_us)
-        return routing
+        return engine_topology(self)
+
+    def engine_routing(self) -> RoutingConfig:
+        from qoslab.engine_config import engine_routing
+
+        return engine_routing(self)
 
     def tool_fabric(self):
         """The fabric as the InfiniBand tools see it (GUIDs, port numbers from 1, link types):
@@ -305,71 +307,11 @@ class Scenario(_Table):
 
         return cabling(self, with_routes=True)["routes"]
 
-    def to_engine_config(self) -> dict[str, Any]:
-        """The engine config of docs/design/engine-boundary.md: every key present, no shorthand."""
-        hosts = self.host_count()
-        f = self.fabric
-        return {
-            "seed": self.seed,
-            "fabric": {
-                "link_gbps": float(f.link_gbps),
-                "link_latency_ns": float(f.link_latency_ns),
-                "switch_latency_ns": float(f.switch_latency_ns),
-                "mtu_bytes": f.mtu_bytes,
-                "header_bytes": f.header_bytes,
-                "data_vls": f.data_vls,
-                "vl_buffer_bytes": f.buffer_per_vl(),  # the engine takes the divided share
-                "hca_send_queues_per_sl": f.hca_send_queues_per_sl,
-            },
-            "topology": self.engine_topology(),
-            "routing": self.engine_routing(),
-            "qos": {
-                **{port: _json_qos(self.engine_port_qos(port)) for port in ("ca", "swe")},
-                "sl2vl_pairs": [
-                    {"switch": p.switch, "in_port": p.in_port, "out_port": p.out_port, "sl2vl": list(p.sl2vl)}
-                    for p in self.qos.sl2vl_pairs
-                ],
-            },
-            "traffic": [
-                {
-                    "pattern": t.pattern,
-                    "hosts": expand_hosts(t.hosts, hosts),
-                    "destinations": expand_hosts(t.destinations, hosts),
-                    "load": None if t.load == "saturate" else float(t.load),
-                    "message_bytes": t.message_bytes,
-                    "sl": t.sl,
-                    "arrival": t.arrival,
-                    "shift": self.traffic_shift(i),
-                    "hotspot_hosts": list(t.hotspot_hosts),
-                    "hotspot_fraction": float(t.hotspot_fraction),
-                    "saturate_depth": t.saturate_depth,
-                    "max_queued_messages": t.max_queued_messages,
-                }
-                for i, t in enumerate(self.traffic)
-            ],
-            "run": {
-                "duration_us": float(self.run.resolved()[0]),
-                "warmup_us": float(self.run.resolved()[1]),
-                "messages": self.run.messages,
-                **({"interference": True} if self.run.interference else {}),
-                **({"port_counters": True} if self.run.port_counters else {}),
-            },
-            "jobs": [
-                {
-                    "name": name,
-                    "hosts": hosts,
-                    "ranks_per_node": job.ranks_per_node,
-                    "sl": job.sl,
-                    "restart": job.restart,
-                    "workload": job.workload.engine(),
-                    "collectives": {"allreduce": job.collectives.allreduce, "alltoall": job.collectives.alltoall},
-                    "sl_policy": job.sl_policy.engine(),
-                    "record_iterations": job.record_iterations,
-                }
-                for job, name, hosts in zip(self.jobs, self.job_names(), self.placements())
-            ],
-            "mpi": self.mpi.engine(),
-        }
+    def to_engine_config(self) -> EngineConfig:
+        """The resolved scenario the engine receives (qoslab.engine_config, its type and only producer)."""
+        from qoslab.engine_config import engine_config
+
+        return engine_config(self)
 
     # -- checks across tables ------------------------------------------------------------------
 
@@ -378,34 +320,13 @@ class Scenario(_Table):
         dragonfly = isinstance(self.topology, DragonflyPlus)
         if routing.algorithm is None:
             routing.__dict__["algorithm"] = "minhop" if imported else "minimal" if dragonfly else "dmodk"
-        if imported and routing.algorithm in FAT_TREE_ROUTING + DRAGONFLY_ROUTING:
-            raise problem(f"{show(routing.algorithm)} routing needs a fat tree or a Dragonfly+; route an "
-                          'imported fabric with "minhop" or "lft"', "routing.algorithm")
-        if dragonfly and routing.algorithm in ("dmodk", "smodk", "random"):
-            raise problem(f"{show(routing.algorithm)} routing needs a fat tree; route a Dragonfly+ with "
-                          '"minimal", "valiant", "adaptive", "minhop" or "lft"', "routing.algorithm")
-        if not dragonfly and routing.algorithm in ("minimal", "valiant"):
-            raise problem(f"{show(routing.algorithm)} routing needs a dragonfly-plus topology", "routing.algorithm")
-        # Non-minimal Dragonfly+ paths need a second VL layer to stay deadlock-free.
+        # Which algorithm suits which topology, enough VL layers, flowlets: the engine's rules
+        # (config.rs RoutingConfig::check_fits), reported by _check_with_engine. Here only the
+        # default: the VL layers the algorithm needs (2 for non-minimal Dragonfly+ paths).
         topology = self.topology
         many_groups = isinstance(topology, DragonflyPlus) and topology._size("groups") > 2
-        needed = 2 if many_groups and routing.algorithm in ("valiant", "adaptive") else 1
-        vls = routing.vls
-        if vls is None:
-            vls = needed
-            routing.__dict__["vls"] = vls
-        elif vls < needed:
-            raise problem(f"{routing.algorithm} routing needs {needed} VL layers to be deadlock-free (its "
-                          f"non-minimal paths turn down and up in the intermediate group), got {vls}",
-                          "routing.vls")
-        data_vls = self.fabric.data_vls
-        if vls > data_vls:
-            raise problem(f"routing needs {vls} VL layers but fabric.data_vls = {data_vls}: set "
-                          f"fabric.data_vls to at least {vls}", "routing.vls")
-        if routing.flowlet_gap_us > 0 and not (dragonfly and routing.algorithm == "adaptive"):
-            raise problem(f"flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is "
-                          f"{show(routing.algorithm)} on {self.topology.kind}); remove the key or set it to 0",
-                          "routing.flowlet_gap_us")
+        if routing.vls is None:
+            routing.__dict__["vls"] = 2 if many_groups and routing.algorithm in ("valiant", "adaptive") else 1
         if routing.algorithm == "lft" and routing.lft is None:
             raise problem('expected the path of an ibroute dump (or a folder of them) for algorithm "lft"',
                           "routing.lft")
@@ -450,37 +371,20 @@ class Scenario(_Table):
                                           self.host_groups())
         except PlacementError as error:
             raise problem(error.message, error.key) from None
+        # A VLArb entry as the user wrote it is for a QoS VL; Python repeats it for every routing
+        # layer, so only here can it be told from a layer's copy. (SL2VL values, table sizes and
+        # routing.vls against fabric.data_vls are the engine's: _check_with_engine.)
         data_vls, qos_vls = self.fabric.data_vls, self.qos_vls()
         exist = f"only VL0..VL{data_vls - 1} exist (fabric.data_vls = {data_vls})"
         if qos_vls < data_vls:
             exist = (f"routing.vls = {self.routing.vls} leaves VL0..VL{qos_vls - 1} for QoS (fabric.data_vls = "
                      f"{data_vls}; the higher VLs are the routing layers' copies, weighted like their QoS VL)")
         for prefix, tables in (("qos", self.qos), ("qos.ca", self.qos.ca), ("qos.swe", self.qos.swe)):
-            if tables.sl2vl is not None:
-                for sl, vl in enumerate(tables.sl2vl):
-                    if vl >= qos_vls:
-                        raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"{prefix}.sl2vl")
             for name in ("vlarb_high", "vlarb_low"):
-                entries = getattr(tables, name) or []
-                for vl, weight in entries:
+                for vl, weight in (getattr(tables, name) or []) if qos_vls else []:
                     if vl >= qos_vls:
                         raise problem(f'entry "{vl}:{weight}" is for VL{vl}, but {exist}', f"{prefix}.{name}")
-                layers = self.routing.layers()
-                if len(entries) * layers > MAX_VLARB_ENTRIES:
-                    raise problem(f"{len(entries)} entries, one per routing layer ({layers}) each, exceed "
-                                  f"the {MAX_VLARB_ENTRIES} a VLArb table holds", f"{prefix}.{name}")
-        for i, pair in enumerate(self.qos.sl2vl_pairs):
-            for sl, vl in enumerate(pair.sl2vl):
-                if vl >= qos_vls:
-                    raise problem(f"SL{sl} maps to VL{vl}, but {exist}", f"qos.sl2vl_pairs[{i}].sl2vl")
         self._check_memory()
-        for i, (job, hosts) in enumerate(zip(self.jobs, self._placements)):
-            size = len(hosts) * job.ranks_per_node
-            ranks = getattr(job.sl_policy, "ranks", [])
-            beyond = [r for r in ranks if r >= size]
-            if beyond:
-                raise problem(f"rank {beyond[0]} is not in the job: it has {size} ranks (0..{size - 1})",
-                              f"jobs[{i}].sl_policy.ranks")
         count = self.host_count()
         for i, source in enumerate(self.traffic):
             for field in ("hosts", "destinations", "hotspot_hosts"):
@@ -491,7 +395,27 @@ class Scenario(_Table):
                         f"host {beyond[0]} does not exist: the topology has {count} hosts (0..{count - 1})",
                         f"traffic[{i}].{field}",
                     )
+        self._check_with_engine()
         return self
+
+    def _check_with_engine(self) -> None:
+        """The engine's checks of the resolved config (its values and the rules between them),
+        reported like any other problem, by the key the user wrote."""
+        from qoslab.simulate import check_engine_config
+
+        failure = check_engine_config(self)
+        if failure is not None:
+            key, message = failure
+            raise problem(message, self._written_key(key))
+
+    def _written_key(self, key: str) -> str:
+        """The scenario key behind an engine key: the engine sees each port type's QoS tables
+        resolved, so `qos.ca.sl2vl` came from `qos.sl2vl` when [qos.ca] did not set it."""
+        port, _, field = key.removeprefix("qos.").partition(".")
+        written = key.startswith("qos.") and port in ("ca", "swe") and field in ("sl2vl", "vlarb_high", "vlarb_low")
+        if written and getattr(getattr(self.qos, port), field) is None and getattr(self.qos, field) is not None:
+            return f"qos.{field}"
+        return key
 
 
     def _check_memory(self) -> None:

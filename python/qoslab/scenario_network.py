@@ -1,8 +1,9 @@
 """The scenario's ``[fabric]``, ``[topology]`` and ``[routing]`` tables: links, switches and the
 division of a port's input buffer among its data VLs (``buffer_per_vl``, the only place that rule
 lives), the four topology kinds with their size checks (single switch, XGFT, Dragonfly+, a fabric
-read from ibnetdiscover output), and the routing algorithm. What needs several tables (which
-routing suits which topology, its VL layers against fabric.data_vls) the Scenario checks.
+read from ibnetdiscover output), and the routing algorithm. Which routing suits which topology,
+its VL layers against fabric.data_vls and flowlets are the engine's rules (config.rs
+RoutingConfig::check_fits), which the Scenario asks it about.
 """
 
 from __future__ import annotations

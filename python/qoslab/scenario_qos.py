@@ -1,7 +1,9 @@
 """The scenario's ``[qos]`` tables, in OpenSM's vocabulary (weights in 64-byte units, high_limit
 in 4 KiB units): SL2VL and VLArb tables given as lists or as OpenSM's strings, generic or per port
 type (``[qos.ca]``, ``[qos.swe]``), per-(input, output) switch SL2VL tables, the default tables,
-and the tables as JSON. Which VLs exist (fabric.data_vls, routing layers) the Scenario checks.
+and the tables as JSON. Which VLs SL2VL may name (fabric.data_vls, routing layers) and how many
+entries a table holds once repeated per layer the engine checks; that a VLArb entry as written is
+for a QoS VL, the Scenario.
 """
 
 from __future__ import annotations
@@ -67,9 +69,7 @@ def _parse_vlarb(value: Any) -> list[tuple[int, int]]:
             entries.append(_vlarb_entry(item[0], item[1], show(list(item))))
     else:
         raise problem(f'expected "VL:WEIGHT,..." or a list of [vl, weight] pairs, got {show(value)}')
-    if len(entries) > MAX_VLARB_ENTRIES:
-        raise problem(f"expected at most {MAX_VLARB_ENTRIES} entries, got {len(entries)}")
-    return entries
+    return entries  # at most MAX_VLARB_ENTRIES once repeated per routing layer: the engine's rule
 
 
 Sl2Vl = Annotated[list[int], BeforeValidator(_parse_sl2vl)]

@@ -1,4 +1,6 @@
-"""Scenario -> engine -> RunResult: the one module that calls the compiled engine."""
+"""Scenario -> engine -> RunResult: the one module that calls the compiled engine (qoslab._engine,
+typed in _engine.pyi), encodes what it is given (``encode``: an EngineConfig from
+qoslab.engine_config as JSON) and maps its errors to the user's (``_config_errors``)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +26,9 @@ from qoslab.errors import (
 )
 from qoslab.levels import link_level
 from qoslab.scenario import Scenario
+
+if TYPE_CHECKING:
+    from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
 
 Columns = dict[str, Any]  # {name: (numpy dtype string, little-endian bytes)}
 
@@ -119,7 +124,7 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     if not scenario.traffic and not scenario.jobs:
         raise ScenarioError([("", "nothing to simulate: the scenario has no [[traffic]] and no [[jobs]] "
                                   "(qoslab check describes a fabric without simulating it)")], scenario.source)
-    config = json.dumps(scenario.to_engine_config())
+    config = encode(scenario.to_engine_config())
     start = time.perf_counter()
     traces = trace_programs(scenario)
     with _config_errors(scenario):
@@ -158,6 +163,33 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     return result
 
 
+def encode(config: EngineConfig | TopologyConfig | RoutingConfig) -> str:
+    """The JSON the engine parses (what golden inputs and run results depend on: keep it stable)."""
+    return json.dumps(config)
+
+
+def check_engine_config(scenario: Scenario) -> tuple[str, str] | None:
+    """The engine's verdict on a scenario's resolved config, without building its fabric:
+    None, or (engine key, message) for the first rule it breaks. Scenario validation asks this
+    (the engine owns the rules on resolved values; docs/design/engine-boundary.md). Without the
+    compiled engine there is nobody to ask, and nothing could run: None."""
+    try:
+        check = engine().validate
+    except ImportError:
+        return None
+    try:
+        check(encode(scenario.to_engine_config()))
+    except ConfigError as error:
+        found = from_engine_config_error(error).problems[0]
+        return found[0], found[1]
+    return None
+
+
+def bench_event_queue(pending: int, operations: int, seed: int = 1) -> dict[str, Any]:
+    """The bare event list's hold-model speed at `pending` events (benchmarks/run.py)."""
+    return dict(engine().bench_event_queue(int(pending), int(operations), int(seed)))
+
+
 def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
     """Reads the trace of every trace-replay job: {job index: (offsets, ops[, comm_offsets,
     comm_members])} as the engine takes them."""
@@ -179,9 +211,9 @@ def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
 def cabling(scenario: Scenario, with_routes: bool = False) -> dict[str, Any]:
     """The cabling the scenario's topology builds (node names, ports, peers, link rates) and, with
     `with_routes`, every switch's forwarding table (`routes`), as the engine builds them."""
-    routing = json.dumps(scenario.engine_routing()) if with_routes else None
+    routing = encode(scenario.engine_routing()) if with_routes else None
     with _config_errors(scenario):
-        return dict(engine().fabric(json.dumps(scenario.engine_topology()), routing))
+        return dict(engine().fabric(encode(scenario.engine_topology()), routing))
 
 
 def engine_version() -> str | None:
@@ -196,7 +228,7 @@ def describe(scenario: Scenario) -> dict[str, Any]:
     """The fabric the scenario builds (hosts, switches, links, levels, paths), without simulating."""
     traces = trace_programs(scenario)
     with _config_errors(scenario):
-        return dict(engine().describe(json.dumps(scenario.to_engine_config()), traces))
+        return dict(engine().describe(encode(scenario.to_engine_config()), traces))
 
 
 @contextmanager

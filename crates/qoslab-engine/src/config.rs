@@ -83,6 +83,54 @@ pub enum RoutingAlgorithm {
     Valiant,
 }
 
+impl RoutingAlgorithm {
+    /// The name a scenario gives it (`routing.algorithm`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RoutingAlgorithm::Dmodk => "dmodk",
+            RoutingAlgorithm::Smodk => "smodk",
+            RoutingAlgorithm::Random => "random",
+            RoutingAlgorithm::Adaptive => "adaptive",
+            RoutingAlgorithm::Minhop => "minhop",
+            RoutingAlgorithm::Lft => "lft",
+            RoutingAlgorithm::Minimal => "minimal",
+            RoutingAlgorithm::Valiant => "valiant",
+        }
+    }
+}
+
+/// What the routing rules need to know of a topology: which family it is (a single switch is
+/// the one-level fat tree) and, for a Dragonfly+, its number of groups.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FabricKind {
+    FatTree,
+    /// An explicit cabling (`graph`, an imported fabric).
+    Imported,
+    DragonflyPlus {
+        groups: u32,
+    },
+}
+
+impl TopologyConfig {
+    pub fn fabric_kind(&self) -> FabricKind {
+        match self {
+            TopologyConfig::SingleSwitch { .. } | TopologyConfig::Xgft { .. } => FabricKind::FatTree,
+            TopologyConfig::Graph { .. } => FabricKind::Imported,
+            TopologyConfig::DragonflyPlus { groups, .. } => FabricKind::DragonflyPlus { groups: *groups },
+        }
+    }
+
+    /// The scenario's `topology.kind` (a `graph` is what an `ibnetdiscover` topology becomes).
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            TopologyConfig::SingleSwitch { .. } => "single-switch",
+            TopologyConfig::Xgft { .. } => "xgft",
+            TopologyConfig::Graph { .. } => "an imported fabric",
+            TopologyConfig::DragonflyPlus { .. } => "dragonfly-plus",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoutingConfig {
@@ -103,6 +151,74 @@ pub struct RoutingConfig {
 
 fn one_layer() -> u8 {
     1
+}
+
+impl RoutingConfig {
+    /// VL layers `algorithm` needs on `fabric` to be deadlock-free: 2 for Valiant and adaptive
+    /// routing on a Dragonfly+ of 3 groups or more (their non-minimal paths turn down and up in
+    /// an intermediate group), else 1. The one place this rule lives (the router asks it too).
+    pub fn layers_needed(algorithm: RoutingAlgorithm, fabric: FabricKind) -> u8 {
+        match (algorithm, fabric) {
+            (RoutingAlgorithm::Valiant | RoutingAlgorithm::Adaptive, FabricKind::DragonflyPlus { groups })
+                if groups >= 3 =>
+            {
+                2
+            }
+            _ => 1,
+        }
+    }
+
+    /// The routing rules that depend on the kind of fabric: the algorithm suits the topology, it
+    /// has the VL layers it needs, and flowlets only where they apply (adaptive routing on a
+    /// Dragonfly+). `topology_name` is how the message names the topology.
+    pub fn check_fits(&self, fabric: FabricKind, topology_name: &str) -> Result<(), ConfigError> {
+        let algorithm = self.algorithm;
+        let name = algorithm.name();
+        let misfit = match (algorithm, fabric) {
+            (RoutingAlgorithm::Minhop | RoutingAlgorithm::Lft, _) => None,
+            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, FabricKind::DragonflyPlus { .. }) => None,
+            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, _) => {
+                Some(format!("\"{name}\" routing needs a dragonfly-plus topology"))
+            }
+            (RoutingAlgorithm::Adaptive, FabricKind::DragonflyPlus { .. }) => None,
+            (_, FabricKind::FatTree) => None,
+            (_, FabricKind::Imported) => Some(format!(
+                "\"{name}\" routing needs a fat tree or a Dragonfly+; route an imported fabric with \"minhop\" or \"lft\""
+            )),
+            (_, FabricKind::DragonflyPlus { .. }) => Some(format!(
+                "\"{name}\" routing needs a fat tree; route a Dragonfly+ with \"minimal\", \"valiant\", \"adaptive\", \"minhop\" or \"lft\""
+            )),
+        };
+        if let Some(message) = misfit {
+            return Err(ConfigError::new("routing.algorithm", message));
+        }
+        let needed = RoutingConfig::layers_needed(algorithm, fabric);
+        if self.vls < needed {
+            return Err(ConfigError::new(
+                "routing.vls",
+                format!(
+                    "{name} routing needs {needed} VL layers to be deadlock-free (its non-minimal paths turn down \
+                     and up in the intermediate group), got {}",
+                    self.vls
+                ),
+            ));
+        }
+        let gap = self.flowlet_gap_us;
+        if !(gap.is_finite() && gap >= 0.0) {
+            return Err(ConfigError::new("routing.flowlet_gap_us", format!("expected a time >= 0 in µs, got {gap}")));
+        }
+        let dragonfly = matches!(fabric, FabricKind::DragonflyPlus { .. });
+        if gap > 0.0 && !(dragonfly && algorithm == RoutingAlgorithm::Adaptive) {
+            return Err(ConfigError::new(
+                "routing.flowlet_gap_us",
+                format!(
+                    "flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is \"{name}\" on \
+                     {topology_name}); remove the key or set it to 0"
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// QoS tables for one port type, in OpenSM's units (weights: 64 B; high_limit: 4 KiB).
@@ -294,6 +410,23 @@ pub enum SlPolicyConfig {
     },
 }
 
+impl SlPolicyConfig {
+    /// The ranks a rank-based policy lists are ranks of its job (`size` ranks). The one place
+    /// this rule lives: `EngineConfig::validate` and `SlPolicy::new` both ask it.
+    pub fn check_ranks(&self, size: u64, key: &str) -> Result<(), ConfigError> {
+        if let SlPolicyConfig::Ranks { ranks, .. } = self {
+            if let Some(&r) = ranks.iter().find(|&&r| r as u64 >= size) {
+                let range = if size > 0 { format!(" (0..{})", size - 1) } else { String::new() };
+                return Err(ConfigError::new(
+                    format!("{key}.ranks"),
+                    format!("rank {r} is not in the job: it has {size} ranks{range}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CollectivesConfig {
@@ -365,23 +498,19 @@ impl EngineConfig {
             ));
         }
         let layers = self.routing.vls;
-        if layers == 0 || layers > f.data_vls {
+        if layers == 0 {
+            return Err(ConfigError::new("routing.vls", "expected at least 1 VL layer, got 0"));
+        }
+        if layers > f.data_vls {
             return Err(ConfigError::new(
                 "routing.vls",
-                format!("expected 1..{} VL layers (fabric.data_vls = {}), got {layers}", f.data_vls, f.data_vls),
+                format!(
+                    "routing needs {layers} VL layers but fabric.data_vls = {}: set fabric.data_vls to at least {layers}",
+                    f.data_vls
+                ),
             ));
         }
-        let gap = self.routing.flowlet_gap_us;
-        if !(gap.is_finite() && gap >= 0.0) {
-            return Err(ConfigError::new("routing.flowlet_gap_us", format!("expected a time >= 0 in µs, got {gap}")));
-        }
-        if gap > 0.0 && self.routing.algorithm != RoutingAlgorithm::Adaptive {
-            return Err(ConfigError::new(
-                "routing.flowlet_gap_us",
-                format!("flowlets apply to adaptive routing only (routing.algorithm is {:?})", self.routing.algorithm)
-                    .to_lowercase(),
-            ));
-        }
+        self.routing.check_fits(self.topology.fabric_kind(), self.topology.kind_name())?;
         // SL2VL gives a VL of the first routing layer; higher layers are copies of it.
         let qos_vls = f.data_vls / layers;
         for (name, q) in [("qos.ca", &self.qos.ca), ("qos.swe", &self.qos.swe)] {
@@ -419,6 +548,10 @@ impl EngineConfig {
                 return Err(ConfigError::new(key("max_queued_messages"), "expected at least 1"));
             }
         }
+        for (i, job) in self.jobs.iter().enumerate() {
+            let size = job.hosts.len() as u64 * job.ranks_per_node as u64;
+            job.sl_policy.check_ranks(size, &format!("jobs[{i}].sl_policy"))?;
+        }
         let r = &self.run;
         #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN fails it too, as it must
         if !(r.duration_us > 0.0) {
@@ -435,22 +568,17 @@ fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8, layers: u8) -
     if table.len() != 16 {
         return Err(ConfigError::new(key, format!("expected 16 entries (SL0..SL15), got {}", table.len())));
     }
-    for (sl, &vl) in table.iter().enumerate() {
-        if vl >= qos_vls && qos_vls == data_vls {
-            return Err(ConfigError::new(
-                key,
-                format!("SL{sl} maps to VL{vl}, but only VL0..VL{} exist (data_vls = {data_vls})", data_vls - 1),
-            ));
-        }
-        if vl >= qos_vls {
-            return Err(ConfigError::new(
-                key,
-                format!(
-                    "SL{sl} maps to VL{vl}, but routing uses {layers} VL layers of {qos_vls}: QoS has VL0..VL{} (data_vls = {data_vls})",
-                    qos_vls - 1
-                ),
-            ));
-        }
+    let exist = if qos_vls < data_vls {
+        format!(
+            "routing.vls = {layers} leaves VL0..VL{} for QoS (fabric.data_vls = {data_vls}; the higher VLs are the \
+             routing layers' copies, weighted like their QoS VL)",
+            qos_vls - 1
+        )
+    } else {
+        format!("only VL0..VL{} exist (fabric.data_vls = {data_vls})", data_vls - 1)
+    };
+    if let Some((sl, vl)) = table.iter().enumerate().find(|&(_, &vl)| vl >= qos_vls) {
+        return Err(ConfigError::new(key, format!("SL{sl} maps to VL{vl}, but {exist}")));
     }
     Ok(())
 }
@@ -459,7 +587,15 @@ fn check_port_qos(name: &str, q: &PortQosConfig, data_vls: u8, qos_vls: u8, laye
     check_sl2vl(&format!("{name}.sl2vl"), &q.sl2vl, qos_vls, data_vls, layers)?;
     for (table, entries) in [("vlarb_high", &q.vlarb_high), ("vlarb_low", &q.vlarb_low)] {
         if entries.len() > 64 {
-            return Err(ConfigError::new(format!("{name}.{table}"), "at most 64 entries"));
+            let each = if layers > 1 {
+                format!(" ({} entries, one per routing layer ({layers}) each)", entries.len().div_ceil(layers as usize))
+            } else {
+                String::new()
+            };
+            return Err(ConfigError::new(
+                format!("{name}.{table}"),
+                format!("expected at most 64 entries, got {}{each}", entries.len()),
+            ));
         }
         for &(vl, _) in entries.iter() {
             if vl >= data_vls {

@@ -58,6 +58,13 @@ pub fn run_reporting(
     sim.output(interrupted).map_err(Error::Engine)
 }
 
+/// Checks a config without building anything: it parses, and its values and the rules between
+/// them hold (`EngineConfig::validate`, no fabric). What Python asks when it loads a scenario.
+pub fn validate(config_json: &str) -> Result<(), Error> {
+    EngineConfig::from_json(config_json)?.validate()?;
+    Ok(())
+}
+
 /// Describes the fabric a config builds, without simulating.
 pub fn describe(config_json: &str, traces: &HashMap<usize, PackedTrace>) -> Result<serde_json::Value, Error> {
     let cfg = EngineConfig::from_json(config_json)?;

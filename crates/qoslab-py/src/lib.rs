@@ -166,6 +166,12 @@ fn run(
     Ok(d.into_any().unbind())
 }
 
+/// Checks an engine config without building its fabric; raises ConfigError naming the key.
+#[pyfunction]
+fn validate(config_json: &str) -> PyResult<()> {
+    qoslab_engine::validate(config_json).map_err(to_py_err)
+}
+
 /// Describes the fabric of an engine config without simulating.
 #[pyfunction]
 #[pyo3(signature = (config_json, traces=None))]
@@ -198,6 +204,7 @@ fn version() -> &'static str {
 #[pymodule]
 fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(fabric, m)?)?;
     m.add_function(wrap_pyfunction!(bench_event_queue, m)?)?;

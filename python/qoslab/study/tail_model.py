@@ -101,12 +101,6 @@ class RoutingChoice(_Table):
     algorithm: Literal["minimal", "valiant", "adaptive"]
     flowlet_gap_us: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 0.0
 
-    @model_validator(mode="after")
-    def _flowlets(self) -> RoutingChoice:
-        if self.flowlet_gap_us > 0 and self.algorithm != "adaptive":
-            raise problem(f'flowlets apply to adaptive routing, not "{self.algorithm}"', "flowlet_gap_us")
-        return self
-
     @property
     def label(self) -> str:
         """How runs and the report name it: the algorithm, with the flowlet gap when there is one."""
@@ -207,6 +201,15 @@ class TailStudy(StudyFile):
         for i, label in enumerate(labels):
             if labels.index(label) != i:
                 raise self._error(f"routings[{i}]", f"{label!r} is listed twice")
+        for i, routing in enumerate(self.routings):
+            # Whether a routing suits the fabric (flowlets only with adaptive routing, VL layers) is
+            # the engine's rule: ask it through the scenario, and name the study's key.
+            try:
+                Scenario.from_dict({**base.given(), "routing": routing.scenario_routing()}, self._source)
+            except ScenarioError as error:
+                raise ScenarioError([(f"routings[{i}]{k.removeprefix('routing')}", m) if k.split(".")[0] == "routing"
+                                     else (f"routings[{i}]", f"with {routing.label!r} the scenario is invalid: {k}: {m}")
+                                     for k, m in error.problems], self._source) from None
         if self.background.log is not None:
             path = self.resolve(self.background.log)
             if not path.is_file():

@@ -87,11 +87,9 @@ impl SlPolicy {
             SlPolicyConfig::Job => Rule::Job,
             SlPolicyConfig::Ranks { ranks, sl, matching } => {
                 check_sl("sl", *sl)?;
+                cfg.check_ranks(size as u64, key)?;
                 let mut chosen = vec![false; size as usize];
                 for &r in ranks {
-                    if r >= size {
-                        return Err(err("ranks", format!("rank {r} is not in the job (ranks 0..{})", size - 1)));
-                    }
                     chosen[r as usize] = true;
                 }
                 Rule::Ranks { sl: *sl, matching: *matching, chosen }

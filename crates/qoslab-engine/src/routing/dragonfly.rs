@@ -12,6 +12,7 @@
 //! one way.
 
 use super::{least_loaded, least_loaded_with_load, LoadView};
+use crate::config::{FabricKind, RoutingAlgorithm, RoutingConfig};
 use crate::topology::dragonfly::{DragonflyPlus, Role};
 use rand::Rng;
 
@@ -67,11 +68,12 @@ impl DragonflyRouter {
 
     /// VL layers a deadlock-free path needs with this mode.
     pub fn layers_needed(&self) -> u8 {
-        if self.mode == Mode::Minimal || self.df.groups < 3 {
-            1
-        } else {
-            2
-        }
+        let algorithm = match self.mode {
+            Mode::Minimal => RoutingAlgorithm::Minimal,
+            Mode::Valiant => RoutingAlgorithm::Valiant,
+            Mode::Adaptive => RoutingAlgorithm::Adaptive,
+        };
+        RoutingConfig::layers_needed(algorithm, FabricKind::DragonflyPlus { groups: self.df.groups })
     }
 
     /// Routes a packet for `dst` at switch number `switch`, arrived on local port `input`, with

@@ -4,7 +4,7 @@
 
 pub mod dragonfly;
 
-use crate::config::{ConfigError, RoutingAlgorithm, RoutingConfig};
+use crate::config::{ConfigError, FabricKind, RoutingAlgorithm, RoutingConfig};
 use crate::topology::xgft::XgftSwitch;
 use crate::topology::{Graph, Topology, NONE};
 use rand::Rng;
@@ -83,14 +83,31 @@ impl Router {
                 ),
             ));
         }
+        // Which algorithm suits which topology, VL layers, flowlets: the config's rules (also
+        // checked by `EngineConfig::validate`), so that a routing built alone obeys them too.
+        let (kind, name) = match topology {
+            Topology::Xgft(_) => (FabricKind::FatTree, "xgft"),
+            Topology::Explicit(_) => (FabricKind::Imported, "an imported fabric"),
+            Topology::DragonflyPlus(d) => (FabricKind::DragonflyPlus { groups: d.groups }, "dragonfly-plus"),
+        };
+        cfg.check_fits(kind, name)?;
+        let misfit = || {
+            ConfigError::new("routing.algorithm", format!("{} routing does not suit this topology", algorithm.name()))
+        };
         let router = match (algorithm, topology) {
             (RoutingAlgorithm::Minhop, _) => Ok(tables(minhop(g)?)),
             (RoutingAlgorithm::Lft, _) => {
-                let table = cfg.lft.clone().ok_or_else(|| ConfigError::new("routing.lft", "the lft algorithm needs a forwarding table"))?;
+                let table = cfg
+                    .lft
+                    .clone()
+                    .ok_or_else(|| ConfigError::new("routing.lft", "the lft algorithm needs a forwarding table"))?;
                 check_table(g, &table)?;
                 Ok(tables(table))
             }
-            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant | RoutingAlgorithm::Adaptive, Topology::DragonflyPlus(d)) => {
+            (
+                RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant | RoutingAlgorithm::Adaptive,
+                Topology::DragonflyPlus(d),
+            ) => {
                 let mode = match algorithm {
                     RoutingAlgorithm::Minimal => dragonfly::Mode::Minimal,
                     RoutingAlgorithm::Valiant => dragonfly::Mode::Valiant,
@@ -98,10 +115,7 @@ impl Router {
                 };
                 Ok(Router::Dragonfly(dragonfly::DragonflyRouter::new(d, mode, packet_credits)))
             }
-            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, _) => Err(ConfigError::new(
-                "routing.algorithm",
-                format!("{algorithm:?} routing needs a dragonfly-plus topology").to_lowercase(),
-            )),
+            (RoutingAlgorithm::Minimal | RoutingAlgorithm::Valiant, _) => Err(misfit()),
             (_, Topology::Xgft(x)) => {
                 let up = match algorithm {
                     RoutingAlgorithm::Dmodk => UpChoice::Dmodk,
@@ -111,28 +125,9 @@ impl Router {
                 };
                 Ok(Router::FatTree { up, switches: x.switches.clone() })
             }
-            (_, Topology::Explicit(_) | Topology::DragonflyPlus(_)) => Err(ConfigError::new(
-                "routing.algorithm",
-                format!("{algorithm:?} routing needs a fat tree (xgft or single-switch); route other fabrics with \"minhop\" or \"lft\" (or, on a Dragonfly+, \"minimal\", \"valiant\" or \"adaptive\")").to_lowercase(),
-            )),
+            (_, Topology::Explicit(_) | Topology::DragonflyPlus(_)) => Err(misfit()),
         }?;
-        let needed = router.layers_needed();
-        if cfg.vls < needed {
-            return Err(ConfigError::new(
-                "routing.vls",
-                format!("{algorithm:?} routing needs {needed} VL layers to be deadlock-free, got {}", cfg.vls)
-                    .to_lowercase(),
-            ));
-        }
         Ok(router)
-    }
-
-    /// VL layers this routing needs to be deadlock-free (2 for non-minimal Dragonfly+ paths).
-    pub fn layers_needed(&self) -> u8 {
-        match self {
-            Router::Dragonfly(d) => d.layers_needed(),
-            _ => 1,
-        }
     }
 
     /// The forwarding table entry of switch `switch` for host `dst`, for oblivious routing
