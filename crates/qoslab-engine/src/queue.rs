@@ -5,8 +5,14 @@
 //! next `SLOTS` slots each get an unsorted bucket. Only the current slot is kept sorted; a bucket
 //! is sorted once, when time reaches it (lazily: at the first pop or peek that needs it, so the
 //! events pushed while the last one of a slot is handled find the wheel where they left it). Events beyond the horizon wait in a binary heap and move
-//! into the wheel as the horizon passes them. Each key packs (time, sequence, kind, id) into one
-//! u128, so the order is a single integer compare and is exactly that of a plain heap.
+//! into the wheel as the horizon passes them.
+//!
+//! Keys are integers, so the order is a single compare. In the far heap a u128 packs (time,
+//! sequence, kind, id). A slot's events share their time above the slot width, so in the wheel
+//! a u64 packs (time within the slot, order of arrival in the slot, kind, id): half the bytes to
+//! push and sort, one-word compares. The order of arrival in a slot is the order of insertion:
+//! far events move into a slot's bucket (in heap order) when the horizon reaches it, before any
+//! event can be pushed there directly. So the order is exactly that of a plain heap.
 
 use crate::units::Time;
 use std::cmp::Reverse;
@@ -32,7 +38,7 @@ pub enum EventKind {
 const ID_BITS: u32 = 29;
 const KIND_BITS: u32 = 3;
 const SEQ_BITS: u32 = 40;
-const ID_MASK: u128 = (1 << ID_BITS) - 1;
+const ID_MASK: u64 = (1 << ID_BITS) - 1;
 const KIND_SHIFT: u32 = ID_BITS;
 const SEQ_SHIFT: u32 = ID_BITS + KIND_BITS;
 const TIME_SHIFT: u32 = SEQ_SHIFT + SEQ_BITS;
@@ -45,18 +51,26 @@ pub const MAX_EVENT_ID: u32 = ID_MASK as u32;
 
 /// Slot width: 2^9 ps (0.5 ns), a few events per slot even on the largest fabrics.
 const SLOT_SHIFT: u32 = 9;
+// A slot's key (u64), most significant first: time within the slot (9 bits), order of arrival
+// in the slot (23 bits), kind (3 bits), id (29 bits).
+const LOCAL_TIME_SHIFT: u32 = 64 - SLOT_SHIFT;
+const ORDER_SHIFT: u32 = ID_BITS + KIND_BITS;
+/// Events a slot holds at most (8 Mi, in 0.5 ns).
+const MAX_SLOT_EVENTS: usize = 1 << (LOCAL_TIME_SHIFT - ORDER_SHIFT);
+const SLOT_MASK: u64 = (1 << SLOT_SHIFT) - 1;
+const LOCAL_KIND_ID_MASK: u64 = (1 << ORDER_SHIFT) - 1;
 /// Slots in the wheel: 4096 slots of 0.5 ns cover the next ~2 µs.
 const SLOTS: u64 = 1 << 12;
 const SLOT_WORDS: usize = (SLOTS / 64) as usize;
 
 pub struct EventQueue {
-    /// Keys of the current slot (and any pushed before it), sorted ascending; `current[next..]`
-    /// are still to pop. Ascending, because buckets fill roughly in time order, and a key pushed
-    /// into the current slot is usually the latest: sorting and inserting then move little.
-    current: Vec<u128>,
+    /// Keys of the current slot, sorted ascending; `current[next..]` are still to pop.
+    /// Ascending, because buckets fill roughly in time order, and a key pushed into the current
+    /// slot is usually the latest: sorting and inserting then move little.
+    current: Vec<u64>,
     next: usize,
     /// Unsorted keys of slots `current_slot + 1 .. current_slot + SLOTS`, at `slot % SLOTS`.
-    wheel: Vec<Vec<u128>>,
+    wheel: Vec<Vec<u64>>,
     /// Bit `slot % SLOTS` set when that bucket is non-empty.
     occupied: [u64; SLOT_WORDS],
     in_wheel: usize,
@@ -76,6 +90,14 @@ impl Default for EventQueue {
 #[inline]
 fn slot_of(key: u128) -> u64 {
     ((key >> TIME_SHIFT) as u64) >> SLOT_SHIFT
+}
+
+/// A slot's key for an event at `time`, arriving `order`-th in its slot (`kind_id`: kind and id
+/// packed as in the low bits of either key).
+#[inline(always)]
+fn local_key(time: Time, order: usize, kind_id: u64) -> u64 {
+    debug_assert!(order < MAX_SLOT_EVENTS);
+    (time & SLOT_MASK) << LOCAL_TIME_SHIFT | (order as u64) << ORDER_SHIFT | kind_id
 }
 
 /// Kind by its 3-bit code: a table load instead of a chain of compares (codes 5..7 are never
@@ -100,14 +122,22 @@ const _: () = {
     }
 };
 
+/// Kind and id sit in the same low bits of both keys.
 #[inline]
-fn kind_code(key: u128) -> usize {
+fn kind_code(key: u64) -> usize {
     (key >> KIND_SHIFT) as usize & ((1 << KIND_BITS) - 1)
 }
 
 #[inline]
-fn kind_of(key: u128) -> EventKind {
+fn kind_of(key: u64) -> EventKind {
     KINDS[kind_code(key)]
+}
+
+/// More events in one 0.5 ns slot than its keys can order (8 Mi): no fabric comes near.
+#[cold]
+#[inline(never)]
+fn slot_full() -> ! {
+    panic!("more than {MAX_SLOT_EVENTS} events in one {} ps slot of the event list", 1 << SLOT_SHIFT)
 }
 
 impl EventQueue {
@@ -125,37 +155,39 @@ impl EventQueue {
         }
     }
 
+    /// Puts an event where it belongs: a wheel bucket, the sorted current slot or the far heap.
+    /// Events are never earlier than the current slot (the run pushes nothing before now).
     #[inline(always)]
     pub fn push(&mut self, time: Time, kind: EventKind, id: u32) {
         debug_assert!(id <= MAX_EVENT_ID && time <= MAX_EVENT_TIME);
-        let key = ((time as u128) << TIME_SHIFT)
-            | (((self.seq & SEQ_MASK) as u128) << SEQ_SHIFT)
-            | ((kind as u128) << KIND_SHIFT)
-            | id as u128;
-        self.seq += 1;
         self.len += 1;
-        self.file(key);
-    }
-
-    /// Puts a key where it belongs: the sorted current slot, a wheel bucket or the far heap.
-    #[inline(always)]
-    fn file(&mut self, key: u128) {
-        let slot = slot_of(key);
+        let kind_id = (kind as u64) << KIND_SHIFT | id as u64;
+        let slot = time >> SLOT_SHIFT;
         if slot.wrapping_sub(self.current_slot + 1) < SLOTS - 1 {
             // The common case (a later slot within the wheel), inline; the others out of line.
             let b = (slot % SLOTS) as usize;
-            self.wheel[b].push(key);
+            let bucket = &mut self.wheel[b];
+            if bucket.len() == MAX_SLOT_EVENTS {
+                slot_full();
+            }
+            bucket.push(local_key(time, bucket.len(), kind_id));
             self.occupied[b / 64] |= 1 << (b % 64);
             self.in_wheel += 1;
         } else {
-            self.file_current_or_far(key, slot);
+            self.file_current_or_far(time, kind_id, slot);
         }
     }
 
     #[inline(never)]
-    fn file_current_or_far(&mut self, key: u128, slot: u64) {
+    fn file_current_or_far(&mut self, time: Time, kind_id: u64, slot: u64) {
         if slot <= self.current_slot {
-            // Usually the latest key of all (an event for now, pushed while handling another).
+            assert!(slot == self.current_slot, "an event at {time} ps, before the current slot");
+            if self.current.len() == MAX_SLOT_EVENTS {
+                slot_full();
+            }
+            // Later than every key of the slot with the same time (it arrives last), and
+            // usually the latest of all (an event for now, pushed while handling another).
+            let key = local_key(time, self.current.len(), kind_id);
             if self.current.last().is_some_and(|&k| k > key) {
                 let at = self.next + self.current[self.next..].partition_point(|&k| k < key);
                 self.current.insert(at, key);
@@ -163,16 +195,17 @@ impl EventQueue {
                 self.current.push(key);
             }
         } else {
+            let key = ((time as u128) << TIME_SHIFT) | (((self.seq & SEQ_MASK) as u128) << SEQ_SHIFT) | kind_id as u128;
+            self.seq += 1;
             self.far.push(Reverse(key));
         }
     }
 
     #[inline]
     pub fn pop(&mut self) -> Option<(Time, EventKind, u32)> {
-        let key = *self.next_key()?;
-        self.next += 1;
-        self.len -= 1;
-        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+        let event = self.peek()?;
+        self.pop_peeked();
+        Some(event)
     }
 
     /// The next event, left in place (`pop_peeked` takes it): the run loop looks at its time
@@ -180,7 +213,8 @@ impl EventQueue {
     #[inline]
     pub fn peek(&mut self) -> Option<(Time, EventKind, u32)> {
         let key = *self.next_key()?;
-        Some(((key >> TIME_SHIFT) as Time, kind_of(key), (key & ID_MASK) as u32))
+        let time = self.current_slot << SLOT_SHIFT | key >> LOCAL_TIME_SHIFT;
+        Some((time, kind_of(key), (key & ID_MASK) as u32))
     }
 
     /// Takes the event `peek` returned.
@@ -193,7 +227,7 @@ impl EventQueue {
 
     /// The earliest key, after moving to the next non-empty slot if the current one is done.
     #[inline]
-    fn next_key(&mut self) -> Option<&u128> {
+    fn next_key(&mut self) -> Option<&u64> {
         if self.next == self.current.len() && self.len > 0 {
             self.advance();
         }
@@ -210,14 +244,19 @@ impl EventQueue {
             let Reverse(first) = *self.far.peek().expect("events left, but neither in the wheel nor far");
             slot_of(first)
         };
-        // The horizon moved: far events it now covers join the wheel.
+        // The horizon moved: far events it now covers join the wheel, before any event can be
+        // pushed into their slots directly, and in their order.
         while let Some(&Reverse(k)) = self.far.peek() {
             if slot_of(k) >= self.current_slot + SLOTS {
                 break;
             }
             self.far.pop();
             let b = (slot_of(k) % SLOTS) as usize;
-            self.wheel[b].push(k);
+            if self.wheel[b].len() == MAX_SLOT_EVENTS {
+                slot_full();
+            }
+            let local = local_key((k >> TIME_SHIFT) as Time, self.wheel[b].len(), k as u64 & LOCAL_KIND_ID_MASK);
+            self.wheel[b].push(local);
             self.occupied[b / 64] |= 1 << (b % 64);
             self.in_wheel += 1;
         }
@@ -268,7 +307,7 @@ impl EventQueue {
 
     #[inline]
     pub fn peek_time(&mut self) -> Option<Time> {
-        self.next_key().map(|&k| (k >> TIME_SHIFT) as Time)
+        self.peek().map(|e| e.0)
     }
 
     pub fn len(&self) -> usize {
@@ -281,7 +320,7 @@ impl EventQueue {
 }
 
 /// A view of the sorted events after the next one (see `EventQueue::upcoming_events`).
-pub struct Upcoming<'a>(&'a [u128]);
+pub struct Upcoming<'a>(&'a [u64]);
 
 impl Upcoming<'_> {
     /// Kind and id of the event `ahead` places after the next one.
@@ -315,6 +354,33 @@ mod tests {
         assert_eq!(q.pop(), Some((10, EventKind::Wake, 9)));
         assert_eq!(q.pop(), Some((50, EventKind::Wake, 7)));
         assert_eq!(q.pop(), Some((50, EventKind::Source, 1)));
+        assert_eq!(q.pop(), None);
+    }
+
+    /// An event pushed beyond the horizon and one pushed for the same time once the horizon has
+    /// reached it (so directly into its slot) leave in the order they were pushed, with the
+    /// wheel's events between them in time order.
+    #[test]
+    fn far_and_near_events_at_one_time_keep_insertion_order() {
+        let mut q = EventQueue::new();
+        let t = 5_000_000; // beyond the ~2 µs horizon
+        q.push(t, EventKind::Wake, 1);
+        q.push(t, EventKind::TxEnd, 2);
+        let mut now = 0;
+        while now + 400_000 < t {
+            now += 400_000;
+            q.push(now, EventKind::Source, 9);
+            assert_eq!(q.pop(), Some((now, EventKind::Source, 9)));
+        }
+        q.push(t, EventKind::Source, 3);
+        q.push(t - 1, EventKind::Source, 4);
+        assert_eq!(q.pop(), Some((t - 1, EventKind::Source, 4)));
+        assert_eq!(q.pop(), Some((t, EventKind::Wake, 1)));
+        // Pushed into the current slot while it is being popped: after the earlier pushes.
+        q.push(t, EventKind::Wake, 5);
+        assert_eq!(q.pop(), Some((t, EventKind::TxEnd, 2)));
+        assert_eq!(q.pop(), Some((t, EventKind::Source, 3)));
+        assert_eq!(q.pop(), Some((t, EventKind::Wake, 5)));
         assert_eq!(q.pop(), None);
     }
 
