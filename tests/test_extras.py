@@ -9,6 +9,7 @@ import textwrap
 import pytest
 from qoslab.analysis.confidence import mean_interval, student_t_quantile
 from qoslab.extras import EXTRA_OF, MissingExtra, require
+from two_jobs import TOML as SCENARIO
 
 # Run a command with the optional packages made unimportable, as in a core install.
 BLOCKED_RUN = textwrap.dedent("""\
@@ -33,22 +34,6 @@ BLOCKED_RUN = textwrap.dedent("""\
 """)
 OPTIONAL = sorted({*EXTRA_OF, "dask"})
 
-SCENARIO = textwrap.dedent("""\
-    [topology]
-    kind = "xgft"
-    m = [4, 4]
-    w = [1, 2]
-    [[jobs]]
-    name = "a2a"
-    nodes = 4
-    placement = "random"
-    workload = { kind = "all-to-all", bytes = 32768, iterations = 2 }
-    [[jobs]]
-    name = "flood"
-    nodes = 4
-    placement = "random"
-    workload = { kind = "flood-pairs", iterations = 10 }
-""")
 
 
 def core(tmp_path, *args, blocked=OPTIONAL):

@@ -12,25 +12,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from slurm_harness import missing, single_node_slurm
+from two_jobs import TOML as SCENARIO
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=str(missing()))
 
-SCENARIO = """\
-[topology]
-kind = "xgft"
-m = [4, 4]
-w = [1, 2]
-[[jobs]]
-name = "a2a"
-nodes = 4
-placement = "random"
-workload = { kind = "all-to-all", bytes = 32768, iterations = 2 }
-[[jobs]]
-name = "flood"
-nodes = 4
-placement = "random"
-workload = { kind = "flood-pairs", iterations = 10 }
-"""
 STUDY = 'repetitions = 2\nscenario = "base.toml"\n[[policies]]\nkind = "default"\n' \
         '[[policies]]\nkind = "per-job"\nassignment = { a2a = 1, flood = 0 }\n'
 

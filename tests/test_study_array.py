@@ -7,24 +7,9 @@ import pytest
 from qoslab.cli import app
 from qoslab.study.stages import task_of
 from qoslab.sweep.array import array_script, parse_array_task
+from two_jobs import TOML as SCENARIO
 from typer.testing import CliRunner
 
-SCENARIO = """\
-[topology]
-kind = "xgft"
-m = [4, 4]
-w = [1, 2]
-[[jobs]]
-name = "a2a"
-nodes = 4
-placement = "random"
-workload = { kind = "all-to-all", bytes = 32768, iterations = 2 }
-[[jobs]]
-name = "flood"
-nodes = 4
-placement = "random"
-workload = { kind = "flood-pairs", iterations = 10 }
-"""
 PLAIN = 'repetitions = 3\nscenario = "base.toml"\n[[policies]]\nkind = "default"\n' \
         '[[policies]]\nkind = "per-job"\nassignment = { a2a = 1, flood = 0 }\n'
 # per-rank needs the default run's profile: a second stage.

@@ -9,16 +9,9 @@ from qoslab.errors import ScenarioError
 from qoslab.study.model import Study
 from qoslab.study.sweep_runner import sweep_dataset
 from qoslab.sweep.executors import LocalExecutor
+from two_jobs import DATA as SCENARIO
 from typer.testing import CliRunner
 
-SCENARIO = {
-    "seed": 3,
-    "topology": {"kind": "xgft", "m": [4, 4], "w": [1, 2]},
-    "jobs": [
-        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 32768, "iterations": 2}},
-        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 10}},
-    ],
-}
 POLICIES = [{"kind": "default"}, {"kind": "per-job", "assignment": {"a2a": 1, "flood": 0}}]
 
 

@@ -10,28 +10,14 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import textwrap
 import venv
 import zipfile
 from pathlib import Path
 
 import pytest
+from two_jobs import TOML as SCENARIO
 
 ROOT = Path(__file__).resolve().parent.parent
-SCENARIO = textwrap.dedent("""\
-    [topology]
-    kind = "xgft"
-    m = [4, 4]
-    w = [1, 2]
-    [[jobs]]
-    name = "a2a"
-    nodes = 4
-    workload = { kind = "all-to-all", bytes = 32768, iterations = 2 }
-    [[jobs]]
-    name = "flood"
-    nodes = 4
-    workload = { kind = "flood-pairs", iterations = 10 }
-""")
 STUDY = 'scenario = "base.toml"\n[[policies]]\nkind = "default"\n[[policies]]\nkind = "per-job"\nassignment = { a2a = 1, flood = 0 }\n'
 
 

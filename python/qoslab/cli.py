@@ -334,6 +334,21 @@ def _array_mode(array_task: str | None, collect: bool, executor_kind: Any, sched
 
 
 @contextmanager
+def _scheduler_log_errors(source: str | None) -> Iterator[None]:
+    """A tail study's scheduler log that cannot be read or mapped onto the fabric: exit 2, named."""
+    from qoslab.io.scheduler import SchedulerLogError
+
+    try:
+        yield
+    except ScenarioError:
+        raise  # names the study file and key already (user_errors)
+    except SchedulerLogError as error:
+        raise fail(f"error: {error}") from None
+    except ValueError as error:  # e.g. background.host_names not matching the fabric
+        raise fail(f"error: {source}: {error}") from None
+
+
+@contextmanager
 def _array_stages(task: tuple[int, int] | None, collect: bool, out: Path) -> Iterator[None]:
     """A stage that waits for other array tasks' runs: said, exit 0 for a task (it did its share),
     exit 4 for a collection (the tables would lack runs)."""
@@ -373,16 +388,8 @@ def _write_array_script(study_file: Path | None, out: Path, tasks: int, slurm: d
 
 def _plan(loaded: Any, out: Path) -> None:
     """`qoslab study --plan`: the study's size, printed and written to plan.json."""
-    from qoslab.io.scheduler import SchedulerLogError
-
-    try:  # a tail study reads and maps its scheduler log, as a run would
+    with _scheduler_log_errors(loaded.source):  # a tail study reads and maps its log, as a run would
         size = loaded.plan()
-    except ScenarioError:
-        raise  # names the study file and key already (user_errors)
-    except SchedulerLogError as error:
-        raise fail(f"error: {error}") from None
-    except ValueError as error:  # e.g. background.host_names not matching the fabric
-        raise fail(f"error: {loaded.source}: {error}") from None
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "plan.json").write_text(json.dumps(size, indent=2) + "\n")
@@ -423,24 +430,17 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
 def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None,
                 task: tuple[int, int] | None = None, collect: bool = False) -> None:
     """`qoslab study` on a ``kind = "tail-latency"`` file (docs/dragonfly.md)."""
-    from qoslab.io.scheduler import SchedulerLogError
     from qoslab.study.tail_runner import TailStudyRunner
 
-    with user_errors(str(study_file)), _study_executor(loaded.executor, scheduler, workers, out) as executor:
-        try:
-            runner = TailStudyRunner(loaded, out, executor, console, task=task, collect=collect)
-            targets = f" x {len(runner.targets)} targets" if loaded.several_targets else ""
-            console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots"
-                          f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
-                          f"{executor.workers} workers; results in {out}/")
-            with _array_stages(task, collect, out):
-                outcome = runner.run()
-        except ScenarioError:
-            raise  # names the study file and key already (user_errors)
-        except SchedulerLogError as error:
-            raise fail(f"error: {error}") from None
-        except ValueError as error:  # e.g. background.host_names not matching the fabric
-            raise fail(f"error: {study_file}: {error}") from None
+    with (user_errors(str(study_file)), _study_executor(loaded.executor, scheduler, workers, out) as executor,
+          _scheduler_log_errors(str(study_file))):
+        runner = TailStudyRunner(loaded, out, executor, console, task=task, collect=collect)
+        targets = f" x {len(runner.targets)} targets" if loaded.several_targets else ""
+        console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots"
+                      f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
+                      f"{executor.workers} workers; results in {out}/")
+        with _array_stages(task, collect, out):
+            outcome = runner.run()
     if outcome is None:
         return _array_task_done(task, runner.stages)
     print_tail_study(outcome, loaded.several_targets, out)

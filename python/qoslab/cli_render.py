@@ -127,9 +127,15 @@ def print_study(outcome: Any) -> None:
     if outcome.report_error:
         err_console.print(Text(f"warning: the analysis or report could not be written (a bug, please report it): "
                                f"{outcome.report_error}; the run tables are in {outcome.out}/", style="yellow"))
-    for row in outcome.failed:
+    warn_failed(outcome.failed)
+
+
+def warn_failed(rows: list[dict[str, Any]]) -> None:
+    """A warning for each run that did not complete (with its sweep point, in a sweep)."""
+    for row in rows:
         label = f"{row['alone_job']} alone" if isinstance(row["alone_job"], str) else row["policy"]
-        err_console.print(Text(f"warning: run {row['run_id']} ({label}, repetition {row['repetition']}): "
+        point = f"point {row['point']}, " if "point" in row else ""
+        err_console.print(Text(f"warning: {point}run {row['run_id']} ({label}, repetition {row['repetition']}): "
                                f"{row['status']}: {row['error']}", style="yellow"))
 
 
@@ -151,10 +157,7 @@ def print_sweep(outcome: Any) -> None:
     for point, error in outcome.report_errors.items():
         err_console.print(Text(f"warning: point {point}: the analysis or report could not be written (a bug, please "
                                f"report it): {error}", style="yellow"))
-    for row in outcome.failed:
-        label = f"{row['alone_job']} alone" if isinstance(row["alone_job"], str) else row["policy"]
-        err_console.print(Text(f"warning: point {row['point']}, run {row['run_id']} ({label}, repetition "
-                               f"{row['repetition']}): {row['status']}: {row['error']}", style="yellow"))
+    warn_failed(outcome.failed)
 
 
 def placement_rows(scenario: Scenario) -> list[dict[str, Any]]:
