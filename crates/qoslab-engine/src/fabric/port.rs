@@ -291,6 +291,8 @@ impl Simulation {
         ps.tx_queue = q;
         self.events.push(done, EventKind::TxEnd, port.0);
         self.packet_hops += 1;
+        // Congestion control (fabric/cc.rs): FECN marking, HCA throttling; a CNP has no message.
+        let cnp = self.cc.is_some() && self.cc_transmit(port, q, id, vl, was_blocked, done);
 
         // Where the queue's next head is routed from: this port's switch, the queue's input.
         let mut site = None;
@@ -300,7 +302,7 @@ impl Simulation {
             let in_vl = (q.0 - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
             site = Some(InputSite { switch, base, local: input - base.0 });
-        } else if self.window.contains(now) {
+        } else if self.window.contains(now) && !cnp {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
             for s in self.flow_classes(sl, class) {
@@ -312,7 +314,7 @@ impl Simulation {
         if queue.head != NONE {
             self.register_head(q, site, None);
         }
-        if upstream.is_none() {
+        if upstream.is_none() && !cnp {
             self.on_hca_sent(message);
         }
 
