@@ -67,10 +67,7 @@ impl CongestionControlConfig {
             ));
         }
         if self.marking_rate > u16::MAX as u32 {
-            return Err(ConfigError::new(
-                key("marking_rate"),
-                format!("expected 0..65535, got {}", self.marking_rate),
-            ));
+            return Err(ConfigError::new(key("marking_rate"), format!("expected 0..65535, got {}", self.marking_rate)));
         }
         for (i, &p) in self.victim_ports.iter().enumerate() {
             if p > MAX_VICTIM_PORT {

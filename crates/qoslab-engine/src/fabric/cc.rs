@@ -250,7 +250,15 @@ impl Simulation {
     /// marking. At an HCA: throttles the flow's next packet. Returns whether `id` is a CNP (no
     /// message of its own: the caller skips the message bookkeeping).
     #[inline(never)]
-    pub(crate) fn cc_transmit(&mut self, port: PortId, q: QueueId, id: u32, vl: u8, was_blocked: bool, done: Time) -> bool {
+    pub(crate) fn cc_transmit(
+        &mut self,
+        port: PortId,
+        q: QueueId,
+        id: u32,
+        vl: u8,
+        was_blocked: bool,
+        done: Time,
+    ) -> bool {
         let now = self.now;
         let idx = self.port_vl(port, vl);
         let requested = self.port_vls[idx].requested_credits;

@@ -94,10 +94,21 @@ impl Simulation {
             } else {
                 (0..g.hosts).map(|h| port_rates[g.host_port(h) as usize].serialization(full)).collect()
             };
-            Box::new(CongestionControl::new(c, buffer_credits, g.hosts, f.hca_send_queues_per_sl, ports * vls, pv, t_max))
+            Box::new(CongestionControl::new(
+                c,
+                buffer_credits,
+                g.hosts,
+                f.hca_send_queues_per_sl,
+                ports * vls,
+                pv,
+                t_max,
+            ))
         });
         if cc.as_ref().is_some_and(|c| c.flow_count() > MAX_EVENT_ID as usize) {
-            return Err(ConfigError::new("congestion_control", "too many CC flows (hosts x SLs x send queues) for the event encoding"));
+            return Err(ConfigError::new(
+                "congestion_control",
+                "too many CC flows (hosts x SLs x send queues) for the event encoding",
+            ));
         }
         let port_states = mem::huge_vec(
             np,
