@@ -6,8 +6,8 @@
 //!
 //! Everything here is reached through `Simulation::cc` (None when the config has no
 //! `congestion_control`): the hot path pays one check per transmission and per delivery, and
-//! one per message head filed at an HCA. The hooks are `cc_transmit` (marking at switch ports,
-//! throttling at HCAs), `cc_deliver` (FECN -> CNP, CNP -> BECN), `cc_new_hca_head` and the two
+//! one per message head filed at an HCA. The hooks are `cc_mark` (marking at switch ports),
+//! `cc_hca_sent` (throttling at HCAs), `cc_deliver` (FECN -> CNP, CNP -> BECN), `cc_new_hca_head` and the two
 //! event handlers.
 
 use crate::config_cc::{CongestionControlConfig, CC_SLS};
@@ -245,66 +245,66 @@ impl CongestionControl {
 }
 
 impl Simulation {
-    /// Congestion control's part of a transmission from `port` of packet `id` (from queue `q`,
-    /// on `vl`, ending at `done`), before the queue's next head is filed. At a switch port: FECN
-    /// marking. At an HCA: throttles the flow's next packet. Returns whether `id` is a CNP (no
-    /// message of its own: the caller skips the message bookkeeping).
+    /// FECN marking as switch port `port` starts sending packet `id` on `vl` (after its request
+    /// was taken off the VL's list, before the input's next head is filed): congested (the
+    /// credits still requested reach the threshold), a root (or a victim port while
+    /// credit-blocked), big enough, and due by the marking rate.
+    #[cold]
     #[inline(never)]
-    pub(crate) fn cc_transmit(
-        &mut self,
-        port: PortId,
-        q: QueueId,
-        id: u32,
-        vl: u8,
-        was_blocked: bool,
-        done: Time,
-    ) -> bool {
+    pub(crate) fn cc_mark(&mut self, port: PortId, id: u32, vl: u8, was_blocked: bool) {
         let now = self.now;
         let idx = self.port_vl(port, vl);
         let requested = self.port_vls[idx].requested_credits;
         let local = self.ports[port].local as u32;
-        let is_switch = !self.ports[port].switch.is_none();
+        let pk = self.packets.items[id as usize];
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        if pk.phase & CC_PHASE_BITS != 0 || requested < cc.threshold_credits {
+            return; // already marked, a CNP, or not congested
+        }
+        if pk.credits() < cc.packet_size_credits {
+            return;
+        }
+        let victim = was_blocked;
+        if victim && cc.victim_ports[(local / 64) as usize] & (1 << (local % 64)) == 0 {
+            return;
+        }
+        if let Some(t) = cc.trace.as_deref_mut() {
+            t.eligible_in_congestion += 1;
+        }
+        let counter = &mut cc.mark_counters[idx];
+        if *counter < cc.marking_rate {
+            *counter += 1;
+            return;
+        }
+        *counter = 0;
+        self.packets.items[id as usize].phase |= FECN;
+        if victim {
+            cc.stats.marks_victim += 1;
+        } else {
+            cc.stats.marks_root += 1;
+        }
+        if let Some(t) = cc.trace.as_deref_mut() {
+            t.marked_at.insert(id, now);
+            let (src, dst, credits) = (pk.src.0, pk.dst.0, pk.credits());
+            t.marks.push(Mark { time: now, port: port.0, vl, src, dst, credits, victim });
+        }
+    }
+
+    /// An HCA starts sending packet `id` from its send queue `q`, ending at `done`: a data
+    /// packet's flow holds its next packet back by the IRD of its CCTI. Returns whether `id` is
+    /// a CNP (no message of its own: the caller skips the message bookkeeping).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cc_hca_sent(&mut self, q: QueueId, id: u32, done: Time) -> bool {
         let pk = self.packets.items[id as usize];
         let cc = self.cc.as_deref_mut().expect("congestion control on");
         if pk.phase & CNP != 0 {
-            return !is_switch;
+            return true;
         }
-        if is_switch {
-            // Marking: congested, root (or a victim port), big enough, and due by the rate.
-            if pk.phase & FECN != 0 || requested < cc.threshold_credits || pk.credits() < cc.packet_size_credits {
-                return false;
-            }
-            let victim = was_blocked;
-            if victim && cc.victim_ports[(local / 64) as usize] & (1 << (local % 64)) == 0 {
-                return false;
-            }
-            if let Some(t) = cc.trace.as_deref_mut() {
-                t.eligible_in_congestion += 1;
-            }
-            let counter = &mut cc.mark_counters[idx];
-            if *counter < cc.marking_rate {
-                *counter += 1;
-                return false;
-            }
-            *counter = 0;
-            self.packets.items[id as usize].phase |= FECN;
-            if victim {
-                cc.stats.marks_victim += 1;
-            } else {
-                cc.stats.marks_root += 1;
-            }
-            if let Some(t) = cc.trace.as_deref_mut() {
-                t.marked_at.insert(id, now);
-                let (src, dst, credits) = (pk.src.0, pk.dst.0, pk.credits());
-                t.marks.push(Mark { time: now, port: port.0, vl, src, dst, credits, victim });
-            }
-            return false;
-        }
-        // An HCA sent a data packet: its flow's next one waits for the IRD of its CCTI.
-        let flow = cc.flow_of_queue(q);
         if !cc.sls[pk.sl as usize].enabled {
             return false;
         }
+        let flow = cc.flow_of_queue(q);
         let next = done + cc.ird(pk.src.0, cc.flows[flow as usize].ccti);
         cc.flows[flow as usize].next_send_at = next;
         for lane_q in cc.flow_queues(flow).map(QueueId) {
@@ -322,6 +322,7 @@ impl Simulation {
 
     /// A packet became the head of HCA send queue `q` (a message injected into an empty queue):
     /// it waits for its flow's throttle.
+    #[cold]
     #[inline(never)]
     pub(crate) fn cc_new_hca_head(&mut self, q: QueueId, id: u32) {
         let cc = self.cc.as_deref().expect("congestion control on");
@@ -337,6 +338,7 @@ impl Simulation {
     /// Congestion control's part of delivering packet `id` (tail at `tail`): a FECN-marked packet
     /// gets a CNP back to its source; a CNP is consumed here (its BECN takes effect at `tail`).
     /// Returns true when `id` was a CNP (fully handled).
+    #[cold]
     #[inline(never)]
     pub(crate) fn cc_deliver(&mut self, id: u32, tail: Time) -> bool {
         let pk = self.packets.items[id as usize];
