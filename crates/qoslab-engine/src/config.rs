@@ -18,6 +18,9 @@ pub struct EngineConfig {
     /// The MPI layer's parameters; required when there are jobs.
     #[serde(default)]
     pub mpi: Option<MpiConfig>,
+    /// InfiniBand congestion control (config_cc.rs); absent: off.
+    #[serde(default)]
+    pub congestion_control: Option<crate::config_cc::CongestionControlConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]

@@ -3,6 +3,7 @@
 //! `qoslab-py` with a JSON engine config (see docs/design/engine-boundary.md).
 
 pub mod config;
+pub mod config_cc;
 pub mod fabric;
 pub mod ids;
 pub mod mpi;

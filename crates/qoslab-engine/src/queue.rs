@@ -31,6 +31,10 @@ pub enum EventKind {
     RankResume = 3,
     /// An MPI message has arrived (shared memory, or the fabric's last byte).
     MpiArrival = 4,
+    /// Congestion control: a BECN (CNP) reached its source; id = the CC flow (fabric/cc.rs).
+    CcBecn = 5,
+    /// Congestion control: a flow's CCTI timer expired; id = the CC flow.
+    CcTimer = 6,
 }
 
 // Key layout, most significant first: time (56 bits, 20 hours of simulated time), sequence
@@ -100,23 +104,22 @@ fn local_key(time: Time, order: usize, kind_id: u64) -> u64 {
     (time & SLOT_MASK) << LOCAL_TIME_SHIFT | (order as u64) << ORDER_SHIFT | kind_id
 }
 
-/// Kind by its 3-bit code: a table load instead of a chain of compares (codes 5..7 are never
-/// pushed).
+/// Kind by its 3-bit code: a table load instead of a chain of compares (code 7 is never pushed).
 const KINDS: [EventKind; 1 << KIND_BITS] = [
     EventKind::TxEnd,
     EventKind::Wake,
     EventKind::Source,
     EventKind::RankResume,
     EventKind::MpiArrival,
-    EventKind::MpiArrival,
-    EventKind::MpiArrival,
-    EventKind::MpiArrival,
+    EventKind::CcBecn,
+    EventKind::CcTimer,
+    EventKind::CcTimer,
 ];
 
 // Each kind sits at its own code.
 const _: () = {
     let mut code = 0;
-    while code <= EventKind::MpiArrival as usize {
+    while code <= EventKind::CcTimer as usize {
         assert!(KINDS[code] as usize == code);
         code += 1;
     }

@@ -80,6 +80,9 @@ impl Simulation {
             });
             self.packets_created += 1;
             if self.queues[q].push(id, &mut self.packets.items) {
+                if self.cc.is_some() {
+                    self.cc_new_hca_head(q, id);
+                }
                 self.register_head(q, None, None);
             }
         }
@@ -125,6 +128,10 @@ impl Simulation {
 
     /// The packet's tail reaches its destination HCA at `tail` (possibly after the run ends).
     pub(crate) fn deliver(&mut self, id: u32, tail: Time) {
+        // Congestion control (fabric/cc.rs): a FECN gets a CNP back; a CNP is consumed there.
+        if self.cc.is_some() && self.cc_deliver(id, tail) {
+            return;
+        }
         let pk = self.packets.items[id as usize];
         let (wire, payload) = (pk.wire_bytes as u64, pk.wire_bytes as u64 - self.header as u64);
         self.packets.remove(id);

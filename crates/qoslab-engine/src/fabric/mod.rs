@@ -3,6 +3,7 @@
 //! port's arbitration and transmission (`port.rs`), link-level credits (`credits.rs`), the VL
 //! arbiter and the SL2VL tables.
 
+pub mod cc;
 pub mod credits;
 pub mod hca;
 pub mod port;

@@ -294,12 +294,21 @@ impl Simulation {
 
         // Where the queue's next head is routed from: this port's switch, the queue's input.
         let mut site = None;
+        // An HCA sent a packet of a message (not a CNP): its message is updated below.
+        let mut hca_message = upstream.is_none();
         if !upstream.is_none() {
             // The packet leaves the input buffer when its tail has left: credits go back then.
             let input = q.0 / self.vls;
             let in_vl = (q.0 - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
             site = Some(InputSite { switch, base, local: input - base.0 });
+            // Congestion control (fabric/cc.rs): FECN marking at a switch port.
+            if self.cc.is_some() {
+                self.cc_mark(port, id, vl, was_blocked);
+            }
+        } else if self.cc.is_some() && self.cc_hca_sent(q, id, done) {
+            // Congestion control: a CNP, which has no message.
+            hca_message = false;
         } else if self.window.contains(now) {
             let m = &self.messages.items[message as usize];
             let (sl, class) = (m.sl, m.class);
@@ -312,7 +321,7 @@ impl Simulation {
         if queue.head != NONE {
             self.register_head(q, site, None);
         }
-        if upstream.is_none() {
+        if hca_message {
             self.on_hca_sent(message);
         }
 

@@ -1,6 +1,7 @@
 //! A switch: input buffers (one FIFO per input port and VL) whose heads are routed and filed as
 //! requests with the output port and VL they need; the crossbar grants them (`port.rs`).
 
+use super::cc::CC_PHASE_BITS;
 use super::port::{PortState, PortVl};
 use super::sl2vl::Sl2Vl;
 use crate::ids::{HostId, PortId, QueueId, SwitchId};
@@ -150,7 +151,7 @@ impl Simulation {
             input,
             pk.dst.0,
             pk.via,
-            pk.phase & !PATH_DECIDED,
+            pk.phase & !(PATH_DECIDED | CC_PHASE_BITS),
             decision,
             &mut self.routing_rng,
             loads!(self, switch, base, input, pk.sl),
@@ -161,7 +162,8 @@ impl Simulation {
         }
         let packet = &mut self.packets.items[id as usize];
         packet.via = hop.via;
-        packet.phase = hop.phase | if hop.decided || decided_before { PATH_DECIDED } else { 0 };
+        packet.phase =
+            hop.phase | if hop.decided || decided_before { PATH_DECIDED } else { 0 } | (pk.phase & CC_PHASE_BITS);
         let vl = self.sl2vl.switch_vl(switch.0, input, hop.port, pk.sl) as u32 + hop.phase as u32 * self.qos_vls;
         (site.port(hop.port), vl as u8)
     }

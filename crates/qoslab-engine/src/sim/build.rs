@@ -5,6 +5,7 @@ use super::attribution::Attribution;
 use super::prechecked::PrecheckedVec;
 use super::{mem, RunStatus, Simulation};
 use crate::config::{ConfigError, EngineConfig};
+use crate::fabric::cc::CongestionControl;
 use crate::fabric::credits::{CreditReturns, CreditsDue};
 use crate::fabric::hca::SLS;
 use crate::fabric::port::{PortState, PortVl};
@@ -76,11 +77,39 @@ impl Simulation {
         if sources.len() as u32 > MAX_EVENT_ID {
             return Err(ConfigError::new("traffic", "too many traffic sources"));
         }
-        check_queue_ids(ports, vls, g.hosts, f.hca_send_queues_per_sl)?;
+        if let Some(cc) = &cfg.congestion_control {
+            cc.validate()?;
+        }
+        // Congestion control adds one CNP send queue per (host, SL) after the send queues.
+        let cnp_lanes = cfg.congestion_control.is_some() as u32;
+        check_queue_ids(ports, vls, g.hosts, f.hca_send_queues_per_sl + cnp_lanes)?;
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let hca_queues = g.hosts as usize * SLS as usize * f.hca_send_queues_per_sl as usize;
+        let hca_queues = g.hosts as usize * SLS as usize * (f.hca_send_queues_per_sl + cnp_lanes) as usize;
+        let cc = cfg.congestion_control.as_ref().map(|c| {
+            let full = f.mtu_bytes + f.header_bytes;
+            let t_max = if port_rates.is_empty() {
+                vec![rate.serialization(full)]
+            } else {
+                (0..g.hosts).map(|h| port_rates[g.host_port(h) as usize].serialization(full)).collect()
+            };
+            Box::new(CongestionControl::new(
+                c,
+                buffer_credits,
+                g.hosts,
+                f.hca_send_queues_per_sl,
+                ports * vls,
+                pv,
+                t_max,
+            ))
+        });
+        if cc.as_ref().is_some_and(|c| c.flow_count() > MAX_EVENT_ID as usize) {
+            return Err(ConfigError::new(
+                "congestion_control",
+                "too many CC flows (hosts x SLs x send queues) for the event encoding",
+            ));
+        }
         let port_states = mem::huge_vec(
             np,
             (0..np).map(|p| {
@@ -184,6 +213,7 @@ impl Simulation {
                 .interference
                 .then(|| Box::new(Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
             xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
+            cc,
             #[cfg(test)]
             fault: None,
             topology,

@@ -141,6 +141,8 @@ pub struct Simulation {
     /// (NEVER: it has not) and the window-clipped total (PortXmitWait's time).
     #[allow(clippy::box_collection)] // one pointer in the simulation's hot struct, not three words
     pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
+    /// InfiniBand congestion control (fabric/cc.rs); None (off) costs one check per hop.
+    pub(crate) cc: Option<Box<crate::fabric::cc::CongestionControl>>,
     /// A fault to inject once this many events have run (tests of the conservation check).
     #[cfg(test)]
     fault: Option<(u64, Fault)>,
@@ -191,6 +193,8 @@ impl Simulation {
                 EventKind::Source => self.on_source(id),
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
+                EventKind::CcBecn => self.on_cc_becn(id),
+                EventKind::CcTimer => self.on_cc_timer(id),
             }
             #[cfg(test)]
             self.inject_fault();

@@ -90,6 +90,9 @@ impl Simulation {
         if let Some(e) = error {
             summary.insert("error".into(), json!(e));
         }
+        if let Some(cc) = self.cc_summary() {
+            summary.insert("congestion_control".into(), cc);
+        }
         if let Some(mpi) = self.mpi.as_deref() {
             let mut jobs = mpi.summary(self.now);
             // The fabric's view of each job's messages (network only, not shared memory).

@@ -1,0 +1,468 @@
+//! InfiniBand congestion control (IBA Annex A10; docs/design/congestion-control.md section 4):
+//! switches mark FECN on packets leaving a congested output VL, the destination HCA answers each
+//! marked packet with a CNP (a header-only packet, the BECN) on the same SL, and the source raises
+//! its flow's CCTI, which spaces that flow's packets by the CCT entry's injection delay; a timer
+//! lowers the CCTI again.
+//!
+//! Everything here is reached through `Simulation::cc` (None when the config has no
+//! `congestion_control`): the hot path pays one check per transmission and per delivery, and
+//! one per message head filed at an HCA. The hooks are `cc_mark` (marking at switch ports),
+//! `cc_hca_sent` (throttling at HCAs), `cc_deliver` (FECN -> CNP, CNP -> BECN), `cc_new_hca_head` and the two
+//! event handlers.
+
+use crate::config_cc::{CongestionControlConfig, CC_SLS};
+use crate::ids::{HostId, PortId, QueueId};
+use crate::queue::EventKind;
+use crate::routing::dragonfly::NO_VIA;
+use crate::sim::state::Packet;
+use crate::sim::Simulation;
+use crate::topology::NONE;
+use crate::units::Time;
+use std::collections::HashMap;
+
+/// `Packet::phase` bit: the packet carries a FECN (Dragonfly+ uses 0x01 and `PATH_DECIDED` 0x80).
+pub(crate) const FECN: u8 = 0x40;
+/// `Packet::phase` bit: the packet is a CNP (a BECN to its destination).
+pub(crate) const CNP: u8 = 0x20;
+/// The phase bits congestion control owns; routing must neither read nor clear them.
+pub(crate) const CC_PHASE_BITS: u8 = FECN | CNP;
+
+/// 1.024 µs, the A10 time unit (CCTI_Timer), in picoseconds.
+pub const CC_TIME_UNIT_PS: Time = 1_024_000;
+
+/// One flow's congestion state: per HCA send queue ("QP"), or per (host, SL) when SL-based.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct CcFlow {
+    pub(crate) ccti: u16,
+    pub(crate) timer_running: bool,
+    /// The flow's next packet may start no earlier (end of the last one plus its IRD).
+    pub(crate) next_send_at: Time,
+}
+
+/// A CA setting of one SL, resolved.
+#[derive(Debug, Clone, Copy, Default)]
+struct CcSl {
+    enabled: bool,
+    timer_ps: Time,
+    increase: u16,
+    min: u16,
+    trigger: u16,
+}
+
+/// Whole-run counters (not clipped to the measurement window).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CcStats {
+    pub cnp_packets: u64,
+    pub marks_root: u64,
+    pub marks_victim: u64,
+    pub max_ccti: u16,
+    pub trigger_events: u64,
+}
+
+/// One CCTI change (`congestion_control.trace`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CctiChange {
+    pub time: Time,
+    pub host: u32,
+    pub sl: u8,
+    /// The send queue lane ("QP"); 0 when SL-based.
+    pub lane: u32,
+    pub ccti: u16,
+}
+
+/// One BECN: when the switch marked the packet (its grant) and when the source's CCTI rose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BecnDelay {
+    pub marked_at: Time,
+    pub increased_at: Time,
+    pub host: u32,
+    pub sl: u8,
+}
+
+/// One FECN mark at a switch output port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mark {
+    pub time: Time,
+    pub port: u32,
+    pub vl: u8,
+    pub src: u32,
+    pub dst: u32,
+    pub credits: u32,
+    pub victim: bool,
+}
+
+/// What `congestion_control.trace = true` records.
+#[derive(Debug, Clone, Default)]
+pub struct CcTrace {
+    pub ccti: Vec<CctiChange>,
+    pub becn: Vec<BecnDelay>,
+    pub marks: Vec<Mark>,
+    /// Marking-eligible packets that left a congested output VL (marked or not).
+    pub eligible_in_congestion: u64,
+    /// Marking times of marked packets and CNPs in flight, by packet id.
+    marked_at: HashMap<u32, Time>,
+}
+
+pub(crate) struct CongestionControl {
+    /// Credits still requested at an output VL after a grant from which it is congested
+    /// (u32::MAX: threshold 0, never).
+    threshold_credits: u32,
+    packet_size_credits: u32,
+    marking_rate: u16,
+    victim_ports: [u64; 4],
+    sl_based: bool,
+    sls: [CcSl; CC_SLS],
+    /// (shift, multiplier) per CCT index.
+    cct: Vec<(u32, u64)>,
+    limit: u16,
+    lanes: u32,
+    /// First HCA send queue id, and first CNP queue id (one per host and SL after the send queues).
+    hca_base: u32,
+    cnp_base: u32,
+    /// Serialization of an MTU packet at each host's port (one entry when every link has one rate).
+    t_max: Vec<Time>,
+    pub(crate) flows: Vec<CcFlow>,
+    /// Per (port, VL): marking-eligible packets in congestion since the last mark.
+    mark_counters: Vec<u16>,
+    pub(crate) stats: CcStats,
+    pub(crate) trace: Option<Box<CcTrace>>,
+}
+
+impl CongestionControl {
+    /// `t_max`: an MTU packet's serialization per host port (or one value for all).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        cfg: &CongestionControlConfig,
+        buffer_credits: u32,
+        hosts: u32,
+        lanes: u32,
+        hca_base: u32,
+        port_vls: usize,
+        t_max: Vec<Time>,
+    ) -> CongestionControl {
+        let t = cfg.threshold as u32;
+        let threshold_credits = if t == 0 { u32::MAX } else { ((16 - t) * buffer_credits).div_ceil(16) };
+        let mut victim_ports = [0u64; 4];
+        for &p in &cfg.victim_ports {
+            victim_ports[(p / 64) as usize] |= 1 << (p % 64);
+        }
+        let mut sls = [CcSl::default(); CC_SLS];
+        for (s, c) in sls.iter_mut().zip(&cfg.sls) {
+            *s = CcSl {
+                enabled: c.enabled,
+                timer_ps: c.ccti_timer as Time * CC_TIME_UNIT_PS,
+                increase: c.ccti_increase as u16,
+                min: c.ccti_min as u16,
+                trigger: c.trigger_threshold as u16,
+            };
+        }
+        let per_host = if cfg.sl_based { 1 } else { lanes };
+        let flows = (0..hosts as usize * CC_SLS * per_host as usize)
+            .map(|f| {
+                let sl = (f / per_host as usize) % CC_SLS;
+                CcFlow { ccti: sls[sl].min, timer_running: false, next_send_at: 0 }
+            })
+            .collect();
+        CongestionControl {
+            threshold_credits,
+            packet_size_credits: cfg.packet_size_credits,
+            marking_rate: cfg.marking_rate as u16,
+            victim_ports,
+            sl_based: cfg.sl_based,
+            sls,
+            cct: cfg.cct.iter().map(|&[s, m]| (s, m as u64)).collect(),
+            limit: (cfg.cct.len() - 1) as u16,
+            lanes,
+            hca_base,
+            cnp_base: hca_base + hosts * CC_SLS as u32 * lanes,
+            t_max,
+            flows,
+            mark_counters: vec![0; port_vls],
+            stats: CcStats::default(),
+            trace: cfg.trace.then(Box::default),
+        }
+    }
+
+    /// CC flows (for the event id range check).
+    pub(crate) fn flow_count(&self) -> usize {
+        self.flows.len()
+    }
+
+    /// The flow of (host, SL, lane).
+    #[inline]
+    fn flow(&self, host: u32, sl: u8, lane: u32) -> u32 {
+        let hs = host * CC_SLS as u32 + sl as u32;
+        if self.sl_based {
+            hs
+        } else {
+            hs * self.lanes + lane
+        }
+    }
+
+    /// (host, SL, lane) of a flow.
+    fn flow_parts(&self, flow: u32) -> (u32, u8, u32) {
+        let (hs, lane) = if self.sl_based { (flow, 0) } else { (flow / self.lanes, flow % self.lanes) };
+        (hs / CC_SLS as u32, (hs % CC_SLS as u32) as u8, lane)
+    }
+
+    /// The HCA send queues a flow's throttling gates: its own lane, or every lane of its SL.
+    fn flow_queues(&self, flow: u32) -> std::ops::Range<u32> {
+        let (host, sl, lane) = self.flow_parts(flow);
+        let first = self.hca_base + (host * CC_SLS as u32 + sl as u32) * self.lanes;
+        if self.sl_based {
+            first..first + self.lanes
+        } else {
+            first + lane..first + lane + 1
+        }
+    }
+
+    /// The flow a data packet from HCA send queue `q` belongs to (its SL may have CC off).
+    #[inline]
+    fn flow_of_queue(&self, q: QueueId) -> u32 {
+        let i = q.0 - self.hca_base;
+        if self.sl_based {
+            i / self.lanes
+        } else {
+            i
+        }
+    }
+
+    /// The injection delay of CCT index `ccti` at host `host`: (T_max >> shift) x multiplier.
+    #[inline]
+    pub(crate) fn ird(&self, host: u32, ccti: u16) -> Time {
+        let t_max = self.t_max[if self.t_max.len() == 1 { 0 } else { host as usize }];
+        let (shift, mult) = self.cct[ccti as usize];
+        (t_max >> shift) * mult
+    }
+
+    fn record_ccti(&mut self, now: Time, flow: u32) {
+        let ccti = self.flows[flow as usize].ccti;
+        let (host, sl, lane) = self.flow_parts(flow);
+        if let Some(t) = self.trace.as_deref_mut() {
+            t.ccti.push(CctiChange { time: now, host, sl, lane, ccti });
+        }
+    }
+}
+
+impl Simulation {
+    /// FECN marking as switch port `port` starts sending packet `id` on `vl` (after its request
+    /// was taken off the VL's list, before the input's next head is filed): congested (the
+    /// credits still requested reach the threshold), a root (or a victim port while
+    /// credit-blocked), big enough, and due by the marking rate.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cc_mark(&mut self, port: PortId, id: u32, vl: u8, was_blocked: bool) {
+        let now = self.now;
+        let idx = self.port_vl(port, vl);
+        let requested = self.port_vls[idx].requested_credits;
+        let local = self.ports[port].local as u32;
+        let pk = self.packets.items[id as usize];
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        if pk.phase & CC_PHASE_BITS != 0 || requested < cc.threshold_credits {
+            return; // already marked, a CNP, or not congested
+        }
+        if pk.credits() < cc.packet_size_credits {
+            return;
+        }
+        let victim = was_blocked;
+        if victim && cc.victim_ports[(local / 64) as usize] & (1 << (local % 64)) == 0 {
+            return;
+        }
+        if let Some(t) = cc.trace.as_deref_mut() {
+            t.eligible_in_congestion += 1;
+        }
+        let counter = &mut cc.mark_counters[idx];
+        if *counter < cc.marking_rate {
+            *counter += 1;
+            return;
+        }
+        *counter = 0;
+        self.packets.items[id as usize].phase |= FECN;
+        if victim {
+            cc.stats.marks_victim += 1;
+        } else {
+            cc.stats.marks_root += 1;
+        }
+        if let Some(t) = cc.trace.as_deref_mut() {
+            t.marked_at.insert(id, now);
+            let (src, dst, credits) = (pk.src.0, pk.dst.0, pk.credits());
+            t.marks.push(Mark { time: now, port: port.0, vl, src, dst, credits, victim });
+        }
+    }
+
+    /// An HCA starts sending packet `id` from its send queue `q`, ending at `done`: a data
+    /// packet's flow holds its next packet back by the IRD of its CCTI. Returns whether `id` is
+    /// a CNP (no message of its own: the caller skips the message bookkeeping).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cc_hca_sent(&mut self, q: QueueId, id: u32, done: Time) -> bool {
+        let pk = self.packets.items[id as usize];
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        if pk.phase & CNP != 0 {
+            return true;
+        }
+        if !cc.sls[pk.sl as usize].enabled {
+            return false;
+        }
+        let flow = cc.flow_of_queue(q);
+        let next = done + cc.ird(pk.src.0, cc.flows[flow as usize].ccti);
+        cc.flows[flow as usize].next_send_at = next;
+        for lane_q in cc.flow_queues(flow).map(QueueId) {
+            let queue = &mut self.queues[lane_q];
+            if queue.head != NONE {
+                let head = &mut self.packets.items[queue.head as usize];
+                head.eligible_at = head.eligible_at.max(next);
+                // Filed heads (other lanes of an SL-based flow) wait too; queue `q`'s new head
+                // is filed after this, from the packet.
+                queue.head_eligible_at = queue.head_eligible_at.max(next);
+            }
+        }
+        false
+    }
+
+    /// A packet became the head of HCA send queue `q` (a message injected into an empty queue):
+    /// it waits for its flow's throttle.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cc_new_hca_head(&mut self, q: QueueId, id: u32) {
+        let cc = self.cc.as_deref().expect("congestion control on");
+        let pk = &self.packets.items[id as usize];
+        if !cc.sls[pk.sl as usize].enabled {
+            return;
+        }
+        let next = cc.flows[cc.flow_of_queue(q) as usize].next_send_at;
+        let pk = &mut self.packets.items[id as usize];
+        pk.eligible_at = pk.eligible_at.max(next);
+    }
+
+    /// Congestion control's part of delivering packet `id` (tail at `tail`): a FECN-marked packet
+    /// gets a CNP back to its source; a CNP is consumed here (its BECN takes effect at `tail`).
+    /// Returns true when `id` was a CNP (fully handled).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn cc_deliver(&mut self, id: u32, tail: Time) -> bool {
+        let pk = self.packets.items[id as usize];
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        if pk.phase & CNP != 0 {
+            // The source (the CNP's destination) throttles the flow of the marked packet.
+            let flow = cc.flow(pk.dst.0, pk.sl, pk.src.0 % cc.lanes);
+            if let Some(t) = cc.trace.as_deref_mut() {
+                if let Some(marked_at) = t.marked_at.remove(&id) {
+                    t.becn.push(BecnDelay { marked_at, increased_at: tail, host: pk.dst.0, sl: pk.sl });
+                }
+            }
+            if cc.sls[pk.sl as usize].enabled {
+                self.events.push(tail, EventKind::CcBecn, flow);
+            }
+            self.packets.remove(id);
+            self.packets_delivered_total += 1;
+            return true;
+        }
+        if pk.phase & FECN == 0 {
+            return false;
+        }
+        // One CNP per marked packet, header only, on the marked packet's SL, sent when its tail
+        // has arrived. It names the marked packet's message only so that it is a valid index.
+        let cnp = Packet {
+            eligible_at: tail,
+            message: pk.message,
+            src: pk.dst,
+            dst: pk.src,
+            next: NONE,
+            wire_bytes: self.header as u16,
+            class: pk.class,
+            sl: pk.sl,
+            phase: CNP,
+            via: NO_VIA,
+        };
+        cc.stats.cnp_packets += 1;
+        let q = QueueId(cc.cnp_base + pk.dst.0 * CC_SLS as u32 + pk.sl as u32);
+        let marked_at = cc.trace.as_deref_mut().and_then(|t| t.marked_at.remove(&id));
+        let cnp_id = self.packets.insert(cnp);
+        self.packets_created += 1;
+        if let (Some(t), Some(at)) = (self.cc.as_deref_mut().and_then(|c| c.trace.as_deref_mut()), marked_at) {
+            t.marked_at.insert(cnp_id, at);
+        }
+        if self.queues[q].push(cnp_id, &mut self.packets.items) {
+            self.register_head(q, None, None);
+        }
+        false
+    }
+
+    /// A BECN reaches its source: the flow's CCTI rises; its timer starts if idle.
+    pub(crate) fn on_cc_becn(&mut self, flow: u32) {
+        let now = self.now;
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        let (_, sl, _) = cc.flow_parts(flow);
+        let s = cc.sls[sl as usize];
+        let f = &mut cc.flows[flow as usize];
+        let before = f.ccti;
+        f.ccti = (f.ccti as u32 + s.increase as u32).min(cc.limit as u32) as u16;
+        let ccti = f.ccti;
+        let start_timer = !f.timer_running;
+        f.timer_running = true;
+        cc.stats.max_ccti = cc.stats.max_ccti.max(ccti);
+        if s.trigger != 0 && ccti >= s.trigger {
+            cc.stats.trigger_events += 1;
+        }
+        if ccti != before {
+            cc.record_ccti(now, flow);
+        }
+        if start_timer {
+            self.events.push(now + s.timer_ps, EventKind::CcTimer, flow);
+        }
+    }
+
+    /// A flow's CCTI timer expires: one step down, re-armed while above the minimum.
+    pub(crate) fn on_cc_timer(&mut self, flow: u32) {
+        let now = self.now;
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        let (_, sl, _) = cc.flow_parts(flow);
+        let s = cc.sls[sl as usize];
+        let f = &mut cc.flows[flow as usize];
+        if f.ccti > s.min {
+            f.ccti -= 1;
+            cc.record_ccti(now, flow);
+        }
+        let f = &mut cc.flows[flow as usize];
+        if f.ccti > s.min {
+            self.events.push(now + s.timer_ps, EventKind::CcTimer, flow);
+        } else {
+            f.timer_running = false;
+        }
+    }
+
+    /// The summary's `congestion_control` object (None with CC off).
+    pub(crate) fn cc_summary(&self) -> Option<serde_json::Value> {
+        let cc = self.cc.as_deref()?;
+        let s = cc.stats;
+        Some(serde_json::json!({
+            "cnp_packets": s.cnp_packets,
+            "marks_root": s.marks_root,
+            "marks_victim": s.marks_victim,
+            "max_ccti": s.max_ccti,
+            "trigger_events": s.trigger_events,
+        }))
+    }
+
+    /// The CCTI and BECN trace (`congestion_control.trace = true`), for validation.
+    pub fn cc_trace(&self) -> Option<&CcTrace> {
+        self.cc.as_deref()?.trace.as_deref()
+    }
+
+    /// Congestion control's counters (None with CC off).
+    pub fn cc_stats(&self) -> Option<CcStats> {
+        self.cc.as_deref().map(|c| c.stats)
+    }
+
+    /// The current CCTI of (host, SL, lane) (lane ignored when SL-based; None with CC off).
+    pub fn cc_ccti(&self, host: HostId, sl: u8, lane: u32) -> Option<u16> {
+        let cc = self.cc.as_deref()?;
+        Some(cc.flows[cc.flow(host.0, sl, lane) as usize].ccti)
+    }
+
+    /// The injection delay (ps) of CCT index `ccti` at `host` (None with CC off).
+    pub fn cc_ird(&self, host: HostId, ccti: u16) -> Option<Time> {
+        Some(self.cc.as_deref()?.ird(host.0, ccti))
+    }
+}
