@@ -572,7 +572,18 @@ def import_opensm_command(
         for key, value in tables.items():
             lines.append(f"{key} = {json.dumps(value)}")
         lines.append("")
+    if qos.congestion_control is not None:
+        lines.append("[congestion_control]")
+        lines += [f"{key} = {_toml_value(value)}" for key, value in qos.congestion_control.items()]
+        lines.append("")
     typer.echo("\n".join(lines))
+
+
+def _toml_value(value: Any) -> str:
+    """A value as TOML writes it (JSON's forms for numbers, strings and lists; tables inline)."""
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + " }"
+    return "true" if value is True else "false" if value is False else json.dumps(value)
 
 
 @app.command("compare-counters")

@@ -142,6 +142,26 @@ class MpiConfig(TypedDict):
     shm_gbps: float
 
 
+class CcSlConfig(TypedDict):
+    enabled: bool  # in ca_cong_setting_control_map
+    ccti_timer: int  # 1.024 µs units
+    ccti_increase: int
+    ccti_min: int
+    trigger_threshold: int
+
+
+class CongestionControlConfig(TypedDict):
+    """config_cc.rs ``CongestionControlConfig``: present only when enabled."""
+
+    threshold: int
+    packet_size_credits: int
+    marking_rate: int
+    victim_ports: list[int]  # local switch ports (IB port - 1): Victim_Mask bit b is local port b - 1
+    sl_based: bool
+    sls: list[CcSlConfig]  # 16, SL0..SL15
+    cct: list[list[int]]  # [shift, multiplier]
+
+
 class EngineConfig(TypedDict):
     """The resolved scenario, as the engine takes it (config.rs ``EngineConfig``)."""
 
@@ -154,6 +174,7 @@ class EngineConfig(TypedDict):
     run: RunConfig
     jobs: list[JobConfig]
     mpi: MpiConfig
+    congestion_control: NotRequired[CongestionControlConfig]  # left out when off: runs and golden inputs as before
 
 
 def engine_topology(scenario: "Scenario") -> TopologyConfig:
@@ -179,6 +200,25 @@ def engine_routing(scenario: "Scenario") -> RoutingConfig:
     return routing
 
 
+def engine_congestion_control(scenario: "Scenario") -> CongestionControlConfig:
+    """The ``congestion_control`` part of an enabled [congestion_control] table."""
+    cc = scenario.congestion_control
+    mask = cc.sw_cong_setting_victim_mask
+    return {
+        "threshold": cc.sw_cong_setting_threshold,
+        "packet_size_credits": cc.sw_cong_setting_packet_size,
+        "marking_rate": cc.sw_cong_setting_marking_rate,
+        # Bit 0 is switch port 0 (management), which carries no data here.
+        "victim_ports": [bit - 1 for bit in range(1, 255) if mask >> bit & 1],
+        "sl_based": bool(cc.ca_cong_setting_port_control & 1),
+        "sls": [{"enabled": bool(cc.ca_cong_setting_control_map >> sl & 1),
+                 "ccti_timer": cc.ca_cong_setting_ccti_timer[sl], "ccti_increase": cc.ca_cong_setting_ccti_increase[sl],
+                 "ccti_min": cc.ca_cong_setting_ccti_min[sl],
+                 "trigger_threshold": cc.ca_cong_setting_trigger_threshold[sl]} for sl in range(16)],
+        "cct": [[shift, multiplier] for shift, multiplier in cc.cct],
+    }
+
+
 def engine_config(scenario: "Scenario") -> EngineConfig:
     """The engine config of a validated scenario: every key present, no shorthand. The one place
     it is built; its JSON (``qoslab.simulate.encode``) is what golden inputs and runs hash."""
@@ -191,7 +231,7 @@ def engine_config(scenario: "Scenario") -> EngineConfig:
         run["interference"] = True
     if scenario.run.port_counters:
         run["port_counters"] = True
-    return {
+    config: EngineConfig = {
         "seed": scenario.seed,
         "fabric": {
             "link_gbps": float(f.link_gbps),
@@ -247,3 +287,6 @@ def engine_config(scenario: "Scenario") -> EngineConfig:
         ],
         "mpi": cast(MpiConfig, scenario.mpi.engine()),
     }
+    if scenario.congestion_control.enabled:
+        config["congestion_control"] = engine_congestion_control(scenario)
+    return config

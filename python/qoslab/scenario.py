@@ -26,6 +26,7 @@ from qoslab.host_lists import expand_hosts, has_names, resolve_names
 from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.placement import PlacementError, place_jobs
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
+from qoslab.scenario_cc import CongestionControl
 from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
 from qoslab.scenario_network import (
     DATA_VL_CHOICES,
@@ -87,6 +88,7 @@ class Scenario(_Table):
     jobs: list[Job] = Field(default_factory=list)
     mpi: Mpi = Field(default_factory=Mpi)
     run: Run = Field(default_factory=Run)
+    congestion_control: CongestionControl = Field(default_factory=CongestionControl)
 
     _source: str | None = PrivateAttr(default=None)
     _placements: list[list[int]] = PrivateAttr(default_factory=list)
@@ -259,6 +261,8 @@ class Scenario(_Table):
         for key in ("interference", "port_counters"):  # outputs, off by default: the same
             if not getattr(self.run, key):
                 data["run"].pop(key)
+        if not self.congestion_control.enabled:  # off by default: run ids as before it existed
+            data.pop("congestion_control")
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)

@@ -94,11 +94,16 @@ def parse_port_mask(value: Any) -> int:
 
 
 def _per_sl(limit: int, what: str):
-    """A CA value for every SL (one number) or by SL ({ 0 = 10, 3 = 40 }; other SLs 0)."""
+    """A CA value for every SL (one number), by SL ({ 0 = 10, 3 = 40 }; other SLs 0), or a list of
+    16 (SL0..SL15, as the resolved scenario writes it)."""
 
     def parse(value: Any) -> list[int]:
         if _is_int(value):
             values = [int(value)] * SL_COUNT
+        elif isinstance(value, (list, tuple)):
+            if len(value) != SL_COUNT or not all(_is_int(v) for v in value):
+                raise problem(f"expected {SL_COUNT} integers (SL0..SL15), got {show(value)}")
+            values = [int(v) for v in value]
         elif isinstance(value, dict):
             values = [0] * SL_COUNT
             for key, v in value.items():

@@ -21,6 +21,7 @@ from qoslab.deploy.mpi_env import (
     rank_wrapper_text,
 )
 from qoslab.deploy.names import (
+    ExportError,
     check_name,
     comment,
     conf_word,
@@ -34,6 +35,7 @@ from qoslab.io.opensm import (
     routing_engine_warnings,
     write_opensm_conf,
 )
+from qoslab.io.opensm_cc import cc_lines
 from qoslab.scenario import Scenario
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
@@ -74,6 +76,11 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
                       "OpenSM's. To simulate this file again, give only the QoS VLs and routing.vls.")
     tables = {port: scenario.engine_port_qos(port) for port in ("ca", "swe")}
     conf = write_opensm_conf(tables, scenario.fabric.data_vls, policy_file, header)
+    try:
+        congestion = cc_lines(scenario.congestion_control)
+    except ValueError as error:  # a CCT line OpenSM would cut
+        raise ExportError(str(error)) from None
+    conf += "\n".join(["# congestion control ([congestion_control])", *congestion]) + "\n"
     warnings: list[str] = []
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
