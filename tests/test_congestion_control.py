@@ -60,3 +60,15 @@ def test_export_writes_it_and_import_reads_it_back(tmp_path):
     (tmp_path / "back.toml").write_text("[topology]\nkind = \"xgft\"\nm = [4, 4]\nw = [1, 2]\n" + text)
     back = Scenario.from_toml(tmp_path / "back.toml")
     assert engine_config(back)["congestion_control"] == engine_config(Scenario.from_toml(GOLDEN))["congestion_control"]
+
+
+def test_off_writes_nothing_and_a_base_that_enables_it_is_warned_about(tmp_path):
+    plain = tmp_path / "plain.toml"
+    plain.write_text(GOLDEN.read_text().replace("enabled = true", "enabled = false"))
+    base = tmp_path / "site.conf"
+    base.write_text("congestion_control TRUE\ncc_sw_cong_setting_threshold 0x0F\nqos FALSE\n")
+    done = CliRunner().invoke(app, ["export", "opensm", str(plain), "--out", str(tmp_path / "conf"), "--base", str(base)])
+    assert done.exit_code == 0, done.output
+    conf = (tmp_path / "conf" / "opensm.conf").read_text()
+    assert "congestion_control TRUE" in conf and "congestion_control FALSE" not in conf  # the site's own, kept
+    assert "simulated the policy without congestion control" in done.output

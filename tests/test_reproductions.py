@@ -111,3 +111,22 @@ def test_equal_vls_cost_only_what_interleaving_costs_without_a_congestor(tmp_pat
     # of different VLs interleave on a link, so a message finishes later than in one FIFO
     # (docs/reproductions.md). The bound is what we measure, not the 2% guess.
     assert 1.0 <= ratio <= at_most
+
+
+def test_congestion_control_and_qos_together_protect_the_canaries_best(tmp_path):
+    """docs/reproductions.md, "Congestion control with QoS": the study as the example ships it.
+    What we measure: CC alone cuts the total contention; QoS alone cuts the bandwidth canary's
+    impact; both together give the lowest total contention and bandwidth-canary impact."""
+    study = Study.from_toml(EXAMPLES / "congestion-control" / "study.toml")
+    outcome = study.run(tmp_path, executor="local", workers=2)
+    sweep = outcome.tables["sweep"].set_index(["congestion_control.enabled", "policy"])
+    total = sweep["total_contention_us"]
+    assert total[(True, "default")] < 0.7 * total[(False, "default")]
+    assert total[(True, "per-job[canaries high]")] == total.min()
+    cif = {}
+    for point, enabled in ((0, False), (1, True)):
+        gpcnet = pd.read_parquet(tmp_path / "points" / f"point={point}" / "gpcnet.parquet")
+        for row in gpcnet[gpcnet["job"] == "rr-bandwidth"].itertuples():
+            cif[(enabled, row.policy)] = row.cif_average
+    assert cif[(False, "per-job[canaries high]")] < 0.8 * cif[(False, "default")]
+    assert cif[(True, "per-job[canaries high]")] == min(cif.values())

@@ -38,6 +38,17 @@ from qoslab.io.opensm import (
 from qoslab.io.opensm_cc import cc_lines
 from qoslab.scenario import Scenario
 
+
+def _enables_cc(conf: str) -> bool:
+    """Whether an opensm.conf turns congestion control on (its last congestion_control line wins)."""
+    value = "FALSE"
+    for line in conf.splitlines():
+        words = line.split("#", 1)[0].split()
+        if len(words) >= 2 and words[0] == "congestion_control":
+            value = words[1]
+    return value == "TRUE"
+
+
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
 
 
@@ -76,15 +87,23 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
                       "OpenSM's. To simulate this file again, give only the QoS VLs and routing.vls.")
     tables = {port: scenario.engine_port_qos(port) for port in ("ca", "swe")}
     conf = write_opensm_conf(tables, scenario.fabric.data_vls, policy_file, header)
-    try:
-        congestion = cc_lines(scenario.congestion_control)
-    except ValueError as error:  # a CCT line OpenSM would cut
-        raise ExportError(str(error)) from None
-    conf += "\n".join(["# congestion control ([congestion_control])", *congestion]) + "\n"
+    if scenario.congestion_control.enabled:
+        try:
+            congestion = cc_lines(scenario.congestion_control)
+        except ValueError as error:  # a CCT line OpenSM would cut
+            raise ExportError(str(error)) from None
+        conf += "\n".join(["# congestion control, as simulated ([congestion_control])", *congestion]) + "\n"
+    else:
+        # Nothing written: `congestion_control FALSE` would switch off a site's own setting on --base.
+        conf += "# congestion control: not simulated ([congestion_control] is off); OpenSM's setting is left as it is\n"
     warnings: list[str] = []
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)
+        if not scenario.congestion_control.enabled and _enables_cc(base):
+            warnings.append(f"{base_source}: congestion_control TRUE, but the scenario simulated the policy without "
+                            "congestion control: add its cc_* settings as [congestion_control] (qoslab import opensm "
+                            "prints them) and simulate again")
     notes: list[str] = []
     if layers > 1:
         notes.append(f"Routing takes {layers} VL layers: the VLArb tables in opensm.conf list every QoS VL once per "

@@ -34,8 +34,9 @@ class OpenSmCcError(FileLineError):
 
 
 def cc_lines(cc: CongestionControl) -> list[str]:
-    """The congestion-control lines of opensm.conf for `cc`: with enabled = false, only
-    `congestion_control FALSE`; else every setting, so a merged file leaves nothing to a default."""
+    """The congestion-control lines of opensm.conf for `cc`, every setting, so that a merged file
+    leaves nothing to a default; for a table that is off, `congestion_control FALSE` alone (the
+    export writes nothing then, so as not to switch off a site's own setting)."""
     if not cc.enabled:
         return ["congestion_control FALSE"]
     lines = ["congestion_control TRUE", *MANAGEMENT]
