@@ -53,11 +53,12 @@ GOALS = {
     "rate_8192_over_1024": 0.7,
     "dragonfly_rate_over_fat_tree_rate": 0.8,
     "attribution_on_over_off": 0.9,  # issue 16: interference attribution costs under 10% of the hop rate
+    "congestion_control_on_over_off": 0.85,  # issue 17: CC on costs at most 15% of the hop rate (load 0.5)
     "startup_seconds": 0.25,  # issue 15: a whole-process `qoslab run` of ft45_u04 (20 µs)
 }
 
 
-def run_scenario(name, topology, load, duration_us, queue):
+def run_scenario(name, topology, load, duration_us, queue, congestion_control=False):
     from qoslab import Scenario, simulate
 
     routing = {"algorithm": name.rsplit(" ", 1)[-1]} if topology["kind"] == "dragonfly-plus" else {}
@@ -67,6 +68,8 @@ def run_scenario(name, topology, load, duration_us, queue):
         routing=routing,
         traffic=[{"pattern": "uniform", "load": load, "message_bytes": 4096}],
         run={"duration_us": duration_us, "warmup_us": duration_us / 10},
+        # The scenario's defaults (threshold 15, the mellanox-default CCT), every SL controlled.
+        congestion_control={"enabled": congestion_control},
     )
     t0 = time.perf_counter()
     summary = simulate(scenario).summary
@@ -149,6 +152,23 @@ def attribution_cost(ctx, scale, rounds):
         for on in (False, True):
             queue = ctx.Queue()
             proc = ctx.Process(target=run_jobs, args=(scale, queue, on))
+            proc.start()
+            row = queue.get()
+            proc.join()
+            best[on] = max(best[on], row["packet_hops_per_second"])
+    return {"rounds": rounds, "best_packet_hops_per_second_off": best[False],
+            "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
+
+
+def congestion_control_cost(ctx, scale, rounds):
+    """The 1024-host fat tree at load 0.5 with congestion control off and on, alternating, best
+    of N each (issue 17: on at most 15% slower)."""
+    best = {False: 0.0, True: 0.0}
+    for _ in range(rounds):
+        for on in (False, True):
+            queue = ctx.Queue()
+            proc = ctx.Process(target=run_scenario, args=("fat-tree-1024 uniform load 0.5", FULL_1024, 0.5, 500.0 * scale,
+                                                          queue, on))
             proc.start()
             row = queue.get()
             proc.join()
@@ -307,6 +327,8 @@ def main(argv=None):
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
     attribution = attribution_cost(ctx, args.scale, args.rounds)
     print(f"{f'attribution on/off, alternating (best of {args.rounds})':40s} {attribution['on_over_off']:.2f}", flush=True)
+    congestion = congestion_control_cost(ctx, args.scale, args.rounds)
+    print(f"{f'congestion control on/off (best of {args.rounds})':40s} {congestion['on_over_off']:.2f}", flush=True)
     start = startup()
     if start:
         print(f"{'qoslab run ' + start['scenario'] + ', whole process':40s} best {start['best_seconds']:.2f} s  "
@@ -322,6 +344,7 @@ def main(argv=None):
         "dragonfly_alternating": paired,
         "size_alternating": sizes,
         "attribution_alternating": attribution,
+        "congestion_control_alternating": congestion,
         "instructions": instructions,
         "startup": start,
         "goals": GOALS,
@@ -334,6 +357,7 @@ def main(argv=None):
             "dragonfly_rate_over_fat_tree_rate": min(paired["minimal_over_fat_tree"], paired["adaptive_over_fat_tree"]),
             "mpi_rate_over_open_loop_rate": jobs_row["packet_hops_per_second"] / rate_1024,
             "attribution_on_over_off": attribution["on_over_off"],
+            "congestion_control_on_over_off": congestion["on_over_off"],
         },
     }
     if instructions:
