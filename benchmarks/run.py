@@ -130,51 +130,47 @@ PAIRED_SIZE = [("fat-tree-1024 uniform load 0.5", FULL_1024, 500.0),
                ("fat-tree-8192 uniform load 0.5", FULL_8192, 80.0)]
 
 
+def in_child(ctx, target, *args, **kwargs):
+    """`target(*args, **kwargs, queue=...)` in a fresh process (a fresh heap and caches); its row."""
+    queue = ctx.Queue()
+    proc = ctx.Process(target=target, args=args, kwargs={**kwargs, "queue": queue})
+    proc.start()
+    row = queue.get()
+    proc.join()
+    return row
+
+
 def alternating(ctx, cases, scale, rounds):
     """Best packet-hop rate of each case over `rounds` rounds that run the cases in turn."""
     best: dict[str, float] = {}
     for _ in range(rounds):
         for name, topology, duration_us in cases:
-            queue = ctx.Queue()
-            proc = ctx.Process(target=run_scenario, args=(name, topology, 0.5, duration_us * scale, queue))
-            proc.start()
-            row = queue.get()
-            proc.join()
+            row = in_child(ctx, run_scenario, name, topology, 0.5, duration_us * scale)
             best[name] = max(best.get(name, 0.0), row["packet_hops_per_second"])
     return {"rounds": rounds, "duration_us": {name: d * scale for name, _, d in cases},
             "best_packet_hops_per_second": best}
 
 
-def attribution_cost(ctx, scale, rounds):
-    """The four-jobs run with interference attribution off and on, alternating, best of N each."""
+def on_off_cost(ctx, rounds, switch, target, *args):
+    """`target(*args)` with its option `switch` off and on, alternating, best rate of N each."""
     best = {False: 0.0, True: 0.0}
     for _ in range(rounds):
         for on in (False, True):
-            queue = ctx.Queue()
-            proc = ctx.Process(target=run_jobs, args=(scale, queue, on))
-            proc.start()
-            row = queue.get()
-            proc.join()
-            best[on] = max(best[on], row["packet_hops_per_second"])
+            best[on] = max(best[on], in_child(ctx, target, *args, **{switch: on})["packet_hops_per_second"])
     return {"rounds": rounds, "best_packet_hops_per_second_off": best[False],
             "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
+
+
+def attribution_cost(ctx, scale, rounds):
+    """The four-jobs run with interference attribution off and on (issue 16: on at most 10% slower)."""
+    return on_off_cost(ctx, rounds, "interference", run_jobs, scale)
 
 
 def congestion_control_cost(ctx, scale, rounds):
-    """The 1024-host fat tree at load 0.5 with congestion control off and on, alternating, best
-    of N each (issue 17: on at most 15% slower)."""
-    best = {False: 0.0, True: 0.0}
-    for _ in range(rounds):
-        for on in (False, True):
-            queue = ctx.Queue()
-            proc = ctx.Process(target=run_scenario, args=("fat-tree-1024 uniform load 0.5", FULL_1024, 0.5, 500.0 * scale,
-                                                          queue, on))
-            proc.start()
-            row = queue.get()
-            proc.join()
-            best[on] = max(best[on], row["packet_hops_per_second"])
-    return {"rounds": rounds, "best_packet_hops_per_second_off": best[False],
-            "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
+    """The 1024-host fat tree at load 0.5 with congestion control off and on (issue 17: on at
+    most 15% slower)."""
+    return on_off_cost(ctx, rounds, "congestion_control", run_scenario, "fat-tree-1024 uniform load 0.5", FULL_1024,
+                       0.5, 500.0 * scale)
 
 
 # Instruction counts do not drift with the machine: callgrind counts what Simulation::run_reporting and the
@@ -293,11 +289,7 @@ def main(argv=None):
     ctx = multiprocessing.get_context("spawn")
     results = []
     for name, topology, load, duration in SCENARIOS:
-        queue = ctx.Queue()
-        proc = ctx.Process(target=run_scenario, args=(name, topology, load, duration * args.scale, queue))
-        proc.start()
-        row = queue.get()
-        proc.join()
+        row = in_child(ctx, run_scenario, name, topology, load, duration * args.scale)
         bare = bare_queue(max(row["mean_pending_events"], 1), max(2e6 * args.scale, 1e5))
         row["bare_queue_events_per_second"] = bare["events_per_second"]
         row["ratio_to_bare_queue"] = row["packet_hops_per_second"] / bare["events_per_second"]
@@ -318,11 +310,7 @@ def main(argv=None):
     print(f"{f'8192/1024 hosts, alternating (best of {args.rounds})':40s} {sizes['rate_8192_over_1024']:.2f}  "
           f"best 1024 rate {best_1024 / 1e6:.2f} M hops/s", flush=True)
     instructions = instruction_counts() if args.instructions else None
-    queue = ctx.Queue()
-    proc = ctx.Process(target=run_jobs, args=(args.scale, queue))
-    proc.start()
-    jobs_row = queue.get()
-    proc.join()
+    jobs_row = in_child(ctx, run_jobs, args.scale)
     print(f"{jobs_row['name']:40s} {jobs_row['packet_hops_per_second'] / 1e6:6.2f} M hops/s  "
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
     attribution = attribution_cost(ctx, args.scale, args.rounds)
