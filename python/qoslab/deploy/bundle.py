@@ -31,23 +31,13 @@ from qoslab.deploy.names import (
     shell_word,
 )
 from qoslab.io.opensm import (
+    enables_congestion_control,
     merge_opensm_conf,
     routing_engine_warnings,
     write_opensm_conf,
 )
 from qoslab.io.opensm_cc import cc_lines
 from qoslab.scenario import Scenario
-
-
-def _enables_cc(conf: str) -> bool:
-    """Whether an opensm.conf turns congestion control on (its last congestion_control line wins)."""
-    value = "FALSE"
-    for line in conf.splitlines():
-        words = line.split("#", 1)[0].split()
-        if len(words) >= 2 and words[0] == "congestion_control":
-            value = words[1]
-    return value == "TRUE"
-
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
 
@@ -100,7 +90,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)
-        if not scenario.congestion_control.enabled and _enables_cc(base):
+        if not scenario.congestion_control.enabled and enables_congestion_control(base):
             warnings.append(f"{base_source}: congestion_control TRUE, but the scenario simulated the policy without "
                             "congestion control: add its cc_* settings as [congestion_control] (qoslab import opensm "
                             "prints them) and simulate again")

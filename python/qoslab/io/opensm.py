@@ -127,6 +127,14 @@ def routing_engine_warnings(conf: str, source: str) -> list[str]:
     return warnings
 
 
+def enables_congestion_control(conf: str) -> bool:
+    """Whether an opensm.conf turns congestion control on (its last congestion_control line wins,
+    compared with 'TRUE' exactly, as OpenSM does)."""
+    lines = conf.splitlines()
+    values = [lines[i].split("#", 1)[0].split()[1:2] for i, key in _option_lines(conf) if key == "congestion_control"]
+    return bool(values) and values[-1] == ["TRUE"]
+
+
 class OpenSmConfError(FileLineError):
     """An opensm.conf qoslab cannot read; names the file and line."""
 

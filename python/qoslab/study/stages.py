@@ -55,7 +55,6 @@ class Stages:
         # An array task's stage whose other runs were missing when it ended: raised only if a
         # later stage is asked for (it could not start), so a task's last stage just ends.
         self.waiting: StageWaiting | None = None
-        self.run_ids: list[str] = []  # every run a stage asked for, in order (a run asked for twice, twice)
         self.reused = 0  # runs found stored and finished, counted each time a stage asks for one
         self.unapplied: set[str] = set()  # runs stored as failed by `fail`: nothing to run
 
@@ -66,7 +65,6 @@ class Stages:
             raise self.waiting
         todo = []
         for spec in specs:
-            self.run_ids.append(spec.run_id)
             if self.store.finished(spec.run_id):
                 self.reused += 1
             elif spec.run_id not in self.unapplied:
