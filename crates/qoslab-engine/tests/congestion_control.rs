@@ -275,9 +275,9 @@ fn n_to_1_converges_to_fair_shares_and_cc_off_drags_the_victim_down() {
     }
     assert!(sum >= 0.9, "together >= 0.9 of the hot link: {report}");
     assert!(victim_on > 5.0 * victim_off, "CC on relieves the victim: {report}");
-    // The issue's criterion: the victim recovers most of its bandwidth (measured 0.775; see below
-    // for why not the design note's 0.8).
-    assert!(victim_on > 0.5, "CC on: the victim recovers most of its rate alone: {report}");
+    // The issue asks that the victim recover most of its bandwidth: asserted as measured (0.775;
+    // see below for why not the design note's 0.8).
+    assert!(victim_on >= 0.75, "CC on: the victim recovers most of its rate alone (measured 0.775): {report}");
 }
 
 // The design note's victim criterion (>= 0.8 of its rate alone), which this model does not meet (measured 0.775 with these
