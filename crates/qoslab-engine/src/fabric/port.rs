@@ -87,9 +87,6 @@ impl Simulation {
         let q = ps.tx_queue;
         let queue = &mut self.queues[q];
         queue.busy = false;
-        if self.attribution.is_some() && queue.head != NONE {
-            self.attribute_freed(q);
-        }
         let queue = &self.queues[q];
         // The queue's next packet may now go, possibly to another output.
         let out = queue.out_port;

@@ -65,7 +65,7 @@ impl Simulation {
             (None, Some(site)) => self.route(site, src, dst, sl),
         };
         if self.attribution.is_some() {
-            self.attribute_head(q, out_port, out_vl, eligible, class);
+            self.attribute_head(q, eligible, class);
         }
         let queue = &mut self.queues[q];
         queue.out_port = out_port;
@@ -95,9 +95,6 @@ impl Simulation {
     /// just before it (NONE if it is the oldest).
     #[inline]
     pub(crate) fn unfile_request(&mut self, idx: usize, prev: QueueId, q: QueueId) {
-        if let Some(a) = self.attribution.as_deref_mut() {
-            a.granted(idx, q);
-        }
         let queue = self.queues[q];
         let pv = &mut self.port_vls[idx];
         if prev.is_none() {

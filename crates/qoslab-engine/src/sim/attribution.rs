@@ -15,8 +15,11 @@
 //!
 //! A head counts as filed from the moment it reaches the head of a queue that is free (its
 //! header has arrived, less the switch delay). Charges are clipped to the measurement window.
-//! Off (the default), none of this runs: the engine checks one `Option` per filing, grant,
-//! stall and transmission.
+//! The heads waiting at a port are exactly its filed requests whose queues are free, so they are
+//! found by walking the port's request lists when a transmission starts there with requests
+//! still filed (the lists arbitration has just scanned), not counted on every filing and grant.
+//! Off (the default), none of this runs: the engine checks one `Option` per new head and
+//! transmission.
 
 use super::prechecked::PrecheckedVec;
 use crate::fabric::queue::Queue;
@@ -32,12 +35,6 @@ pub enum Kind {
     Buffer = 1,
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct QueueNote {
-    busy_until: Time,
-    head_class: u16,
-}
-
 /// Dense (one slot per port, VL and key: one cache miss a charge) up to this many slots, sparse
 /// (a short list per port and VL) beyond: many classes on a large fabric.
 const DENSE_SLOTS: usize = 8 << 20;
@@ -50,11 +47,11 @@ enum Charges {
 pub(crate) struct Attribution {
     classes: usize,
     vls: usize,
-    /// Per (port, VL, class): heads filed and not yet granted.
-    waiting: PrecheckedVec<u32>,
-    /// Per queue: its head's class and until when its previous packet is on the wire, together
-    /// (one cache line holds four queues' notes).
-    notes: PrecheckedVec<QueueNote>,
+    /// Per queue: its head's class (2 bytes: 32 queues a cache line).
+    head_class: PrecheckedVec<u16>,
+    /// Per port: when its packet now on the wire (or its last) ends. A busy queue's predecessor
+    /// is the packet on the wire at the port it was granted at, so this is when it has left.
+    tx_until: PrecheckedVec<Time>,
     /// Per port: since when it has been idle with credit-stalled requests (NEVER: it is not), and
     /// the VLs that were stalled then.
     blocked_since: PrecheckedVec<Time>,
@@ -72,8 +69,8 @@ impl Attribution {
         Attribution {
             classes,
             vls,
-            waiting: PrecheckedVec::new(vec![0; ports * vls * classes]),
-            notes: PrecheckedVec::new(vec![QueueNote::default(); queues]),
+            head_class: PrecheckedVec::new(vec![0; queues]),
+            tx_until: PrecheckedVec::new(vec![0; ports]),
             blocked_since: PrecheckedVec::new(vec![NEVER; ports]),
             blocked_vls: PrecheckedVec::new(vec![0; ports]),
             holder: PrecheckedVec::new(vec![NO_CLASS; ports * vls]),
@@ -106,65 +103,43 @@ impl Attribution {
         }
     }
 
-    /// Queue `queue`'s head (of `class`, eligible since `eligible`) reached the head at `now`,
-    /// its request to be filed at (port, VL) `port_vl`; `busy`: its predecessor is still on the
-    /// wire. `previous`: where that predecessor was filed. `window(a, b)`: the measured part.
+    /// Queue `queue`'s head (of `class`, eligible since `eligible`) reached the head at `now`;
+    /// `busy`: its predecessor is still on the wire, at `previous` (the port and VL it was
+    /// filed at). `window(a, b)`: the measured part. Inline: most heads wait behind nobody, and
+    /// this is a load and a store then.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     pub fn new_head(
         &mut self,
         queue: QueueId,
         class: u16,
-        port_vl: usize,
         busy: bool,
-        previous: usize,
+        previous: (PortId, u8),
         eligible: Time,
         now: Time,
         window: impl Fn(Time, Time) -> u64,
     ) {
         let q = queue.index();
         // Behind its predecessor from its arrival until that one's tail has left.
-        let note = self.notes[q];
-        let freed = if busy { note.busy_until } else { now };
+        let freed = if busy { self.tx_until[previous.0.index()] } else { now };
         if eligible < freed {
-            self.charge(Kind::Buffer, previous, class as usize, note.head_class as usize, window(eligible, freed));
+            self.behind(previous, class, self.head_class[q], window(eligible, freed));
         }
-        self.notes[q].head_class = class;
-        if !busy {
-            self.waiting[port_vl * self.classes + class as usize] += 1;
-        }
+        self.head_class[q] = class;
     }
 
-    /// The predecessor's tail has left: queue `queue`'s head (filed at `port_vl`) now waits there.
-    pub fn queue_freed(&mut self, queue: QueueId, port_vl: usize) {
-        self.waiting[port_vl * self.classes + self.notes[queue.index()].head_class as usize] += 1;
+    /// Head-of-line blocking: `class` waited `ps` behind a packet of `culprit` (out of line,
+    /// though not rare: about half the heads of a loaded fabric wait behind another packet).
+    #[inline(never)]
+    fn behind(&mut self, (port, vl): (PortId, u8), class: u16, culprit: u16, ps: u64) {
+        let port_vl = port.index() * self.vls + vl as usize;
+        self.charge(Kind::Buffer, port_vl, class as usize, culprit as usize, ps);
     }
 
-    /// `queue`'s head was granted at (port, VL) `port_vl`.
-    #[inline]
-    pub fn granted(&mut self, port_vl: usize, queue: QueueId) {
-        self.waiting[port_vl * self.classes + self.notes[queue.index()].head_class as usize] -= 1;
-    }
-
-    /// `port` starts sending `queue`'s former head until `done`, for `ps` measured: every head
-    /// still filed there (on the VLs in `requests`) waits for it.
-    pub fn transmitting(&mut self, port: PortId, requests: u16, queue: QueueId, done: Time, ps: u64) {
-        let culprit = self.notes[queue.index()].head_class as usize;
-        self.notes[queue.index()].busy_until = done;
-        if ps == 0 {
-            return;
-        }
-        let mut mask = requests;
-        while mask != 0 {
-            let v = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let port_vl = port.index() * self.vls + v;
-            for victim in 0..self.classes {
-                let count = self.waiting[port_vl * self.classes + victim];
-                if count > 0 {
-                    self.charge(Kind::Output, port_vl, victim, culprit, ps * count as u64);
-                }
-            }
-        }
+    /// `port` starts a transmission that ends at `done`.
+    #[inline(always)]
+    pub fn starts(&mut self, port: PortId, done: Time) {
+        self.tx_until[port.index()] = done;
     }
 
     /// `port` found nothing it may send and some VLs stalled on credits (`stalled`). `downstream`:
@@ -190,36 +165,18 @@ impl Attribution {
             self.holder[port.index() * self.vls + v] = downstream
                 .map(|first| QueueId(first.0 + v as u32))
                 .filter(|&q| queues[q].head != NONE)
-                .map_or(NO_CLASS, |q| self.notes[q.index()].head_class);
+                .map_or(NO_CLASS, |q| self.head_class[q.index()]);
         }
     }
 
-    /// Ends `port`'s idle-blocked interval, charging it (`window_ps(since)`: its part inside the
-    /// measurement window).
-    pub fn unblocked(&mut self, port: PortId, window_ps: impl FnOnce(Time) -> u64) {
+    /// Ends `port`'s idle-blocked interval if it has one: its start and the VLs stalled then.
+    fn take_blocked(&mut self, port: PortId) -> Option<(Time, u16)> {
         let since = self.blocked_since[port.index()];
         if since == NEVER {
-            return;
+            return None;
         }
         self.blocked_since[port.index()] = NEVER;
-        let ps = window_ps(since);
-        if ps == 0 {
-            return;
-        }
-        let mut mask = self.blocked_vls[port.index()];
-        while mask != 0 {
-            let v = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
-            let port_vl = port.index() * self.vls + v;
-            let holder = self.holder[port_vl];
-            for victim in 0..self.classes {
-                let count = self.waiting[port_vl * self.classes + victim];
-                if count > 0 {
-                    let culprit = if holder == NO_CLASS { victim } else { holder as usize };
-                    self.charge(Kind::Output, port_vl, victim, culprit, ps * count as u64);
-                }
-            }
-        }
+        Some((since, self.blocked_vls[port.index()]))
     }
 
     pub fn blocked_ports(&self) -> impl Iterator<Item = PortId> + '_ {
@@ -262,39 +219,67 @@ impl Attribution {
     }
 }
 
-// What the engine tells attribution, from the hot path (kept out of line: attribution is optional).
+// What the engine tells attribution, from the hot path: the common case inline, charging out
+// of line.
 
 impl super::Simulation {
-    /// Attribution: queue `q`'s new head reached the head (its request about to be filed at
-    /// `out_port`, `out_vl`); the queue still holds where its predecessor was filed.
-    #[inline(never)]
-    pub(crate) fn attribute_head(&mut self, q: QueueId, out_port: PortId, out_vl: u8, eligible: Time, class: u16) {
-        let (now, window, vls) = (self.now, self.window, self.vls as usize);
+    /// Attribution: queue `q`'s new head (of `class`, eligible at `eligible`) reached the head;
+    /// the queue still holds where its predecessor was filed.
+    #[inline(always)]
+    pub(crate) fn attribute_head(&mut self, q: QueueId, eligible: Time, class: u16) {
+        let (now, window) = (self.now, self.window);
         let queue = &self.queues[q];
-        let previous = queue.out_port.index() * vls + queue.out_vl as usize;
-        let (busy, idx) = (queue.busy, out_port.index() * vls + out_vl as usize);
-        let a = self.attribution.as_deref_mut().expect("attribution on");
-        a.new_head(q, class, idx, busy, previous, eligible, now, |from, to| window.overlap(from, to));
-    }
-
-    /// Attribution: queue `q`'s predecessor has left; its head now waits at its output.
-    #[inline(never)]
-    pub(crate) fn attribute_freed(&mut self, q: QueueId) {
-        let queue = &self.queues[q];
-        let idx = self.port_vl(queue.out_port, queue.out_vl);
-        self.attribution.as_deref_mut().expect("attribution on").queue_freed(q, idx);
+        let (busy, previous) = (queue.busy, (queue.out_port, queue.out_vl));
+        if let Some(a) = self.attribution.as_deref_mut() {
+            a.new_head(q, class, busy, previous, eligible, now, |from, to| window.overlap(from, to));
+        }
     }
 
     /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
-    /// `done`; any credit-stalled idle time before is charged first.
-    #[inline(never)]
+    /// `done` (`q` already taken off the request lists); `was_blocked`: it sat idle on credits.
+    #[inline(always)]
     pub(crate) fn attribute_wait(&mut self, port: PortId, q: QueueId, now: Time, done: Time, was_blocked: bool) {
-        let window = self.window;
-        let requests = self.ports[port].request_mask;
-        let a = self.attribution.as_deref_mut().expect("attribution on");
-        if was_blocked {
-            a.unblocked(port, |since| window.overlap(since, now));
+        let Some(a) = self.attribution.as_deref_mut() else { return };
+        a.starts(port, done);
+        // No request left filed: nobody waits for this transmission.
+        if self.ports[port].request_mask != 0 || was_blocked {
+            let culprit = a.head_class[q.index()];
+            self.charge_waits(port, now, Some((culprit, self.window.overlap(now, done))));
         }
-        a.transmitting(port, requests, q, done, window.overlap(now, done));
+    }
+
+    /// Charges the heads waiting at `port` (filed, their queues free): the credit-stalled idle
+    /// time that ends `now`, if the port was blocked, to what held the downstream space; and
+    /// `sending` = (culprit, picoseconds), the transmission starting now, to its class.
+    #[inline(never)]
+    pub(crate) fn charge_waits(&mut self, port: PortId, now: Time, sending: Option<(u16, u64)>) {
+        let (window, vls) = (self.window, self.vls as usize);
+        let a = self.attribution.as_deref_mut().expect("attribution on");
+        let idle = a.take_blocked(port).map(|(since, stalled)| (window.overlap(since, now), stalled));
+        let idle_vls = idle.filter(|i| i.0 > 0).map_or(0, |i| i.1);
+        let (culprit, sending_ps) = sending.unwrap_or((NO_CLASS, 0));
+        let sending_vls = if sending_ps > 0 { self.ports[port].request_mask } else { 0 };
+        let mut mask = idle_vls | sending_vls;
+        while mask != 0 {
+            let v = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
+            let port_vl = port.index() * vls + v;
+            let holder = a.holder[port_vl];
+            let mut r = self.port_vls[port_vl].first_request;
+            while !r.is_none() {
+                let queue = &self.queues[r];
+                if !queue.busy {
+                    let victim = a.head_class[r.index()] as usize;
+                    if sending_vls & (1 << v) != 0 {
+                        a.charge(Kind::Output, port_vl, victim, culprit as usize, sending_ps);
+                    }
+                    if idle_vls & (1 << v) != 0 {
+                        let by = if holder == NO_CLASS { victim } else { holder as usize };
+                        a.charge(Kind::Output, port_vl, victim, by, idle.map_or(0, |i| i.0));
+                    }
+                }
+                r = queue.next_request;
+            }
+        }
     }
 }

@@ -298,13 +298,11 @@ impl Simulation {
                 *since = NEVER;
             }
         }
-        if let Some(mut a) = self.attribution.take() {
+        if let Some(a) = self.attribution.as_deref() {
             // Ports still blocked at the end: their wait so far is charged too.
-            let window = self.window;
             for port in a.blocked_ports().collect::<Vec<_>>() {
-                a.unblocked(port, |since| window.overlap(since, now));
+                self.charge_waits(port, now, None);
             }
-            self.attribution = Some(a);
         }
         for pv in self.port_vls.iter_mut() {
             pv.counters.set_stalled(false, now, &self.window);
