@@ -1,5 +1,7 @@
 """The engine against closed-form results (the same checks docs/validation.md publishes)."""
 
+import dataclasses
+
 import pytest
 from qoslab import validation
 
@@ -29,3 +31,57 @@ def test_port_buffer_division_discriminates():
     assert expected == sorted(expected, reverse=True) and len({round(e, 3) for e in expected}) == 4
     assert expected[0] == 1.0 and expected[-1] < 0.5  # from a full link to a credit-bound one
     assert all(c.ok for c in checks), [(c.name, c.expected, c.measured) for c in checks]
+
+
+# -- congestion control: the checks tell the spec's closed forms from plausible wrong ones --------
+
+def _fails_with(check: validation.Check, expected: float) -> bool:
+    return not dataclasses.replace(check, expected=expected).ok
+
+
+def test_the_injection_delay_check_tells_the_spec_formula_from_wrong_readings():
+    """IRD = (T >> shift) x multiplier, counted from the end of the previous packet. Reading the
+    shift as a left shift (coarser steps), or the gap as start-to-start (max(T, IRD)), fails."""
+    spacing = [c for c in validation.cc_injection_delay() if "spacing" in c.name]
+    assert len(spacing) == len(validation.IRD_CCT) - 1 and all(c.ok for c in spacing)
+    for check, (shift, multiplier) in zip(spacing, validation.IRD_CCT[1:]):
+        start_to_start = max(validation.T_PS, validation.ird_ps(shift, multiplier)) / 1000
+        assert _fails_with(check, start_to_start), check.name
+        if shift:
+            assert _fails_with(check, (validation.T_PS + (validation.T_PS << shift) * multiplier) / 1000), check.name
+
+
+def test_the_becn_check_catches_the_design_notes_first_miscount():
+    """Section 6 first wrote T + 2L + T_c for a single switch (the CNP's switch left out)."""
+    single, tree = validation.cc_becn_round_trip()
+    assert single.ok and tree.ok
+    assert _fails_with(single, (validation.T_PS + 2 * 20_000 + validation.CNP_PS) / 1000)
+    assert _fails_with(tree, single.expected)  # the path's length matters
+
+
+def test_the_marking_checks_count_exactly():
+    checks = validation.cc_marking()
+    assert all(c.ok for c in checks), [(c.name, c.expected, c.measured) for c in checks]
+    exempt = next(c for c in checks if c.name.startswith("marking, packet_size 6 credits: 5-credit"))
+    eligible = next(c for c in checks if c.name.startswith("marking, packet_size 5"))
+    assert _fails_with(exempt, eligible.expected)  # packet_size read as "at most", not "less than"
+    for m in (1, 7):
+        rate = next(c for c in checks if c.name.startswith(f"marking, marking_rate {m}:"))
+        assert _fails_with(rate, eligible.expected // m)  # every m-th instead of every (m + 1)-th
+
+
+def test_the_recovery_check_needs_the_1024_ns_unit():
+    steps = [c for c in validation.cc_recovery() if "one step down per period" in c.name]
+    assert len(steps) == 2 and all(c.ok for c in steps)
+    for check in steps:
+        timer = int(check.name.split("ccti_timer ")[1].split(":")[0])
+        assert _fails_with(check, timer * 1000.0)  # microseconds instead of 1.024 µs units
+
+
+def test_the_n_to_1_checks_would_fail_with_the_victim_or_the_shares_wrong():
+    fair_low, fair_high, busy, victim_off, victim_on = validation.cc_n_to_1()
+    assert all(c.ok for c in (fair_low, fair_high, busy, victim_off, victim_on))
+    assert _fails_with(fair_low, 0.9 / 7)  # shares of N - 1 senders
+    assert _fails_with(fair_high, 1.1 / 9)  # shares of N + 1 senders
+    assert not dataclasses.replace(victim_off, measured=victim_on.measured).ok  # CC off is not CC on
+    assert not dataclasses.replace(victim_on, measured=victim_off.measured).ok

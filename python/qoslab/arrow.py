@@ -35,6 +35,18 @@ def optional_numbers(values: Sequence[Any], dtype: str) -> pa.Array:
     return pa.Array.from_buffers(pa.from_numpy_dtype(data.dtype), len(data), [_validity(present), pa.py_buffer(data)])
 
 
+def booleans(values: np.ndarray) -> pa.Array:
+    """A boolean array from a numpy bool array (Arrow packs booleans into bits)."""
+    bits = np.packbits(values.astype(bool), bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(values), [None, pa.py_buffer(bits)])
+
+
+def masked_numbers(values: np.ndarray, present: np.ndarray) -> pa.Array:
+    """A numeric array over a numpy array, null where `present` is false."""
+    validity = None if present.all() else pa.py_buffer(np.packbits(present.astype(bool), bitorder="little"))
+    return pa.Array.from_buffers(pa.from_numpy_dtype(values.dtype), len(values), [validity, pa.py_buffer(values)])
+
+
 def take_strings(values: Sequence[str], indices: np.ndarray) -> pa.Array:
     """`values[i]` for each i in `indices`, as UTF-8 strings: what ``pc.take(strings(values),
     indices)`` gives, without importing pyarrow.compute. `values` is short (node, job or class

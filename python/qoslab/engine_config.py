@@ -160,6 +160,7 @@ class CongestionControlConfig(TypedDict):
     sl_based: bool
     sls: list[CcSlConfig]  # 16, SL0..SL15
     cct: list[list[int]]  # [shift, multiplier]
+    trace: NotRequired[bool]  # run.cc_trace: left out when off (engine configs as before it existed)
 
 
 class EngineConfig(TypedDict):
@@ -204,7 +205,7 @@ def engine_congestion_control(scenario: "Scenario") -> CongestionControlConfig:
     """The ``congestion_control`` part of an enabled [congestion_control] table."""
     cc = scenario.congestion_control
     mask = cc.sw_cong_setting_victim_mask
-    return {
+    config: CongestionControlConfig = {
         "threshold": cc.sw_cong_setting_threshold,
         "packet_size_credits": cc.sw_cong_setting_packet_size,
         "marking_rate": cc.sw_cong_setting_marking_rate,
@@ -217,6 +218,9 @@ def engine_congestion_control(scenario: "Scenario") -> CongestionControlConfig:
                  "trigger_threshold": cc.ca_cong_setting_trigger_threshold[sl]} for sl in range(16)],
         "cct": [[shift, multiplier] for shift, multiplier in cc.cct],
     }
+    if scenario.run.cc_trace:
+        config["trace"] = True
+    return config
 
 
 def engine_config(scenario: "Scenario") -> EngineConfig:

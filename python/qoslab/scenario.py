@@ -258,7 +258,7 @@ class Scenario(_Table):
             # Off is the default: leaving it out keeps the run ids of studies stored before
             # flowlets existed (ids hash the resolved scenario).
             data["routing"].pop("flowlet_gap_us")
-        for key in ("interference", "port_counters"):  # outputs, off by default: the same
+        for key in ("interference", "port_counters", "cc_trace"):  # outputs, off by default: the same
             if not getattr(self.run, key):
                 data["run"].pop(key)
         if not self.congestion_control.enabled:  # off by default: run ids as before it existed
@@ -365,6 +365,9 @@ class Scenario(_Table):
         self._resolve_host_names()
         self.run.resolve(with_jobs=bool(self.jobs))
         self.run.check()
+        if self.run.cc_trace and not self.congestion_control.enabled:
+            raise problem("traces congestion control, which is off: set congestion_control.enabled = true "
+                          "(or leave run.cc_trace out)", "run.cc_trace")
         self._resolve_routing()
         names = self.job_names()
         for i, name in enumerate(names):

@@ -61,6 +61,7 @@ class Run(_Table):
     messages: bool = False  # write messages.parquet (one row per message)
     interference: bool = False  # charge waits at output ports to who caused them (interference.parquet)
     port_counters: bool = False  # perfquery's counters per port (port_counters.parquet and .txt)
+    cc_trace: bool = False  # congestion control's CCTI changes and FECN marks (ccti.parquet, cc_marks.parquet)
 
     def resolve(self, with_jobs: bool) -> None:
         """Fills the defaults that depend on whether there are jobs, without marking them set."""

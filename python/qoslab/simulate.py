@@ -53,10 +53,12 @@ class RunResult:
     ranks: pa.Table | None = None  # per (job, rank, run, iteration), when there are jobs
     interference: pa.Table | None = None  # per (link, VL, victim, culprit), with run.interference
     port_counters: pa.Table | None = None  # per cabled port, perfquery's counters, with run.port_counters
+    ccti: pa.Table | None = None  # per CCTI change, with run.cc_trace
+    cc_marks: pa.Table | None = None  # per FECN mark and its BECN, with run.cc_trace
 
     def save(self, out_dir: str | Path) -> Path:
-        """Writes summary.json, links.parquet and (when there are any) messages.parquet and
-        ranks.parquet into out_dir."""
+        """Writes summary.json, links.parquet and (when there are any) messages.parquet,
+        ranks.parquet and the other optional tables into out_dir."""
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
@@ -78,7 +80,7 @@ class RunResult:
 
     def _optional(self) -> list[tuple[str, pa.Table | None]]:
         return [("messages", self.messages), ("ranks", self.ranks), ("interference", self.interference),
-                ("port_counters", self.port_counters)]
+                ("port_counters", self.port_counters), ("ccti", self.ccti), ("cc_marks", self.cc_marks)]
 
     def written(self) -> list[str]:
         """The files save() writes."""
@@ -152,6 +154,9 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
         interference=None if raw.get("interference") is None else _interference_table(raw["interference"], raw.get("nodes"),
                                                                                       raw["links"], classes),
     )
+    if raw.get("ccti") is not None:
+        result.ccti = columns_table(raw["ccti"])
+        result.cc_marks = _cc_marks_table(raw["cc_marks"])
     if raw.get("port_waits") is not None:
         from qoslab.counters import port_counters
 
@@ -305,3 +310,16 @@ def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:
     arrays = _arrays(columns)
     table = _table(arrays)
     return table.add_column(0, "job_name", arrow.take_strings(job_names, arrays["job"]))
+
+
+NO_BECN = 2**64 - 1  # output.rs NO_BECN: the mark's BECN had not reached its source by the end
+
+
+def _cc_marks_table(columns: Columns) -> pa.Table:
+    """`victim` as a boolean, `becn_ps` null where the BECN had not arrived when the run ended."""
+    arrays = _arrays(columns)
+    victim = arrays.pop("victim").astype(bool)
+    becn = arrays.pop("becn_ps")
+    table = _table(arrays)
+    table = table.add_column(table.num_columns, "victim", arrow.booleans(victim))
+    return table.add_column(table.num_columns, "becn_ps", arrow.masked_numbers(becn, becn != NO_BECN))

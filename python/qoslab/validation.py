@@ -14,7 +14,7 @@ from typing import Any
 
 from qoslab.policies.arbitration import Arbitration
 from qoslab.scenario import Scenario
-from qoslab.simulate import simulate
+from qoslab.simulate import RunResult, simulate
 from qoslab.vlarb import Granularity
 
 LINK_GBPS = 100.0
@@ -50,6 +50,11 @@ class Check:
 
 
 def _run(spec: dict[str, Any]) -> dict[str, Any]:
+    return _result(spec).summary
+
+
+def _result(spec: dict[str, Any]) -> RunResult:
+    """The run of `spec` (over this module's physics), its conservation checked."""
     base = {"fabric": {"link_gbps": LINK_GBPS, "link_latency_ns": LINK_NS, "switch_latency_ns": SWITCH_NS,
                        "header_bytes": HEADER}}
     for key, value in spec.items():
@@ -57,11 +62,11 @@ def _run(spec: dict[str, Any]) -> dict[str, Any]:
             base[key] = {**base[key], **value}
         else:
             base[key] = value
-    summary = simulate(Scenario(**base)).summary
-    conservation = summary["conservation"]
+    result = simulate(Scenario(**base))
+    conservation = result.summary["conservation"]
     assert conservation["ok"], conservation
     assert conservation["packets_created"] == conservation["packets_delivered"] + conservation["packets_in_flight"]
-    return summary
+    return result
 
 
 def latency_across_hops() -> list[Check]:
@@ -540,11 +545,221 @@ def placement_effects() -> list[Check]:
     return checks
 
 
+# ------------------------------------------------------------------------------------------------
+# Congestion control (IB Annex A10; docs/design/congestion-control.md, sections 6 and 8)
+
+T_PS = 329_760  # serialization of a 4096 + 26-byte packet at 100 Gb/s, in picoseconds
+CNP_PS = HEADER * 80  # a header-only CNP (26 bytes, 80 ps a byte)
+CC_UNIT_PS = 1_024_000  # CCTI_Timer's unit, 1.024 µs
+# CCT entries [shift, multiplier] with shifts 0 to 3; index 0 is no delay.
+IRD_CCT = [[0, 0], [0, 1], [1, 3], [2, 5], [3, 7], [3, 100]]
+
+
+def ird_ps(shift: int, multiplier: int) -> int:
+    """The injection delay of a CCT entry: (T_maxpkt >> shift) x multiplier, T_maxpkt the
+    serialization of a maximum-size packet on the source's link (hfi1's set_link_ipg, [K1])."""
+    return (T_PS >> shift) * multiplier
+
+
+def _ps_ns(ps: float) -> float:
+    return ps / 1000
+
+
+def _cc(**keys: Any) -> dict[str, Any]:
+    return {"enabled": True, **keys}
+
+
+def cc_injection_delay() -> list[Check]:
+    """One saturating flow of 1-packet messages at a fixed CCT index k (ccti_min = k; threshold 0,
+    so nothing is marked and the index never moves): its packets start every T + IRD(k), which
+    an idle path carries to the destination unchanged; every packet waits IRD(k) after the
+    previous one's end, so the flow is held starts x IRD(k), starts = ceil(D / (T + IRD(k)))."""
+    checks = []
+    duration_us = 100.0
+    for k in range(1, len(IRD_CCT)):
+        shift, multiplier = IRD_CCT[k]
+        ird = ird_ps(shift, multiplier)
+        result = _result({"topology": {"kind": "single-switch", "hosts": 2},
+                          "traffic": [{"hosts": [0], "destinations": [1], "load": "saturate", "message_bytes": 4096}],
+                          "run": {"duration_us": duration_us, "warmup_us": 0, "messages": True},
+                          "congestion_control": _cc(sw_cong_setting_threshold=0, ca_cong_setting_ccti_min=k,
+                                                    cct=IRD_CCT)})
+        assert result.messages is not None
+        delivered = sorted(result.messages.column("delivered_ns").to_pylist())
+        assert len(delivered) > 10, "enough packets to space"
+        expected = _ps_ns(T_PS + ird)
+        spacings = [b - a for a, b in zip(delivered, delivered[1:])]
+        worst = max(spacings, key=lambda g: abs(g - expected))
+        checks.append(Check(
+            f"CCT entry {shift}:{multiplier} (index {k}): spacing of a saturating flow's packets",
+            f"T + IRD, IRD = (T_maxpkt >> {shift}) x {multiplier} = {_ps_ns(ird):g} ns (the spacing farthest "
+            "from it)", expected, worst, 0.001, "ns"))
+        starts = math.ceil(duration_us * 1e6 / (T_PS + ird))
+        throttled = result.summary["by_traffic"][0]["cc_throttle_ps"]
+        checks.append(Check(f"CCT entry {shift}:{multiplier} (index {k}): the flow's cc_throttle_ps",
+                            f"starts x IRD, starts = ceil(D / (T + IRD)) = {starts}", _ps_ns(starts * ird),
+                            _ps_ns(throttled), 0.001, "ns"))
+    return checks
+
+
+def _n_to_1(cc_on: bool, hot: bool) -> dict[str, Any]:
+    """Section 6's N -> 1 on XGFT(2;8,8;1,8) with random up-ports (d-mod-k would keep the victim
+    apart from the contributors, section 8): contributors 8, 9 (leaf 1) and one host on each of
+    leaves 2..7 saturate host 0; a victim flow 10 -> 1 shares leaf 1 and its up-links with
+    contributors 8 and 9, and the spines' down-links and leaf 0's input buffers with the hot spot.
+    CC: threshold 10, the defaults otherwise (timer 10 x 1.024 µs, increase 1, mellanox-default)."""
+    traffic = [{"hosts": [10], "destinations": [1], "load": "saturate", "message_bytes": 4096}]
+    if hot:
+        traffic += [{"hosts": [h], "destinations": [0], "load": "saturate", "message_bytes": 4096}
+                    for h in N_TO_1_CONTRIBUTORS]
+    spec: dict[str, Any] = {"topology": {"kind": "xgft", "m": [8, 8], "w": [1, 8]}, "routing": {"algorithm": "random"},
+                            "traffic": traffic, "run": {"duration_us": 6000, "warmup_us": 2000}}
+    if cc_on:
+        spec["congestion_control"] = _cc(sw_cong_setting_threshold=10)
+    return _run(spec)
+
+
+N_TO_1_CONTRIBUTORS = [8, 9, 16, 24, 32, 40, 48, 56]
+
+
+def cc_n_to_1() -> list[Check]:
+    """N = 8 saturating senders into one host: with CC on they converge to 1/N of its link each;
+    a victim flow sharing their upstream links but not the hot port is dragged down by
+    head-of-line blocking without CC and recovers with it (bounds as measured: the design note,
+    section 8, says why the victim stops short of the 0.8 section 6 hoped for)."""
+    n = len(N_TO_1_CONTRIBUTORS)
+    alone = _n_to_1(False, False)["by_traffic"][0]["accepted_load"]
+    off = _n_to_1(False, True)
+    on = _n_to_1(True, True)
+    shares = [on["by_traffic"][i]["accepted_load"] for i in range(1, n + 1)]
+    fair = 1 / n
+    return [
+        Check(f"N -> 1 with CC, N = {n}: the smallest contributor's share of the hot link", "1/N, less 10%",
+              0.9 * fair, min(shares), 0.0, "fraction", "ge"),
+        Check(f"N -> 1 with CC, N = {n}: the largest contributor's share of the hot link", "1/N, plus 10%",
+              1.1 * fair, max(shares), 0.0, "fraction", "le"),
+        Check(f"N -> 1 with CC, N = {n}: the hot link stays busy", "sum of shares >= 0.9", 0.9, sum(shares), 0.0,
+              "fraction", "ge"),
+        Check("N -> 1 without CC: the victim flow, of its rate alone", "head-of-line blocked: at most 0.1 "
+              "(as measured)", 0.1, off["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "le"),
+        Check("N -> 1 with CC: the victim flow, of its rate alone", "recovers most of it: at least 0.75 "
+              "(as measured)", 0.75, on["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "ge"),
+    ]
+
+
+def cc_becn_round_trip() -> list[Check]:
+    """Two saturating senders into one host. The mark is made where their flows first share an
+    output port (the root), as that port starts the packet; the packet's tail reaches the
+    destination after T + d links + (d - 1) switches (d links from the root on, cut-through),
+    and the CNP, on an idle reverse path, reaches the source h links and h - 1 switches later
+    plus its own serialization. Every mark's BECN (cc_marks.parquet) must take exactly that."""
+    checks = []
+    for label, topology, senders, dst, d, h in [
+        ("single switch", {"kind": "single-switch", "hosts": 4}, [0, 1], 2, 1, 2),
+        # Hosts 16 and 17 (one leaf) to host 0 (another pod): they first share their leaf's up-link.
+        ("XGFT(3;4,4,4;1,4,4), root at the senders' leaf up-link", {"kind": "xgft", "m": [4, 4, 4], "w": [1, 4, 4]},
+         [16, 17], 0, 5, 6),
+    ]:
+        result = _result({"topology": topology,
+                          "traffic": [{"hosts": senders, "destinations": [dst], "load": "saturate",
+                                       "message_bytes": 4096}],
+                          "run": {"duration_us": 100, "warmup_us": 0, "cc_trace": True},
+                          "congestion_control": _cc()})
+        assert result.cc_marks is not None
+        marks = [m for m in result.cc_marks.to_pylist() if m["becn_ps"] is not None]
+        assert len(marks) > 20 and len({m["link"] for m in marks}) == 1, "one root"
+        expected = T_PS + d * LINK_NS * 1000 + (d - 1) * SWITCH_NS * 1000 + h * LINK_NS * 1000 +             (h - 1) * SWITCH_NS * 1000 + CNP_PS
+        trips = [m["becn_ps"] - m["time_ps"] for m in marks]
+        worst = max(trips, key=lambda t: abs(t - expected))
+        checks.append(Check(f"BECN round trip, {label} ({len(marks)} marks)",
+                            f"T + {d} links + {d - 1} switches + CNP over {h} links and {h - 1} switches + T_cnp "
+                            "(the round trip farthest from it)", _ps_ns(expected), _ps_ns(worst), 0.001, "ns"))
+    return checks
+
+
+def _marking(packet_size: int, marking_rate: int) -> tuple[dict[str, Any], int, int]:
+    """Two 4 KiB senders and two 256-byte ones (282 B, 5 credits) saturate host 4 of a single
+    switch at threshold 15, with a CCT of zero delays (nothing throttled, so the marks change
+    nothing): every packet leaving that port finds others waiting, so it leaves in congestion.
+    Returns the summary and the packets that port sent, all and small (from its bytes)."""
+    s = _result({"topology": {"kind": "single-switch", "hosts": 8},
+                 "traffic": [{"hosts": [0, 1], "destinations": [4], "load": "saturate", "message_bytes": 4096},
+                             {"hosts": [2, 3], "destinations": [4], "load": "saturate", "message_bytes": 256}],
+                 "run": {"duration_us": 100, "warmup_us": 0},  # the window is the run: links count every packet
+                 "congestion_control": _cc(sw_cong_setting_packet_size=packet_size,
+                                           sw_cong_setting_marking_rate=marking_rate, cct="0:0,0:0")})
+    into = [row for row in s.links.to_pylist() if row["dst"] == "H4"]
+    packets, wire = sum(r["packets"] for r in into), sum(r["bytes"] for r in into)
+    big, small = 4096 + HEADER, 256 + HEADER
+    return s.summary, packets, (big * packets - wire) // (big - small)
+
+
+def _marks(summary: dict[str, Any]) -> int:
+    return summary["congestion_control"]["marks_root"] + summary["congestion_control"]["marks_victim"]
+
+
+def cc_marking() -> list[Check]:
+    """`packet_size` exempts smaller packets; `marking_rate` m marks every (m + 1)-th eligible
+    packet in congestion, counted per output port and VL."""
+    checks = []
+    s, packets, small = _marking(5, 0)
+    checks.append(Check("marking, packet_size 5 credits: 5-credit packets are eligible",
+                        "marks = packets the congested port sent", packets, _marks(s), 0, "packets"))
+    s, packets, small = _marking(6, 0)
+    checks.append(Check("marking, packet_size 6 credits: 5-credit packets are exempt",
+                        "marks = packets sent less the 5-credit ones (from the port's bytes)", packets - small,
+                        _marks(s), 0, "packets"))
+    checks.append(Check("marking, packet_size 6 credits: the 256-byte class is never marked", "0", 0,
+                        s["by_traffic"][1]["fecn_marked_packets"], 0, "packets"))
+    for m in (1, 7):
+        s, packets, _ = _marking(0, m)
+        checks.append(Check(f"marking, marking_rate {m}: one eligible packet in {m + 1} is marked",
+                            f"floor(packets sent / {m + 1})", packets // (m + 1), _marks(s), 0, "packets"))
+    return checks
+
+
+def cc_recovery() -> list[Check]:
+    """Two senders into one host jump to the CCT's last index k on their first BECN (increase k),
+    whose delay (0:16383, 5.4 ms) silences them: after their last BECN each flow's index falls by
+    one every ccti_timer x 1.024 µs (the timer runs from its first start), reaching ccti_min
+    within [(k - min - 1) P, (k - min) P] of that BECN."""
+    checks = []
+    for timer, k, low in [(10, 12, 0), (3, 20, 4)]:
+        period = timer * CC_UNIT_PS
+        cct = [[0, 0]] * (low + 1) + [[0, 16383]] * (k - low)
+        result = _result({"topology": {"kind": "single-switch", "hosts": 4},
+                          "traffic": [{"hosts": [0, 1], "destinations": [2], "load": "saturate",
+                                       "message_bytes": 4096}],
+                          "run": {"duration_us": 400, "warmup_us": 0, "cc_trace": True},
+                          "congestion_control": _cc(ca_cong_setting_ccti_timer=timer, ca_cong_setting_ccti_increase=k,
+                                                    ca_cong_setting_ccti_min=low, cct=cct)})
+        assert result.ccti is not None and result.cc_marks is not None
+        changes, marks = result.ccti.to_pylist(), result.cc_marks.to_pylist()
+        steps, reached = [], []
+        for host in (0, 1):
+            last_becn = max(m["becn_ps"] for m in marks if m["src"] == host and m["becn_ps"] is not None)
+            down = [c for c in changes if c["host"] == host and c["time_ps"] > last_becn]
+            assert [c["ccti"] for c in down] == list(range(k - 1, low - 1, -1)), "one step per index, down to min"
+            steps += [b["time_ps"] - a["time_ps"] for a, b in zip(down, down[1:])]
+            reached.append(down[-1]["time_ps"] - last_becn)
+        worst = max(steps, key=lambda t: abs(t - period))
+        checks.append(Check(f"CCTI recovery, ccti_timer {timer}: one step down per period",
+                            f"ccti_timer x 1.024 µs = {_ps_ns(period):g} ns (the step farthest from it)",
+                            _ps_ns(period), _ps_ns(worst), 0.001, "ns"))
+        # The interval as expected +- half of it: either end of [(k - min - 1) P, (k - min) P].
+        late = max(reached, key=lambda t: abs(t - (k - low - 0.5) * period))
+        checks.append(Check(f"CCTI recovery, ccti_timer {timer}: index {k} down to ccti_min {low} after the last "
+                            "BECN", "within [(k - min - 1) P, (k - min) P] (the sender farthest from its middle)",
+                            _ps_ns((k - low - 0.5) * period), _ps_ns(late), _ps_ns(period / 2), "ns"))
+    return checks
+
+
 ALL: list[Callable[[], list[Check]]] = [
     latency_across_hops, saturated_link, credit_round_trip, port_buffer_division, vl_arbitration,
     arbitration_granularity,
     head_of_line_blocking, md1_queue, xgft_uniform_bound, dragonfly_plus,
     ping_pong, collectives_against_bounds, placement_effects,
+    cc_injection_delay, cc_n_to_1, cc_becn_round_trip, cc_marking, cc_recovery,
 ]
 
 

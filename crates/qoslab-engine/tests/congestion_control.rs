@@ -106,6 +106,13 @@ fn a_fixed_ccti_spaces_packets_by_the_ird_of_its_cct_entry() {
         let limit = T as f64 / (T + ird) as f64;
         let slack = (first + T + ird) as f64 / w as f64;
         assert!((got - limit).abs() <= slack, "k={k}: accepted {got:.6}, T/(T+IRD) = {limit:.6} (+-{slack:.6})");
+        // Packets start at i (T + IRD) for i = 0.. while before W, and after each the next one
+        // waits exactly IRD: the class's throttled time is starts x IRD.
+        let starts = w.div_ceil(T + ird);
+        let class = sim.cc_class_stats(0).unwrap();
+        assert_eq!(class.cc_throttle_ps, starts * ird, "k={k}: throttled time");
+        assert_eq!(out.summary["by_traffic"][0]["cc_throttle_ps"], json!(starts * ird), "k={k}: in the summary");
+        assert_eq!((class.fecn_marked_packets, class.becn_received), (0, 0));
     }
 }
 
@@ -128,6 +135,13 @@ fn a_becn_takes_the_closed_form_round_trip_on_a_single_switch() {
     let stats = sim.cc_stats().unwrap();
     assert_eq!(stats.marks_victim, 0);
     assert!(stats.cnp_packets >= trace.becn.len() as u64);
+    // Per class: every mark is one of the class's packets; every traced BECN was received.
+    let class = sim.cc_class_stats(0).unwrap();
+    assert_eq!(class.fecn_marked_packets, stats.marks_root);
+    assert_eq!(class.becn_received, trace.becn.len() as u64);
+    for b in &trace.becn {
+        assert_eq!(trace.marks[b.mark as usize].time, b.marked_at, "a BECN names its mark");
+    }
 }
 
 /// Validation 4: marking respects `packet_size` and `marking_rate`. Two 4 KiB senders and two

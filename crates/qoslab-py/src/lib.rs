@@ -157,6 +157,8 @@ fn run(
         ("ranks", &out.ranks),
         ("interference", &out.interference),
         ("port_waits", &out.port_waits),
+        ("ccti", &out.ccti),
+        ("cc_marks", &out.cc_marks),
     ] {
         match table {
             Some(t) => d.set_item(name, columns_to_py(py, t)?)?,

@@ -37,6 +37,8 @@ pub(crate) struct CcFlow {
     pub(crate) timer_running: bool,
     /// The flow's next packet may start no earlier (end of the last one plus its IRD).
     pub(crate) next_send_at: Time,
+    /// End of the flow's last packet: where its current gap began (`cc_throttle_ps`).
+    pub(crate) gap_from: Time,
 }
 
 /// A CA setting of one SL, resolved.
@@ -53,10 +55,27 @@ struct CcSl {
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CcStats {
     pub cnp_packets: u64,
+    /// Wire bytes of the CNPs the destination HCAs sent (each CNP once, as injected data counts).
+    pub cnp_wire_bytes: u64,
     pub marks_root: u64,
     pub marks_victim: u64,
     pub max_ccti: u16,
     pub trigger_events: u64,
+}
+
+/// Whole-run counters of one statistics class (a traffic table or a job), under the names the
+/// summary gives them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CcClassStats {
+    /// The class's packets a switch marked with a FECN.
+    pub fecn_marked_packets: u64,
+    /// CNPs (BECNs) for the class's marked packets that reached the class's sources.
+    pub becn_received: u64,
+    /// Send-queue time the class's packets were held back by the inter-packet delay: for each
+    /// head CC held, from when it could otherwise have started (its own eligibility, or the end of
+    /// its flow's previous packet, whichever is later) to the end of the gap. Summed over send
+    /// queues: an SL-based flow's gap holds the head of each of its lanes.
+    pub cc_throttle_ps: u64,
 }
 
 /// One CCTI change (`congestion_control.trace`).
@@ -77,6 +96,8 @@ pub struct BecnDelay {
     pub increased_at: Time,
     pub host: u32,
     pub sl: u8,
+    /// Its mark, an index into `CcTrace::marks`.
+    pub mark: u32,
 }
 
 /// One FECN mark at a switch output port.
@@ -85,6 +106,7 @@ pub struct Mark {
     pub time: Time,
     pub port: u32,
     pub vl: u8,
+    pub sl: u8,
     pub src: u32,
     pub dst: u32,
     pub credits: u32,
@@ -99,8 +121,8 @@ pub struct CcTrace {
     pub marks: Vec<Mark>,
     /// Marking-eligible packets that left a congested output VL (marked or not).
     pub eligible_in_congestion: u64,
-    /// Marking times of marked packets and CNPs in flight, by packet id.
-    marked_at: HashMap<u32, Time>,
+    /// The mark (index into `marks`) of marked packets and CNPs in flight, by packet id.
+    marked_at: HashMap<u32, u32>,
 }
 
 pub(crate) struct CongestionControl {
@@ -125,6 +147,8 @@ pub(crate) struct CongestionControl {
     /// Per (port, VL): marking-eligible packets in congestion since the last mark.
     mark_counters: Vec<u16>,
     pub(crate) stats: CcStats,
+    /// Per statistics class (traffic tables, then jobs, as `Simulation::by_class`).
+    pub(crate) by_class: Vec<CcClassStats>,
     pub(crate) trace: Option<Box<CcTrace>>,
 }
 
@@ -139,6 +163,7 @@ impl CongestionControl {
         hca_base: u32,
         port_vls: usize,
         t_max: Vec<Time>,
+        classes: usize,
     ) -> CongestionControl {
         let t = cfg.threshold as u32;
         let threshold_credits = if t == 0 { u32::MAX } else { ((16 - t) * buffer_credits).div_ceil(16) };
@@ -160,7 +185,7 @@ impl CongestionControl {
         let flows = (0..hosts as usize * CC_SLS * per_host as usize)
             .map(|f| {
                 let sl = (f / per_host as usize) % CC_SLS;
-                CcFlow { ccti: sls[sl].min, timer_running: false, next_send_at: 0 }
+                CcFlow { ccti: sls[sl].min, timer_running: false, next_send_at: 0, gap_from: 0 }
             })
             .collect();
         CongestionControl {
@@ -179,6 +204,7 @@ impl CongestionControl {
             flows,
             mark_counters: vec![0; port_vls],
             stats: CcStats::default(),
+            by_class: vec![CcClassStats::default(); classes],
             trace: cfg.trace.then(Box::default),
         }
     }
@@ -278,15 +304,16 @@ impl Simulation {
         }
         *counter = 0;
         self.packets.items[id as usize].phase |= FECN;
+        cc.by_class[pk.class as usize].fecn_marked_packets += 1;
         if victim {
             cc.stats.marks_victim += 1;
         } else {
             cc.stats.marks_root += 1;
         }
         if let Some(t) = cc.trace.as_deref_mut() {
-            t.marked_at.insert(id, now);
-            let (src, dst, credits) = (pk.src.0, pk.dst.0, pk.credits());
-            t.marks.push(Mark { time: now, port: port.0, vl, src, dst, credits, victim });
+            t.marked_at.insert(id, t.marks.len() as u32);
+            let (sl, src, dst, credits) = (pk.sl, pk.src.0, pk.dst.0, pk.credits());
+            t.marks.push(Mark { time: now, port: port.0, vl, sl, src, dst, credits, victim });
         }
     }
 
@@ -299,6 +326,7 @@ impl Simulation {
         let pk = self.packets.items[id as usize];
         let cc = self.cc.as_deref_mut().expect("congestion control on");
         if pk.phase & CNP != 0 {
+            cc.stats.cnp_wire_bytes += pk.wire_bytes as u64;
             return true;
         }
         if !cc.sls[pk.sl as usize].enabled {
@@ -306,11 +334,16 @@ impl Simulation {
         }
         let flow = cc.flow_of_queue(q);
         let next = done + cc.ird(pk.src.0, cc.flows[flow as usize].ccti);
-        cc.flows[flow as usize].next_send_at = next;
+        let f = &mut cc.flows[flow as usize];
+        f.next_send_at = next;
+        f.gap_from = done;
         for lane_q in cc.flow_queues(flow).map(QueueId) {
             let queue = &mut self.queues[lane_q];
             if queue.head != NONE {
                 let head = &mut self.packets.items[queue.head as usize];
+                // The port sends nothing of this flow before `done` anyway: only the gap counts.
+                let held = next.saturating_sub(head.eligible_at.max(done));
+                cc.by_class[head.class as usize].cc_throttle_ps += held;
                 head.eligible_at = head.eligible_at.max(next);
                 // Filed heads (other lanes of an SL-based flow) wait too; queue `q`'s new head
                 // is filed after this, from the packet.
@@ -325,14 +358,14 @@ impl Simulation {
     #[cold]
     #[inline(never)]
     pub(crate) fn cc_new_hca_head(&mut self, q: QueueId, id: u32) {
-        let cc = self.cc.as_deref().expect("congestion control on");
-        let pk = &self.packets.items[id as usize];
+        let cc = self.cc.as_deref_mut().expect("congestion control on");
+        let pk = &mut self.packets.items[id as usize];
         if !cc.sls[pk.sl as usize].enabled {
             return;
         }
-        let next = cc.flows[cc.flow_of_queue(q) as usize].next_send_at;
-        let pk = &mut self.packets.items[id as usize];
-        pk.eligible_at = pk.eligible_at.max(next);
+        let f = cc.flows[cc.flow_of_queue(q) as usize];
+        cc.by_class[pk.class as usize].cc_throttle_ps += f.next_send_at.saturating_sub(pk.eligible_at.max(f.gap_from));
+        pk.eligible_at = pk.eligible_at.max(f.next_send_at);
     }
 
     /// Congestion control's part of delivering packet `id` (tail at `tail`): a FECN-marked packet
@@ -346,9 +379,11 @@ impl Simulation {
         if pk.phase & CNP != 0 {
             // The source (the CNP's destination) throttles the flow of the marked packet.
             let flow = cc.flow(pk.dst.0, pk.sl, pk.src.0 % cc.lanes);
+            cc.by_class[pk.class as usize].becn_received += 1;
             if let Some(t) = cc.trace.as_deref_mut() {
-                if let Some(marked_at) = t.marked_at.remove(&id) {
-                    t.becn.push(BecnDelay { marked_at, increased_at: tail, host: pk.dst.0, sl: pk.sl });
+                if let Some(mark) = t.marked_at.remove(&id) {
+                    let marked_at = t.marks[mark as usize].time;
+                    t.becn.push(BecnDelay { marked_at, increased_at: tail, host: pk.dst.0, sl: pk.sl, mark });
                 }
             }
             if cc.sls[pk.sl as usize].enabled {
@@ -377,11 +412,11 @@ impl Simulation {
         };
         cc.stats.cnp_packets += 1;
         let q = QueueId(cc.cnp_base + pk.dst.0 * CC_SLS as u32 + pk.sl as u32);
-        let marked_at = cc.trace.as_deref_mut().and_then(|t| t.marked_at.remove(&id));
+        let mark = cc.trace.as_deref_mut().and_then(|t| t.marked_at.remove(&id));
         let cnp_id = self.packets.insert(cnp);
         self.packets_created += 1;
-        if let (Some(t), Some(at)) = (self.cc.as_deref_mut().and_then(|c| c.trace.as_deref_mut()), marked_at) {
-            t.marked_at.insert(cnp_id, at);
+        if let (Some(t), Some(mark)) = (self.cc.as_deref_mut().and_then(|c| c.trace.as_deref_mut()), mark) {
+            t.marked_at.insert(cnp_id, mark);
         }
         if self.queues[q].push(cnp_id, &mut self.packets.items) {
             self.register_head(q, None, None);
@@ -438,11 +473,27 @@ impl Simulation {
         let s = cc.stats;
         Some(serde_json::json!({
             "cnp_packets": s.cnp_packets,
+            "cnp_wire_bytes": s.cnp_wire_bytes,
             "marks_root": s.marks_root,
             "marks_victim": s.marks_victim,
             "max_ccti": s.max_ccti,
             "trigger_events": s.trigger_events,
         }))
+    }
+
+    /// Adds a statistics class's CC counters to its summary entry (nothing with CC off, so that
+    /// runs without CC keep their summaries exactly).
+    pub(crate) fn cc_class_summary(&self, class: usize, entry: &mut serde_json::Value) {
+        let Some(cc) = self.cc.as_deref() else { return };
+        let c = cc.by_class[class];
+        entry["fecn_marked_packets"] = serde_json::json!(c.fecn_marked_packets);
+        entry["becn_received"] = serde_json::json!(c.becn_received);
+        entry["cc_throttle_ps"] = serde_json::json!(c.cc_throttle_ps);
+    }
+
+    /// Congestion control's counters of statistics class `class` (None with CC off).
+    pub fn cc_class_stats(&self, class: usize) -> Option<CcClassStats> {
+        self.cc.as_deref().map(|c| c.by_class[class])
     }
 
     /// The CCTI and BECN trace (`congestion_control.trace = true`), for validation.

@@ -102,6 +102,7 @@ impl Simulation {
                 ports * vls,
                 pv,
                 t_max,
+                cfg.traffic.len() + cfg.jobs.len(),
             ))
         });
         if cc.as_ref().is_some_and(|c| c.flow_count() > MAX_EVENT_ID as usize) {

@@ -2,6 +2,7 @@
 
 use super::attribution::Kind;
 use super::{RunStatus, Simulation};
+use crate::fabric::cc::CcTrace;
 use crate::mpi::Mpi;
 use crate::units::ps_to_ns;
 use serde_json::{json, Map, Value};
@@ -37,6 +38,10 @@ pub struct RunOutput {
     pub interference: Option<Vec<Column>>,
     /// Per cabled port, with `run.port_counters`: idle time with credit-stalled packets.
     pub port_waits: Option<Vec<Column>>,
+    /// Per CCTI change, with `congestion_control.trace`.
+    pub ccti: Option<Vec<Column>>,
+    /// Per FECN mark (and its BECN's arrival), with `congestion_control.trace`.
+    pub cc_marks: Option<Vec<Column>>,
 }
 
 impl Simulation {
@@ -67,6 +72,10 @@ impl Simulation {
                 v
             })
             .collect();
+        let mut by_traffic = by_traffic;
+        for (class, v) in by_traffic.iter_mut().enumerate() {
+            self.cc_class_summary(class, v);
+        }
         let mean_pending = if self.event_count > 0 { self.pending_sum as f64 / self.event_count as f64 } else { 0.0 };
         summary.insert("hosts".into(), json!(g.hosts));
         summary.insert("switches".into(), json!(g.switches));
@@ -100,6 +109,10 @@ impl Simulation {
             for (j, stats) in self.by_class[tables..].iter_mut().enumerate() {
                 let name = mpi.job_name(j as u32).to_string();
                 jobs[&name]["network"] = stats.summary(all_capacity);
+            }
+            for j in 0..self.by_class.len() - tables {
+                let name = mpi.job_name(j as u32).to_string();
+                self.cc_class_summary(tables + j, &mut jobs[&name]["network"]);
             }
             summary.insert("jobs".into(), jobs);
         }
@@ -136,6 +149,10 @@ impl Simulation {
                 column("xmit_wait_ns", "<f8", ports.iter().map(|&p| ps_to_ns(w[p as usize].1)), f64::to_le_bytes),
             ]
         });
+        let (ccti, cc_marks) = match self.cc_trace() {
+            Some(t) => (Some(ccti_columns(t)), Some(cc_mark_columns(t))),
+            None => (None, None),
+        };
         Ok(RunOutput {
             summary: Value::Object(summary),
             node_names: g.node_names.clone(),
@@ -144,6 +161,8 @@ impl Simulation {
             ranks,
             interference,
             port_waits,
+            ccti,
+            cc_marks,
         })
     }
 
@@ -210,5 +229,41 @@ fn rank_columns(mpi: &Mpi) -> Vec<Column> {
         column("mpi_wait_ns", "<f8", r.iter().map(|x| ps_to_ns(x.wait)), f64::to_le_bytes),
         column("sends", "<u4", r.iter().map(|x| x.sends), u32::to_le_bytes),
         column("send_latency_ns", "<f8", r.iter().map(|x| ps_to_ns(x.send_latency)), f64::to_le_bytes),
+    ]
+}
+
+/// One row per CCTI change: up on a BECN, down on a timer expiry. Times in integer picoseconds:
+/// the closed forms they are checked against are exact to the picosecond.
+fn ccti_columns(t: &CcTrace) -> Vec<Column> {
+    let c = &t.ccti;
+    vec![
+        column("time_ps", "<u8", c.iter().map(|x| x.time), u64::to_le_bytes),
+        column("host", "<u4", c.iter().map(|x| x.host), u32::to_le_bytes),
+        column("sl", "<u1", c.iter().map(|x| x.sl), u8::to_le_bytes),
+        column("lane", "<u4", c.iter().map(|x| x.lane), u32::to_le_bytes),
+        column("ccti", "<u2", c.iter().map(|x| x.ccti), u16::to_le_bytes),
+    ]
+}
+
+/// `becn_ps` of a mark whose BECN had not reached its source when the run ended.
+pub const NO_BECN: u64 = u64::MAX;
+
+/// One row per FECN mark, with the time its BECN reached the source (`NO_BECN`: not by the end).
+fn cc_mark_columns(t: &CcTrace) -> Vec<Column> {
+    let m = &t.marks;
+    let mut becn = vec![NO_BECN; m.len()];
+    for b in &t.becn {
+        becn[b.mark as usize] = b.increased_at;
+    }
+    vec![
+        column("time_ps", "<u8", m.iter().map(|x| x.time), u64::to_le_bytes),
+        column("link", "<u4", m.iter().map(|x| x.port), u32::to_le_bytes),
+        column("vl", "<u1", m.iter().map(|x| x.vl), u8::to_le_bytes),
+        column("sl", "<u1", m.iter().map(|x| x.sl), u8::to_le_bytes),
+        column("src", "<u4", m.iter().map(|x| x.src), u32::to_le_bytes),
+        column("dst", "<u4", m.iter().map(|x| x.dst), u32::to_le_bytes),
+        column("credits", "<u4", m.iter().map(|x| x.credits), u32::to_le_bytes),
+        column("victim", "<u1", m.iter().map(|x| x.victim as u8), u8::to_le_bytes),
+        column("becn_ps", "<u8", becn.into_iter(), u64::to_le_bytes),
     ]
 }
