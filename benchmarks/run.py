@@ -188,12 +188,14 @@ BARE_OPERATIONS = 1_000_000
 
 
 def instruction_child(plan_path):
-    """Runs inside callgrind: each scenario, then the hold loop at its pending count; prints rows."""
+    """Runs inside callgrind: each scenario, then the hold loop at its pending count; then each
+    option case off and on; prints rows."""
     from qoslab import Scenario, simulate
     from qoslab.simulate import bench_event_queue
 
+    plan = json.loads(Path(plan_path).read_text())
     rows = []
-    for name, topology, load, duration_us in json.loads(Path(plan_path).read_text()):
+    for name, topology, load, duration_us in plan["scenarios"]:
         routing = {"algorithm": name.rsplit(" ", 1)[-1]} if topology["kind"] == "dragonfly-plus" else {}
         scenario = Scenario(name=name, topology=topology, routing=routing,
                             traffic=[{"pattern": "uniform", "load": load, "message_bytes": 4096}],
@@ -202,21 +204,50 @@ def instruction_child(plan_path):
         bench_event_queue(max(int(summary["mean_pending_events"]), 1), BARE_OPERATIONS, 1)
         rows.append({"name": name, "simulated_us": duration_us, "packet_hops": summary["packet_hops"],
                      "events": summary["events"], "mean_pending_events": summary["mean_pending_events"]})
-    print(json.dumps(rows))
+    options = []
+    for name, case, duration_us in plan["options"]:
+        for on in (False, True):
+            summary = simulate(option_scenario(case, duration_us, on)).summary
+            options.append({"name": name, "on": on, "simulated_us": duration_us, "packet_hops": summary["packet_hops"]})
+    print(json.dumps({"scenarios": rows, "options": options}))
+
+
+def option_scenario(case, duration_us, on):
+    """The scenario an option's cost is measured on: the four jobs with interference attribution,
+    or the 1024-host tree at load 0.5 with congestion control (as `attribution_cost` and
+    `congestion_control_cost` run them), `duration_us` long."""
+    from qoslab import Scenario
+
+    if case == "interference":
+        jobs = [{"name": name, "nodes": 256, "placement": "random", "restart": True,
+                 "workload": {**workload, "iterations": iterations}} for name, workload, iterations in JOBS]
+        return Scenario(name="four jobs", topology=FULL_1024, jobs=jobs,
+                        run={"interference": on, "duration_us": duration_us, "warmup_us": 0.0})
+    return Scenario(name="fat-tree-1024 uniform load 0.5", topology=FULL_1024,
+                    traffic=[{"pattern": "uniform", "load": 0.5, "message_bytes": 4096}],
+                    run={"duration_us": duration_us, "warmup_us": duration_us / 10},
+                    congestion_control={"enabled": on})
+
+
+# Options whose cost is also counted in instructions (hops inside Simulation::run_reporting, off
+# and on): name, case for `option_scenario`, simulated microseconds.
+OPTION_INSTRUCTION_RUNS = [("attribution", "interference", 400.0), ("congestion control", "congestion_control", 150.0)]
 
 
 def instruction_counts():
-    """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by callgrind."""
+    """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by
+    callgrind; and each option's instructions per hop on over off."""
     import shutil
 
     if shutil.which("valgrind") is None:
         sys.exit("benchmarks/run.py --instructions: valgrind is not installed (apt-get install valgrind)")
-    plan = [(name, topology, load, INSTRUCTION_RUNS[name]) for name, topology, load, _ in SCENARIOS]
+    plan = {"scenarios": [(name, topology, load, INSTRUCTION_RUNS[name]) for name, topology, load, _ in SCENARIOS],
+            "options": OPTION_INSTRUCTION_RUNS}
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "plan.json").write_text(json.dumps(plan))
         out = Path(tmp, "cg.out")
         # Each function's counts are dumped (and reset) as it returns: dumps alternate between a
-        # scenario's Simulation::run_reporting and its hold loop.
+        # scenario's Simulation::run_reporting and its hold loop, then one per option run.
         command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
                    "--toggle-collect=*Simulation::run_reporting", "--toggle-collect=*hold_model",
                    "--dump-after=*Simulation::run_reporting", "--dump-after=*hold_model",
@@ -224,12 +255,14 @@ def instruction_counts():
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
             sys.exit(f"benchmarks/run.py --instructions: the run under callgrind failed:\n{done.stderr[-2000:]}")
-        rows = json.loads(done.stdout.strip().splitlines()[-1])
+        result = json.loads(done.stdout.strip().splitlines()[-1])
         dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
         counts = [callgrind_total(p) for p in dumps]
+    rows, options = result["scenarios"], result["options"]
     counts = [c for c in counts if c > 0]
-    if len(counts) < 2 * len(rows):
-        sys.exit(f"benchmarks/run.py --instructions: expected {2 * len(rows)} callgrind dumps, found {len(counts)}")
+    if len(counts) < 2 * len(rows) + len(options):
+        sys.exit(f"benchmarks/run.py --instructions: expected {2 * len(rows) + len(options)} callgrind dumps, "
+                 f"found {len(counts)}")
     for i, row in enumerate(rows):
         run_ir, bare_ir = counts[2 * i], counts[2 * i + 1]
         row["instructions_per_packet_hop"] = run_ir / row["packet_hops"]
@@ -239,7 +272,16 @@ def instruction_counts():
         print(f"{row['name']:40s} {row['instructions_per_packet_hop']:7.0f} instructions/hop  "
               f"bare queue {row['bare_queue_instructions_per_event']:5.0f}/event  "
               f"ratio {row['instruction_ratio_to_bare_queue']:.2f}", flush=True)
-    return rows
+    costs = {}
+    for i, run in enumerate(options):
+        run["instructions_per_packet_hop"] = counts[2 * len(rows) + i] / run["packet_hops"]
+    for off, on in zip(options[::2], options[1::2]):
+        # Hop rate on over off, as instructions: per hop off over per hop on.
+        costs[off["name"]] = {"off": off, "on": on,
+                              "on_over_off": off["instructions_per_packet_hop"] / on["instructions_per_packet_hop"]}
+        print(f"{off['name'] + ' on/off, by instructions':40s} {costs[off['name']]['on_over_off']:.3f}  "
+              f"({off['instructions_per_packet_hop']:.0f} -> {on['instructions_per_packet_hop']:.0f} a hop)", flush=True)
+    return {"scenarios": rows, "options": costs}
 
 
 def callgrind_total(path):
@@ -349,9 +391,13 @@ def main(argv=None):
         },
     }
     if instructions:
-        report["figures"]["max_instructions_per_packet_hop"] = max(r["instructions_per_packet_hop"] for r in instructions)
+        scenarios = instructions["scenarios"]
+        report["figures"]["max_instructions_per_packet_hop"] = max(r["instructions_per_packet_hop"] for r in scenarios)
         report["figures"]["min_instruction_ratio_to_bare_queue"] = min(
-            r["instruction_ratio_to_bare_queue"] for r in instructions)
+            r["instruction_ratio_to_bare_queue"] for r in scenarios)
+        report["figures"]["attribution_on_over_off_by_instructions"] = instructions["options"]["attribution"]["on_over_off"]
+        report["figures"]["congestion_control_on_over_off_by_instructions"] = (
+            instructions["options"]["congestion control"]["on_over_off"])
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["figures"], indent=2))
     print(f"wrote {args.out}")
