@@ -4,6 +4,7 @@ table reaches the engine as config_cc.rs reads it, off changes nothing (not even
 reports what CC did (per class, checked against the throttle's closed forms, and traced), and
 export/import carry it to OpenSM and back."""
 
+import json
 import math
 from pathlib import Path
 
@@ -185,3 +186,21 @@ def test_tracing_changes_nothing_but_the_tables():
         assert plain.summary[key] == traced.summary[key]
     assert plain.ccti is None and traced.ccti is not None and traced.ccti.num_rows > 0
     assert "trace" not in engine_config(base)["congestion_control"]
+
+
+def test_qoslab_run_prints_the_congestion_control_table_only_when_it_is_on(tmp_path):
+    done = CliRunner().invoke(app, ["run", str(GOLDEN), "--out", str(tmp_path / "on")], env={"COLUMNS": "200"})
+    assert done.exit_code == 0, done.output
+    summary = json.loads((tmp_path / "on" / "summary.json").read_text())
+    assert "congestion control (whole run)" in done.output
+    # each class's row carries the summary's own counts, the throttled time in microseconds
+    for i, figures in enumerate(summary["by_traffic"]):
+        row = next(line for line in done.output.splitlines() if f"traffic[{i}]" in line)
+        cells = [cell.strip() for cell in row.split("│")[1:-1]]
+        assert cells == [f"traffic[{i}]", f"{figures['fecn_marked_packets']:,}", f"{figures['becn_received']:,}",
+                         f"{figures['cc_throttle_ps'] / 1e6:.3g}"]
+    assert f"CNPs {summary['congestion_control']['cnp_packets']:,}" in done.output
+    off = CliRunner().invoke(app, ["run", str(GOLDEN), "--out", str(tmp_path / "off"),
+                                   "--set", "congestion_control.enabled=false"])
+    assert off.exit_code == 0, off.output
+    assert "congestion control" not in off.output

@@ -102,8 +102,29 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
                 f"{100 * job.get('mpi_wait_fraction', 0.0):.0f}%", fmt(job.get("bytes_sent", 0) / 2**20),
             )
         console.print(per_job)
+    print_congestion_control(summary)
     if summary.get("interrupted"):
         console.print(Text("the run was interrupted: figures cover the simulated time only", style="yellow"))
+
+
+def print_congestion_control(summary: dict[str, Any]) -> None:
+    """With congestion control on: the whole run's CC counts, and per traffic table and job what
+    was marked, notified back and held back (whole-run counts, like the engine's)."""
+    cc = summary.get("congestion_control")
+    if not cc:
+        return
+    table = Table(title="congestion control (whole run)", title_justify="left")
+    for column in ("class", "FECN marked", "BECNs received", "throttled (us)"):
+        table.add_column(column, justify="right")
+    classes = [(f"traffic[{i}]", t) for i, t in enumerate(summary.get("by_traffic") or [])]
+    classes += [(name, job.get("network") or {}) for name, job in (summary.get("jobs") or {}).items()]
+    for name, figures in classes:
+        table.add_row(name, fmt(figures.get("fecn_marked_packets")), fmt(figures.get("becn_received")),
+                      fmt(None if figures.get("cc_throttle_ps") is None else float(figures["cc_throttle_ps"]), 1e6))
+    table.caption = (f"marks: {fmt(cc.get('marks_root'))} as root, {fmt(cc.get('marks_victim'))} as victim; "
+                     f"CNPs {fmt(cc.get('cnp_packets'))} ({fmt(cc.get('cnp_wire_bytes'))} wire bytes); "
+                     f"highest CCT index {fmt(cc.get('max_ccti'))}; throttled: summed over send queues")
+    console.print(table)
 
 
 def print_study(outcome: Any) -> None:
