@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from qoslab.analysis import congestion_impact, iteration_stats
+from qoslab.analysis.gpcnet import impact_by_point
 from qoslab.scenario import read_toml
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
@@ -123,13 +124,30 @@ def test_congestion_control_and_qos_together_protect_the_canaries_best(tmp_path)
     total = sweep["total_contention_us"]
     assert total[(True, "default")] < 0.7 * total[(False, "default")]
     assert total[(True, "per-job[canaries high]")] == total.min()
-    cif = {}
+    # GPCNeT's congestion impact factors of every point side by side (sweep_gpcnet): each point's
+    # own gpcnet.parquet, with the point and its CC setting.
+    side = outcome.tables["sweep_gpcnet"]
     for point, enabled in ((0, False), (1, True)):
         gpcnet = pd.read_parquet(tmp_path / "points" / f"point={point}" / "gpcnet.parquet")
-        for row in gpcnet[gpcnet["job"] == "rr-bandwidth"].itertuples():
-            cif[(enabled, row.policy)] = row.cif_average
+        of_point = side[side["point"] == point]
+        assert set(of_point["congestion_control.enabled"]) == {enabled}
+        pd.testing.assert_frame_equal(of_point[gpcnet.columns].reset_index(drop=True), gpcnet)
+    bw = side[side["job"] == "rr-bandwidth"]
+    cif = dict(zip(zip(bw["congestion_control.enabled"], bw["policy"]), bw["cif_average"]))
     assert cif[(False, "per-job[canaries high]")] < 0.8 * cif[(False, "default")]
     assert cif[(True, "per-job[canaries high]")] == min(cif.values())
+    # The sweep's report and its terminal table show them as GPCNeT prints them, "average / 99%"
+    # per test and policy, one column per CC setting (measured: the bandwidth canary under
+    # default 1.6 / 4.2 off, 1.6 / 4.7 on).
+    wide = impact_by_point(side, ["congestion_control.enabled"]).set_index(["test", "policy"])
+    assert list(wide.columns) == ["congestion_control.enabled=off", "congestion_control.enabled=on"]
+    assert len(wide) == 3 * 2  # three canary tests x two policies
+    bandwidth = wide.loc[("RR Two-sided BW+Sync (131072 B)", "default")]
+    printed = side[(side["job"] == "rr-bandwidth") & (side["policy"] == "default")].set_index("point")
+    for point, column in enumerate(wide.columns):
+        assert bandwidth[column] == f"{printed.loc[point, 'cif_average_printed']:.1f} / {printed.loc[point, 'cif_p99_printed']:.1f}"
+    report = (tmp_path / "report.html").read_text()
+    assert "GPCNeT congestion impact per point" in report and bandwidth[wide.columns[1]] in report
 
 
 def test_on_the_dragonfly_tail_congestion_control_helps_adaptive_routing_and_qos_does_more(tmp_path):
