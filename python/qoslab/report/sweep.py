@@ -41,8 +41,8 @@ def write_sweep_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], met
                      "policy, one column per sweep point. Exact values: sweep_gpcnet.parquet (cif_average, "
                      "cif_p99).</p>" + _table(impact_by_point(gpcnet, keys)))
     parts.append("<p class='note'>Tables: sweep.parquet (per point and policy), sweep_slowdown.parquet (per point, "
-                 "policy and job), sweep_gpcnet.parquet (with GPCNeT canaries), sweep_points.parquet; every point's run tables read together with "
-                 "qoslab.study.sweep_runner.sweep_dataset(out, \"jobs\").</p>")
+                 "policy and job), sweep_gpcnet.parquet (with GPCNeT canaries), sweep_points.parquet; every point's "
+                 "run tables read together with qoslab.study.sweep_runner.sweep_dataset(out, \"jobs\").</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
     path = out / "report.html"

@@ -6,7 +6,8 @@ point's tables (and with point_reports its figures and report) in its own folder
 lazily), and across points the small tables `sweep.parquet` (per point and policy),
 `sweep_slowdown.parquet` (per point, policy and job) and, with GPCNeT canaries,
 `sweep_gpcnet.parquet` (per point, policy and canary test: GPCNeT's congestion impact factors).
-The driver holds one chunk's specs and one point's tables at a time, so its memory does not grow with the number of points."""
+The driver holds one chunk's specs and one point's tables at a time, so its memory does not grow
+with the number of points."""
 
 from __future__ import annotations
 
