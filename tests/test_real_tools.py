@@ -1,15 +1,13 @@
 """Round trip against the real InfiniBand tools: a qoslab fat tree exported to ibsim, routed and
 QoS-programmed by the real OpenSM from `qoslab export opensm`, then read back with ibnetdiscover,
-smpquery and ibroute. `.ci/run` installs opensm, ibsim-utils and infiniband-diags; where they are
-missing these tests skip, saying so. Every process a test starts is stopped by its pid."""
+smpquery and ibroute (congestion control: test_real_tools_cc.py). ib_harness.py runs the tools:
+`.ci/run` installs opensm, ibsim-utils and infiniband-diags; where they are missing these tests
+skip, saying so. Every process a test starts is stopped by its pid."""
 
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
-import shutil
-import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,18 +15,12 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 import qoslab
+from ib_harness import Fabric, lids, requires_ib_tools, sl2vl_rows, tool
 from qoslab.deploy import export_opensm
 from qoslab.io.ibnetdiscover import parse_fabric, write_ibsim
 from qoslab.io.ibroute import read_dumps
 
-UMAD2SIM = Path("/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so")
-TOOLS = ("ibsim", "opensm", "ibnetdiscover", "smpquery", "ibroute")
-missing = [t for t in TOOLS if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
-pytestmark = pytest.mark.skipif(
-    bool(missing) or not UMAD2SIM.exists(),
-    reason=f"the real InfiniBand tools are not installed ({', '.join(missing) or UMAD2SIM}): "
-           "apt-get install opensm ibsim-utils infiniband-diags",
-)
+pytestmark = requires_ib_tools
 
 SCENARIO = {
     "seed": 3,
@@ -47,70 +39,6 @@ SCENARIO = {
          "workload": {"kind": "random-pairs", "iterations": 2}},
     ],
 }
-
-
-def tool(name: str) -> str:
-    return shutil.which(name) or f"/usr/sbin/{name}"
-
-
-class Fabric:
-    """An ibsim fabric with OpenSM run once over it; tools run against it by LD_PRELOAD."""
-
-    def __init__(self, folder: Path):
-        self.folder = folder
-        self.env = {**os.environ, "LD_PRELOAD": str(UMAD2SIM), "OSM_TMP_DIR": str(folder),
-                    "OSM_CACHE_DIR": str(folder)}
-        self.procs: list[subprocess.Popen] = []
-
-    def start_ibsim(self, net: Path) -> None:
-        log = open(self.folder / "ibsim.log", "w")  # noqa: SIM115 - the daemon writes it for its lifetime
-        proc = subprocess.Popen([tool("ibsim"), "-s", str(net)], stdin=subprocess.PIPE, stdout=log,
-                                stderr=subprocess.STDOUT, cwd=self.folder, start_new_session=True)
-        self.procs.append(proc)
-        # ibsim listens once it has read the net file; a tool run before then cannot attach.
-        for _ in range(100):
-            if "sim>" in (self.folder / "ibsim.log").read_text():
-                return
-            if proc.poll() is not None:
-                raise AssertionError(f"ibsim exited: {(self.folder / 'ibsim.log').read_text()}")
-            time.sleep(0.05)
-        raise AssertionError("ibsim did not start")
-
-    def run(self, *args: str, timeout: float = 60) -> str:
-        proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=self.env, cwd=self.folder, text=True, start_new_session=True)
-        self.procs.append(proc)
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        finally:
-            self.stop(proc)
-        assert proc.returncode == 0, f"{args}: exit {proc.returncode}: {err}"
-        return out
-
-    def start(self, *args: str) -> subprocess.Popen:
-        """A tool left running (OpenSM as the subnet's master), stopped by close()."""
-        proc = subprocess.Popen([tool(args[0]), *args[1:]], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                env=self.env, cwd=self.folder, start_new_session=True)
-        self.procs.append(proc)
-        return proc
-
-    def stop(self, proc: subprocess.Popen) -> None:
-        """Ends the process and its group: SIGTERM, then SIGKILL if it has not gone within 5 s
-        (an OpenSM whose ibsim is gone can hang in its shutdown and outlive the tests)."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                os.killpg(proc.pid, sig)
-            except ProcessLookupError:
-                pass
-            try:
-                proc.wait(timeout=5)
-                return
-            except subprocess.TimeoutExpired:
-                continue
-
-    def close(self) -> None:
-        for proc in reversed(self.procs):
-            self.stop(proc)
 
 
 @pytest.fixture(scope="module", params=["ftree", "minhop"])
@@ -168,18 +96,6 @@ def test_ibnetdiscover_of_the_exported_fabric_imports_to_the_same_fabric(routed)
     imported = qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(saved)})
     assert imported.host_count() == scenario.host_count() == 16
     assert [e.name for e in imported.topology._fabric.endpoints()] == [f"H{i}" for i in range(16)]
-
-
-def lids(topo: str) -> tuple[dict[str, int], dict[str, int]]:
-    switch = {m[1]: int(m[2]) for m in re.finditer(r'Switch\s+\d+\s+"S-[0-9a-f]+"\s+# "([^"]+)" base port 0 lid (\d+)', topo)}
-    hosts = {}
-    for m in re.finditer(r'Ca\s+\d+\s+"H-[0-9a-f]+"\s+# "([^"]+)"\n\[1\]\([0-9a-f]+\)\s+"S-[0-9a-f]+"\[\d+\]\s+# lid (\d+)', topo):
-        hosts[m[1]] = int(m[2])
-    return switch, hosts
-
-
-def sl2vl_rows(text: str) -> list[list[int]]:
-    return [[int(v) for v in row.split("|")[1:-1]] for row in re.findall(r"ports: in\s+\d+, out\s+\d+: (\|.*\|)", text)]
 
 
 def vlarb(text: str) -> dict[str, list[tuple[int, int]]]:

@@ -76,6 +76,23 @@ def test_plan_of_a_tail_study_counts_its_runs(tmp_path):
     assert size["hosts"] == 64
 
 
+def test_congestion_control_off_and_on_are_runs_of_their_own_and_a_target_gets_its_sl(tmp_path):
+    plain = TailPlan(study(snapshots=2)).plan()[0]
+    specs = TailPlan(study(snapshots=2, congestion_control=[False, True])).plan()[0]
+    # Congestion control off: the very runs of a study without the key (same ids); on: "+cc" runs
+    # whose scenario turns it on, with the scenario's other settings.
+    off = [s for s in specs if not s.policy.endswith("+cc")]
+    on = [s for s in specs if s.policy.endswith("+cc")]
+    assert [s.run_id for s in off] == [s.run_id for s in plain] and len(on) == len(off)
+    assert all(s.scenario["congestion_control"] == {"enabled": True} for s in on)
+    assert all("congestion_control" not in s.scenario for s in off)
+    assert TailPlan(study(snapshots=2, congestion_control=[False, True])).size()["routings"] == \
+        ["minimal", "minimal+cc", "adaptive", "adaptive+cc"]
+    high = TailPlan(study(snapshots=2, target={"nodes": 8, "sl": 1})).plan()[0]
+    assert {s.scenario["jobs"][0]["sl"] for s in high} == {1}
+    assert all("sl" not in s.scenario["jobs"][0] for s in plain)  # SL 0 is not written: run ids as before
+
+
 def test_background_makes_the_tail_long_and_same_group_placement_is_faster(small_outcome):
     it = small_outcome.tables["tail_iterations"]
     summary = compare_groups(with_background_label(it), by=BY).set_index(BY)
@@ -207,6 +224,9 @@ def test_a_sacct_host_outside_the_fabric_is_named_by_line(tmp_path):
      'flowlets apply to adaptive routing on a Dragonfly+ (routing.algorithm is "minimal"'),
     ({"routings": ["adaptive", {"algorithm": "adaptive"}]}, "routings[1]", "'adaptive' is listed twice"),
     ({"routings": ["fastest"]}, "routings[0].algorithm", "minimal"),
+    ({"congestion_control": [True, True]}, "congestion_control", "each value once"),
+    ({"congestion_control": []}, "congestion_control", "at least 1"),
+    ({"target": {"nodes": 8, "sl": 16}}, "target.sl", "less than or equal to 15"),
 ])
 def test_bad_study_files_name_the_key(changes, key, expected):
     with pytest.raises(ScenarioError) as error:

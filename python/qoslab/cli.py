@@ -436,8 +436,10 @@ def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None,
           _scheduler_log_errors(str(study_file))):
         runner = TailStudyRunner(loaded, out, executor, console, task=task, collect=collect)
         targets = f" x {len(runner.targets)} targets" if loaded.several_targets else ""
+        cc = "" if loaded.congestion_control is None else \
+            f" x congestion control {' and '.join('on' if on else 'off' for on in loaded.congestion_control)}"
         console.print(f"tail-latency study [bold]{loaded.title()}[/bold]: {loaded.snapshots} background snapshots"
-                      f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings, "
+                      f"{targets} x {len(loaded.localities)} localities x {len(loaded.routings)} routings{cc}, "
                       f"{executor.workers} workers; results in {out}/")
         with _array_stages(task, collect, out):
             outcome = runner.run()

@@ -171,9 +171,22 @@ def print_sweep(outcome: Any) -> None:
     for record in sweep[columns].itertuples(index=False):
         table.add_row(*(Text(fmt(v)) for v in record))
     console.print(table)
+    gpcnet = outcome.tables.get("sweep_gpcnet")
+    if gpcnet is not None and len(gpcnet):
+        from qoslab.analysis.gpcnet import impact_by_point
+
+        wide = impact_by_point(gpcnet, outcome.keys)
+        cif = Table(title="GPCNeT congestion impact, average / 99% as GPCNeT prints them (> 1: congestion hurts)",
+                    title_justify="left")
+        for column in wide.columns:
+            cif.add_column(str(column), overflow="fold", justify="left" if column in ("test", "policy") else "right")
+        for record in wide.itertuples(index=False):
+            cif.add_row(*(Text(str(v)) for v in record))
+        console.print(cif)
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
+    extra = "sweep_gpcnet.parquet, " if gpcnet is not None and len(gpcnet) else ""
     console.print(f"{len(outcome.tables['sweep_points'])} points, {outcome.runs_total} runs{reused}; wrote sweep.parquet, "
-                  f"sweep_slowdown.parquet and report.html to {outcome.out}/, each point's results to "
+                  f"sweep_slowdown.parquet, {extra}and report.html to {outcome.out}/, each point's results to "
                   f"{outcome.out}/points/point=N/")
     for point, error in outcome.report_errors.items():
         err_console.print(Text(f"warning: point {point}: the analysis or report could not be written (a bug, please "

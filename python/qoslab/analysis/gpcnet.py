@@ -155,3 +155,28 @@ def congestion_impact(iterations: pd.DataFrame, job: str, kind: Literal["latency
                       bytes_per_iteration=1 << 20)
     table = gpcnet_impact(iterations, job, [test])
     return table.assign(kind=kind)[CIF_COLUMNS] if len(table) else pd.DataFrame(columns=CIF_COLUMNS)
+
+
+def impact_by_point(table: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """A swept study's `sweep_gpcnet` table laid out side by side: one row per canary test and
+    policy (in the order they first appear), one column per sweep point (named by its swept
+    values, "key=value, ..."), each cell GPCNeT's CIF as it prints them, "average / 99%"."""
+    if table.empty:
+        return pd.DataFrame(columns=["test", "policy"])
+    frame = table.copy()
+
+    def name(row: Any) -> str:
+        return ", ".join(f"{key}={_shown(row[key])}" for key in keys) or f"point {row['point']}"
+
+    frame["point_name"] = frame.apply(name, axis=1)
+    frame["cif"] = [f"{a:.1f} / {p:.1f}" for a, p in zip(frame["cif_average_printed"], frame["cif_p99_printed"])]
+    wide = frame.pivot_table(index=["test", "policy"], columns="point_name", values="cif", aggfunc="first", sort=False)
+    points = list(dict.fromkeys(frame.sort_values("point", kind="stable")["point_name"]))
+    return wide[points].reset_index().rename_axis(columns=None)
+
+
+def _shown(value: Any) -> str:
+    """A swept value as a column name shows it: booleans as on/off (a swept `enabled`)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "on" if value else "off"
+    return str(value)

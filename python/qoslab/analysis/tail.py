@@ -400,3 +400,43 @@ def b_correlations(iterations: pd.DataFrame, tail_quantile: float = 0.9) -> pd.D
             row["note"] = str(error)
         rows.append(row)
     return pd.DataFrame(rows, columns=columns)
+
+
+# --- congestion control off against on (a study with congestion_control = [false, true]) ---------
+
+CC_SUFFIX = "+cc"  # what the tail study adds to a routing's label for its runs with congestion control on
+
+
+def congestion_control_effect(iterations: pd.DataFrame) -> pd.DataFrame:
+    """One row per target x locality x routing that ran with congestion control both off
+    (routing label "R") and on ("R+cc"), over the background snapshots that have both runs: the
+    pooled p50 and p99 of the iteration latencies off and on, p99_ratio (on / off), the geometric
+    mean over snapshots of each pair's median ratio (on / off), and in how many snapshots the run
+    with congestion control on had the lower median. Empty without such pairs."""
+    columns = [*RUN_KEYS, "snapshots", "p50_off_ns", "p50_on_ns", "p99_off_ns", "p99_on_ns", "p99_ratio",
+               "median_ratio", "faster_with_cc"]
+    if "routing" not in iterations.columns or iterations.empty:
+        return pd.DataFrame(columns=columns)
+    runs = iterations[iterations["snapshot"] >= 0].copy()
+    routing = runs["routing"].astype(str)
+    runs["cc"] = routing.str.endswith(CC_SUFFIX)
+    runs["routing"] = routing.str.removesuffix(CC_SUFFIX)
+    keys = [k for k in RUN_KEYS if k in runs.columns]
+    rows = []
+    for group_keys, group in runs.groupby(keys, sort=False):
+        medians = group.groupby(["snapshot", "cc"])["latency_ns"].median().unstack("cc")
+        if True not in medians.columns or False not in medians.columns:
+            continue
+        medians = medians.dropna()
+        if medians.empty:
+            continue
+        both = group[group["snapshot"].isin(medians.index)]
+        off, on = both.loc[~both["cc"], "latency_ns"], both.loc[both["cc"], "latency_ns"]
+        row: dict = dict(zip(keys, group_keys if isinstance(group_keys, tuple) else (group_keys,)))
+        p99_off, p99_on = float(np.percentile(off, 99)), float(np.percentile(on, 99))
+        row.update(snapshots=len(medians), p50_off_ns=float(np.median(off)), p50_on_ns=float(np.median(on)),
+                   p99_off_ns=p99_off, p99_on_ns=p99_on, p99_ratio=p99_on / p99_off,
+                   median_ratio=float(np.exp(np.log(medians[True] / medians[False]).mean())),
+                   faster_with_cc=int((medians[True] < medians[False]).sum()))
+        rows.append(row)
+    return pd.DataFrame(rows, columns=columns)

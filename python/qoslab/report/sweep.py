@@ -1,6 +1,7 @@
 """The report of a swept study (study/sweep_runner.py): per point and policy, the total contention
-and each job's mean slowdown, and with one numeric swept key a figure of both against it. Each
-point's own report is in points/point=N/report.html."""
+and each job's mean slowdown, and with one numeric swept key a figure of both against it; with
+GPCNeT canaries, their congestion impact factors per test and policy, the points side by side.
+Each point's own report is in points/point=N/report.html."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from qoslab.analysis.gpcnet import impact_by_point
 from qoslab.report.html import STYLE, _figure, _table
 
 SHOWN = ["policy", "total_contention_us", "mean_slowdown", "worst_slowdown", "worst_job", "vs_default_pct"]
@@ -31,9 +33,16 @@ def write_sweep_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], met
                                                                               "sweep", alt=f"sweep over {keys[0]}"))
     columns = ["point", *keys, *[c for c in SHOWN if c in sweep.columns]]
     parts.append("<h2>Per point and policy</h2>" + _table(sweep[columns], break_headers=True))
+    gpcnet = tables.get("sweep_gpcnet")
+    if gpcnet is not None and len(gpcnet):
+        parts.append("<h2>GPCNeT congestion impact per point</h2><p class='note'>Each canary test's congestion "
+                     "impact factor, average / 99%, as GPCNeT prints them (congested over isolated latency, isolated "
+                     "over congested bandwidth, from the figures rounded to 0.1; &gt; 1: congestion hurts), per "
+                     "policy, one column per sweep point. Exact values: sweep_gpcnet.parquet (cif_average, "
+                     "cif_p99).</p>" + _table(impact_by_point(gpcnet, keys)))
     parts.append("<p class='note'>Tables: sweep.parquet (per point and policy), sweep_slowdown.parquet (per point, "
-                 "policy and job), sweep_points.parquet; every point's run tables read together with "
-                 "qoslab.study.sweep_runner.sweep_dataset(out, \"jobs\").</p>")
+                 "policy and job), sweep_gpcnet.parquet (with GPCNeT canaries), sweep_points.parquet; every point's "
+                 "run tables read together with qoslab.study.sweep_runner.sweep_dataset(out, \"jobs\").</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
     path = out / "report.html"

@@ -13,7 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from qoslab.analysis.tail import b_correlations, compare_groups, run_medians
+from qoslab.analysis.tail import b_correlations, compare_groups, congestion_control_effect, run_medians
 from qoslab.plots.tail import cdfs_figure, histograms_figure
 from qoslab.report.html import STYLE, _figure, _table
 
@@ -114,6 +114,16 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
                      "rank's time (a collective completes for all). p99/p50 &gt; 2 is a long tail; bimodal: "
                      "Sarle's coefficient &gt; 5/9 and two KDE modes.</p>" + _table(show, {"p50": ",.0f", "p99": ",.0f",
                                                                                             "p999": ",.0f"}))
+        effect = congestion_control_effect(frame)
+        if len(effect):
+            shown = effect.copy()
+            for column in ("p50_off_ns", "p50_on_ns", "p99_off_ns", "p99_on_ns"):
+                shown[column.removesuffix("_ns").replace("_", " ") + " (µs)"] = shown.pop(column) / 1000.0
+            parts.append("<h2>Congestion control off and on</h2><p class='note'>The runs of each routing without "
+                         "and with congestion control (label +cc) on the same background snapshots: pooled p50 and "
+                         "p99 of the iteration latencies, p99 on / off, the geometric mean of each snapshot's median "
+                         "on / off, and in how many snapshots the median was lower with it on.</p>" +
+                         _table(shown, {"p99_ratio": ".3f", "median_ratio": ".3f"}))
         parts.append("<h2>Distributions</h2>")
         for target in names:
             of = frame[frame["target"] == target] if "target" in frame.columns else frame

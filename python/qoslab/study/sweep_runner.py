@@ -3,9 +3,11 @@ runs through one run store and one set of stages (points in chunks of about CHUN
 runs, each chunk's first stages in one batch, so a cluster stays busy across points), each
 point's tables (and with point_reports its figures and report) in its own folder
 `points/point=N/` (a Hive-partitioned dataset: `sweep_dataset` reads any table of every point
-lazily), and across points the small tables `sweep.parquet` (per point and policy) and
-`sweep_slowdown.parquet` (per point, policy and job). The driver holds one chunk's specs and one
-point's tables at a time, so its memory does not grow with the number of points."""
+lazily), and across points the small tables `sweep.parquet` (per point and policy),
+`sweep_slowdown.parquet` (per point, policy and job) and, with GPCNeT canaries,
+`sweep_gpcnet.parquet` (per point, policy and canary test: GPCNeT's congestion impact factors).
+The driver holds one chunk's specs and one point's tables at a time, so its memory does not grow
+with the number of points."""
 
 from __future__ import annotations
 
@@ -79,6 +81,7 @@ class SweepRunner:
         self.keys = [axis.key for axis in study.sweep]
         self._summary: list[pd.DataFrame] = []
         self._slowdown: list[pd.DataFrame] = []
+        self._gpcnet: list[pd.DataFrame] = []
         self._failed: list[dict[str, Any]] = []
         self._errors: dict[int, str] = {}
         self._total = 0
@@ -155,6 +158,8 @@ class SweepRunner:
             frame = outcome.tables["slowdown"]
             per_job = frame.groupby(["policy", "job"], sort=False, as_index=False).first()
             self._slowdown.append(per_job[[c for c in SLOWDOWN_COLUMNS if c in frame.columns]].assign(**values))
+        if "gpcnet" in outcome.tables:  # GPCNeT canaries: their congestion impact per policy and test
+            self._gpcnet.append(outcome.tables["gpcnet"].assign(**values))
 
     def _finish(self) -> SweepOutcome:
         front = ["point", *self.keys]
@@ -166,6 +171,8 @@ class SweepRunner:
             "sweep_points": pd.DataFrame([{"point": i, **{k: _cell(p[k]) for k in self.keys}}
                                           for i, p in enumerate(self.points)]),
         }
+        if self._gpcnet:  # points x policies x canary tests, side by side (GPCNeT's CIF as it prints them)
+            tables["sweep_gpcnet"] = _front(pd.concat(self._gpcnet, ignore_index=True), front)
         write_tables(tables, self.out)
         meta = {"name": self.study.title(), "source": self.study.source, "sweep_mode": self.study.sweep_mode,
                 "keys": self.keys, "points": self.points, "runs": self._total}

@@ -32,6 +32,10 @@ class Target(_Table):
     nodes: Annotated[int, Field(ge=2)]
     ranks_per_node: Annotated[int, Field(ge=1, le=4096)] = 1
     workload: AnyWorkload = Field(default_factory=_default_target_workload, validate_default=True)  # type: ignore[arg-type]
+    # The SL its messages go at (background jobs: SL 0): with the scenario's [qos] tables, a
+    # priority for the measured job. Two [[targets]] differing only in sl compare QoS on the same
+    # snapshots.
+    sl: Annotated[int, Field(ge=0, le=15)] = 0
 
 
 def _default_background_workloads() -> list[dict[str, Any]]:
@@ -125,6 +129,10 @@ class TailStudy(StudyFile):
     routings: Annotated[list[Annotated[RoutingChoice, BeforeValidator(_routing_choice)]], Field(min_length=1)] = Field(
         default_factory=lambda: [RoutingChoice(algorithm="minimal"), RoutingChoice(algorithm="adaptive")])
     snapshots: Annotated[int, Field(ge=1, le=100000)] = 20
+    # Congestion control off and/or on for every run (the scenario's [congestion_control] settings,
+    # `enabled` set per value): the runs with it on are labelled "<routing>+cc". Not given: as the
+    # scenario has it, and routing labels (and so run ids) as without this key.
+    congestion_control: Annotated[list[bool], Field(min_length=1, max_length=2)] | None = None
     baseline: bool = True  # also each locality x routing with no background at all
     background: Background = Field(default_factory=Background)
     heuristic: str = "salimi-beni"  # background-traffic definition (qoslab.io.scheduler.HEURISTICS)
@@ -197,6 +205,16 @@ class TailStudy(StudyFile):
                 raise self._error(f"{key}.nodes", f"{t.nodes} nodes, but the fabric has {base.host_count()} hosts")
         if self.heuristic not in HEURISTICS:
             raise self._error("heuristic", f"unknown definition {self.heuristic!r} (known: {', '.join(sorted(HEURISTICS))})")
+        if self.congestion_control is not None:
+            if len(set(self.congestion_control)) != len(self.congestion_control):
+                raise self._error("congestion_control", f"each value once, got {show(self.congestion_control)}")
+            if True in self.congestion_control:
+                try:  # the scenario's settings, switched on, must be a valid scenario
+                    cc = {**base.given().get("congestion_control", {}), "enabled": True}
+                    Scenario.from_dict({**base.given(), "congestion_control": cc}, self._source)
+                except ScenarioError as error:
+                    raise self._error("congestion_control", "with congestion control on the scenario is invalid: "
+                                      + "; ".join(f"{k}: {m}" for k, m in error.problems)) from None
         labels = [r.label for r in self.routings]
         for i, label in enumerate(labels):
             if labels.index(label) != i:

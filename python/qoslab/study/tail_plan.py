@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from qoslab.analysis.tail import CC_SUFFIX
 from qoslab.io.scheduler import (
     SchedulerJob,
     background_traffic,
@@ -163,18 +164,33 @@ class TailPlan:
                             self.groups)
         return placed[-1]
 
+    def configurations(self) -> list[tuple[RoutingChoice, bool | None]]:
+        """Each routing, with congestion control as the study sets it (None: as the scenario has it)."""
+        settings: list[bool | None] = [None] if self.study.congestion_control is None else [*self.study.congestion_control]
+        return [(routing, cc) for routing in self.study.routings for cc in settings]
+
+    @staticmethod
+    def label(routing: RoutingChoice, cc: bool | None) -> str:
+        """The run's routing label: "+cc" added when the study turns congestion control on."""
+        return f"{routing.label}{CC_SUFFIX}" if cc else routing.label
+
     def spec(self, snap: Snapshot, locality: str, routing: RoutingChoice, target: list[int],
-             measured: Target | None = None) -> RunSpec:
+             measured: Target | None = None, cc: bool | None = None) -> RunSpec:
         t = measured or self.targets[0]
         scenario = copy.deepcopy(self.data)
         scenario["routing"] = routing.scenario_routing()
-        scenario["jobs"] = [{"name": t.name, "placement": "hosts", "hosts": target, "ranks_per_node": t.ranks_per_node,
-                             "restart": False, "workload": t.workload.model_dump()}]
+        if cc is not None and cc != self.base.congestion_control.enabled:
+            scenario["congestion_control"] = {**scenario.get("congestion_control", {}), "enabled": cc}
+        job = {"name": t.name, "placement": "hosts", "hosts": target, "ranks_per_node": t.ranks_per_node,
+               "restart": False, "workload": t.workload.model_dump()}
+        if t.sl:  # only when set, so that run ids stay what they were
+            job["sl"] = t.sl
+        scenario["jobs"] = [job]
         for k, (hosts, workload) in enumerate(zip(snap.background, snap.workloads)):
             if workload is not None:
                 scenario["jobs"].append({"name": f"bg{k}", "placement": "hosts", "hosts": list(hosts),
                                          "restart": True, "workload": workload})
-        label = f"{locality}-{routing.label}"
+        label = f"{locality}-{self.label(routing, cc)}"
         if self.study.several_targets:  # a single [target] keeps the labels, so the run ids, it always had
             label = f"{t.name}-{label}"
         return RunSpec(run_id=run_id(max(snap.index, 0), f"s{snap.index}-{label}", scenario), repetition=snap.index,
@@ -207,11 +223,11 @@ class TailPlan:
                         continue
                     b = background_traffic(target, snap.background, self.groups, definition=self.study.heuristic) \
                         if snap.background else 0.0
-                    for routing in self.study.routings:
-                        spec = self.spec(snap, locality, routing, target, measured)
+                    for routing, cc in self.configurations():
+                        spec = self.spec(snap, locality, routing, target, measured, cc)
                         specs.append(spec)
                         rows.append({"target": measured.name, "snapshot": snap.index, "locality": locality,
-                                     "routing": routing.label, "run_id": spec.run_id,
+                                     "routing": self.label(routing, cc), "run_id": spec.run_id,
                                      "b": float(b), "background": snap.label, "error": None,
                                      "background_jobs": len(snap.background),
                                      "background_hosts": len({h for hosts in snap.background for h in hosts}),
@@ -234,7 +250,7 @@ class TailPlan:
             "runs_per_target": {t.name: int((placed["target"] == t.name).sum()) for t in self.targets},
             "snapshots": self.study.snapshots + (1 if self.study.baseline else 0),
             "localities": list(self.study.localities),
-            "routings": [r.label for r in self.study.routings],
+            "routings": [self.label(r, cc) for r, cc in self.configurations()],
             "not_placed": int(plan["run_id"].isna().sum()),
             "background_jobs": [int(placed["background_jobs"].min()), int(placed["background_jobs"].max())] if len(placed) else [0, 0],
         }
