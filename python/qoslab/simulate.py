@@ -281,25 +281,31 @@ def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
 
 def _interference_table(columns: Columns, nodes: list[str] | None, links: Columns, classes: list[str]) -> pa.Table:
     """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
-    on a fat tree, its level and direction)."""
+    on a fat tree, its level and direction). The rows name few links many times over: each
+    distinct link's ends and level are worked out once and gathered by numpy."""
     arrays = _arrays(columns)
     table = _table(arrays)
     link_table = columns_table(links)
     node_of = dict(zip(link_table.column("link").to_pylist(), zip(link_table.column("src_node").to_pylist(),
                                                                   link_table.column("dst_node").to_pylist())))
-    ends = [node_of.get(link, (None, None)) for link in table.column("link").to_pylist()]
+    distinct, row_link = np.unique(arrays["link"], return_inverse=True)
+    ends = [node_of.get(int(link), (None, None)) for link in distinct]
     src = [nodes[a] if nodes is not None and a is not None else None for a, _ in ends]
     dst = [nodes[b] if nodes is not None and b is not None else None for _, b in ends]
     levels = [link_level(a, b) if a is not None and b is not None else None for a, b in zip(src, dst)]
+
+    def per_row(values: list[Any]) -> list[Any]:
+        return [values[i] for i in row_link.tolist()]
+
     return pa.table({
         "kind": arrow.take_strings(["output", "buffer"], arrays["kind"]),
         "victim": arrow.take_strings(classes, arrays["victim"]),
         "culprit": arrow.take_strings(classes, arrays["culprit"]),
         "link": table.column("link"),
-        "src": arrow.strings(src),
-        "dst": arrow.strings(dst),
-        "level": arrow.optional_numbers([lv[0] if lv else None for lv in levels], "int32"),
-        "direction": arrow.strings([lv[1] if lv else None for lv in levels]),
+        "src": arrow.strings(per_row(src)),
+        "dst": arrow.strings(per_row(dst)),
+        "level": arrow.optional_numbers(per_row([lv[0] if lv else None for lv in levels]), "int32"),
+        "direction": arrow.strings(per_row([lv[1] if lv else None for lv in levels])),
         "vl": table.column("vl"),
         "wait_ns": table.column("wait_ns"),
     })

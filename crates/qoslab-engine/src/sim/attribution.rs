@@ -29,6 +29,9 @@ use crate::units::{Time, NEVER};
 
 const NO_CLASS: u16 = u16::MAX;
 
+/// One row of the interference table: port, VL, kind, victim, culprit, picoseconds.
+pub(crate) type AttributionRow = (u32, u8, u8, u16, u16, u64);
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Output = 0,
@@ -183,20 +186,19 @@ impl Attribution {
         self.blocked_since.iter().enumerate().filter(|(_, &t)| t != NEVER).map(|(p, _)| PortId(p as u32))
     }
 
-    /// victim x culprit picoseconds of one kind, over the whole fabric.
-    pub fn matrix(&self, kind: Kind) -> Vec<Vec<u64>> {
+    /// victim x culprit picoseconds over the whole fabric, of each kind (output, buffer), summed
+    /// from `rows` (the table's rows, read once for both).
+    pub fn matrices(&self, rows: &[AttributionRow]) -> [Vec<Vec<u64>>; 2] {
         let n = self.classes;
-        let mut m = vec![vec![0u64; n]; n];
-        for (_, _, k, victim, culprit, ps) in self.rows() {
-            if k == kind as u8 {
-                m[victim as usize][culprit as usize] += ps;
-            }
+        let mut m = [vec![vec![0u64; n]; n], vec![vec![0u64; n]; n]];
+        for &(_, _, kind, victim, culprit, ps) in rows {
+            m[kind as usize][victim as usize][culprit as usize] += ps;
         }
         m
     }
 
     /// Every nonzero (port, VL, kind, victim, culprit, picoseconds), in port and VL order.
-    pub fn rows(&self) -> Vec<(u32, u8, u8, u16, u16, u64)> {
+    pub fn rows(&self) -> Vec<AttributionRow> {
         let n = self.classes;
         let row = |port_vl: usize, key: usize, ps: u64| {
             let (kind, victim, culprit) = (key / (n * n), key / n % n, key % n);
@@ -244,18 +246,21 @@ impl super::Simulation {
         // No request left filed: nobody waits for this transmission.
         if self.ports[port].request_mask != 0 || was_blocked {
             let culprit = a.head_class[q.index()];
-            self.charge_waits(port, now, Some((culprit, self.window.overlap(now, done))));
+            self.charge_waits(port, now, was_blocked, Some((culprit, self.window.overlap(now, done))));
         }
     }
 
     /// Charges the heads waiting at `port` (filed, their queues free): the credit-stalled idle
-    /// time that ends `now`, if the port was blocked, to what held the downstream space; and
+    /// time that ends `now`, if the port `was_blocked`, to what held the downstream space; and
     /// `sending` = (culprit, picoseconds), the transmission starting now, to its class.
     #[inline(never)]
-    pub(crate) fn charge_waits(&mut self, port: PortId, now: Time, sending: Option<(u16, u64)>) {
+    pub(crate) fn charge_waits(&mut self, port: PortId, now: Time, was_blocked: bool, sending: Option<(u16, u64)>) {
         let (window, vls) = (self.window, self.vls as usize);
         let a = self.attribution.as_deref_mut().expect("attribution on");
-        let idle = a.take_blocked(port).map(|(since, stalled)| (window.overlap(since, now), stalled));
+        // Only a port that sat idle on credits has a blocked interval to end (its own line says
+        // so: no load of the per-port interval for the common case).
+        let idle = if was_blocked { a.take_blocked(port) } else { None };
+        let idle = idle.map(|(since, stalled)| (window.overlap(since, now), stalled));
         let idle_vls = idle.filter(|i| i.0 > 0).map_or(0, |i| i.1);
         let (culprit, sending_ps) = sending.unwrap_or((NO_CLASS, 0));
         let sending_vls = if sending_ps > 0 { self.ports[port].request_mask } else { 0 };
@@ -264,7 +269,7 @@ impl super::Simulation {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
             let port_vl = port.index() * vls + v;
-            let holder = a.holder[port_vl];
+            let holder = if idle_vls & (1 << v) != 0 { a.holder[port_vl] } else { NO_CLASS };
             let mut r = self.port_vls[port_vl].first_request;
             while !r.is_none() {
                 let queue = &self.queues[r];

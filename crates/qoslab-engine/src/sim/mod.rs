@@ -301,7 +301,7 @@ impl Simulation {
         if let Some(a) = self.attribution.as_deref() {
             // Ports still blocked at the end: their wait so far is charged too.
             for port in a.blocked_ports().collect::<Vec<_>>() {
-                self.charge_waits(port, now, None);
+                self.charge_waits(port, now, true, None);
             }
         }
         for pv in self.port_vls.iter_mut() {

@@ -117,21 +117,23 @@ impl Simulation {
             summary.insert("jobs".into(), jobs);
         }
 
-        if let Some(a) = self.attribution.as_deref() {
+        // The charges, read once for the summary's matrices and the table.
+        let attribution_rows = self.attribution.as_deref().map(|a| a.rows());
+        if let (Some(a), Some(rows)) = (self.attribution.as_deref(), attribution_rows.as_deref()) {
             // [victim][culprit] by class: traffic tables first, then jobs (as by_class).
-            let ns = |m: Vec<Vec<u64>>| -> Vec<Vec<f64>> {
-                m.into_iter().map(|r| r.into_iter().map(ps_to_ns).collect()).collect()
+            let ns = |m: &Vec<Vec<u64>>| -> Vec<Vec<f64>> {
+                m.iter().map(|r| r.iter().map(|&ps| ps_to_ns(ps)).collect()).collect()
             };
+            let m = a.matrices(rows);
             summary.insert(
                 "interference".into(),
-                json!({ "wait_ns": ns(a.matrix(Kind::Output)), "buffer_wait_ns": ns(a.matrix(Kind::Buffer)) }),
+                json!({ "wait_ns": ns(&m[Kind::Output as usize]), "buffer_wait_ns": ns(&m[Kind::Buffer as usize]) }),
             );
         }
         let links = self.link_columns(&g);
         let messages = self.cfg.run.messages.then(|| self.message_columns());
         let ranks = self.mpi.as_deref().map(rank_columns);
-        let interference = self.attribution.as_deref().map(|a| {
-            let rows = a.rows();
+        let interference = attribution_rows.map(|rows| {
             vec![
                 column("link", "<u4", rows.iter().map(|r| r.0), u32::to_le_bytes),
                 column("vl", "<u1", rows.iter().map(|r| r.1), u8::to_le_bytes),
