@@ -176,7 +176,7 @@ impl Simulation {
                     let ps = &self.ports[port];
                     let downstream = (!ps.peer_is_host).then(|| QueueId::input(ps.peer, 0, self.vls));
                     let a = self.attribution.as_deref_mut().expect("attribution on");
-                    a.blocked(port, stalled_mask, now, downstream, &self.queues);
+                    a.blocked(port, stalled_mask, now, downstream, (&self.queues, &self.packets.items));
                 }
                 self.ports[port].credit_waiting = true;
                 let at = self.ports[port].credits_due.at;
@@ -236,7 +236,7 @@ impl Simulation {
         }
         let id = self.queues[q].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
-        let (wire, credits, message) = (pk.wire_bytes as u32, pk.credits(), pk.message);
+        let (wire, credits, message, class) = (pk.wire_bytes as u32, pk.credits(), pk.message, pk.class);
         // An HCA's send and the last hop's delivery update the packet's message.
         if self.deep_prefetch && (upstream.is_none() || delivers) {
             prefetch(&self.messages.items[message as usize]);
@@ -262,7 +262,7 @@ impl Simulation {
             self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };
         if self.attribution.is_some() {
-            self.attribute_wait(port, q, now, done, was_blocked);
+            self.attribute_wait(port, class, now, done, was_blocked);
         }
         if was_blocked {
             if let Some(w) = self.xmit_wait.as_deref_mut() {

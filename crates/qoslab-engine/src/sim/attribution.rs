@@ -22,6 +22,7 @@
 //! transmission.
 
 use super::prechecked::PrecheckedVec;
+use super::state::Packet;
 use crate::fabric::queue::Queue;
 use crate::ids::{PortId, QueueId};
 use crate::topology::NONE;
@@ -47,14 +48,20 @@ enum Charges {
     Sparse(Vec<Vec<(u32, u64)>>),
 }
 
+#[derive(Debug, Clone, Copy, Default)]
+struct OnWire {
+    until: Time,
+    class: u16,
+}
+
 pub(crate) struct Attribution {
     classes: usize,
     vls: usize,
-    /// Per queue: its head's class (2 bytes: 32 queues a cache line).
-    head_class: PrecheckedVec<u16>,
-    /// Per port: when its packet now on the wire (or its last) ends. A busy queue's predecessor
-    /// is the packet on the wire at the port it was granted at, so this is when it has left.
-    tx_until: PrecheckedVec<Time>,
+    /// Per port: its packet now on the wire (or its last): when it ends and its class. A busy
+    /// queue's predecessor is the packet on the wire at the port it was granted at, so a head
+    /// that arrives behind one finds here when and to whom its wait is charged. One write a
+    /// transmission, read by the same hop's next head: the line is hot.
+    on_wire: PrecheckedVec<OnWire>,
     /// Per port: since when it has been idle with credit-stalled requests (NEVER: it is not), and
     /// the VLs that were stalled then.
     blocked_since: PrecheckedVec<Time>,
@@ -68,12 +75,11 @@ pub(crate) struct Attribution {
 }
 
 impl Attribution {
-    pub fn new(ports: usize, vls: usize, queues: usize, classes: usize) -> Attribution {
+    pub fn new(ports: usize, vls: usize, classes: usize) -> Attribution {
         Attribution {
             classes,
             vls,
-            head_class: PrecheckedVec::new(vec![0; queues]),
-            tx_until: PrecheckedVec::new(vec![0; ports]),
+            on_wire: PrecheckedVec::new(vec![OnWire::default(); ports]),
             blocked_since: PrecheckedVec::new(vec![NEVER; ports]),
             blocked_vls: PrecheckedVec::new(vec![0; ports]),
             holder: PrecheckedVec::new(vec![NO_CLASS; ports * vls]),
@@ -106,29 +112,26 @@ impl Attribution {
         }
     }
 
-    /// Queue `queue`'s head (of `class`, eligible since `eligible`) reached the head at `now`;
-    /// `busy`: its predecessor is still on the wire, at `previous` (the port and VL it was
-    /// filed at). `window(a, b)`: the measured part. Inline: most heads wait behind nobody, and
-    /// this is a load and a store then.
-    #[allow(clippy::too_many_arguments)]
+    /// A queue's new head (of `class`, eligible at `eligible`) reached the head; `busy`: its
+    /// predecessor is still on the wire, at `previous` (the port and VL it was filed at).
+    /// `window(a, b)`: the measured part. A head that reaches a free queue was pushed into an
+    /// empty one, at or before its header arrives: it waits behind nobody there.
     #[inline(always)]
     pub fn new_head(
         &mut self,
-        queue: QueueId,
         class: u16,
         busy: bool,
         previous: (PortId, u8),
         eligible: Time,
-        now: Time,
         window: impl Fn(Time, Time) -> u64,
     ) {
-        let q = queue.index();
-        // Behind its predecessor from its arrival until that one's tail has left.
-        let freed = if busy { self.tx_until[previous.0.index()] } else { now };
-        if eligible < freed {
-            self.behind(previous, class, self.head_class[q], window(eligible, freed));
+        if busy {
+            // Behind its predecessor from its arrival until that one's tail has left.
+            let wire = self.on_wire[previous.0.index()];
+            if eligible < wire.until {
+                self.behind(previous, class, wire.class, window(eligible, wire.until));
+            }
         }
-        self.head_class[q] = class;
     }
 
     /// Head-of-line blocking: `class` waited `ps` behind a packet of `culprit` (out of line,
@@ -139,10 +142,10 @@ impl Attribution {
         self.charge(Kind::Buffer, port_vl, class as usize, culprit as usize, ps);
     }
 
-    /// `port` starts a transmission that ends at `done`.
+    /// `port` starts sending a packet of `class` that ends at `done`.
     #[inline(always)]
-    pub fn starts(&mut self, port: PortId, done: Time) {
-        self.tx_until[port.index()] = done;
+    pub fn starts(&mut self, port: PortId, done: Time, class: u16) {
+        self.on_wire[port.index()] = OnWire { until: done, class };
     }
 
     /// `port` found nothing it may send and some VLs stalled on credits (`stalled`). `downstream`:
@@ -154,7 +157,7 @@ impl Attribution {
         stalled: u16,
         now: Time,
         downstream: Option<QueueId>,
-        queues: &PrecheckedVec<Queue, QueueId>,
+        (queues, packets): (&PrecheckedVec<Queue, QueueId>, &[Packet]),
     ) {
         if self.blocked_since[port.index()] != NEVER {
             return;
@@ -167,8 +170,9 @@ impl Attribution {
             mask &= mask - 1;
             self.holder[port.index() * self.vls + v] = downstream
                 .map(|first| QueueId(first.0 + v as u32))
-                .filter(|&q| queues[q].head != NONE)
-                .map_or(NO_CLASS, |q| self.head_class[q.index()]);
+                .map(|q| queues[q].head)
+                .filter(|&head| head != NONE)
+                .map_or(NO_CLASS, |head| packets[head as usize].class);
         }
     }
 
@@ -229,24 +233,24 @@ impl super::Simulation {
     /// the queue still holds where its predecessor was filed.
     #[inline(always)]
     pub(crate) fn attribute_head(&mut self, q: QueueId, eligible: Time, class: u16) {
-        let (now, window) = (self.now, self.window);
+        let window = self.window;
         let queue = &self.queues[q];
         let (busy, previous) = (queue.busy, (queue.out_port, queue.out_vl));
+        debug_assert!(busy || eligible >= self.now, "a head reaches a free queue no later than its header");
         if let Some(a) = self.attribution.as_deref_mut() {
-            a.new_head(q, class, busy, previous, eligible, now, |from, to| window.overlap(from, to));
+            a.new_head(class, busy, previous, eligible, |from, to| window.overlap(from, to));
         }
     }
 
-    /// Attribution (`run.interference`): `port` starts sending queue `q`'s former head until
-    /// `done` (`q` already taken off the request lists); `was_blocked`: it sat idle on credits.
+    /// Attribution (`run.interference`): `port` starts sending a packet of `class` until `done`
+    /// (its request already taken off the lists); `was_blocked`: it sat idle on credits.
     #[inline(always)]
-    pub(crate) fn attribute_wait(&mut self, port: PortId, q: QueueId, now: Time, done: Time, was_blocked: bool) {
+    pub(crate) fn attribute_wait(&mut self, port: PortId, class: u16, now: Time, done: Time, was_blocked: bool) {
         let Some(a) = self.attribution.as_deref_mut() else { return };
-        a.starts(port, done);
+        a.starts(port, done, class);
         // No request left filed: nobody waits for this transmission.
         if self.ports[port].request_mask != 0 || was_blocked {
-            let culprit = a.head_class[q.index()];
-            self.charge_waits(port, now, was_blocked, Some((culprit, self.window.overlap(now, done))));
+            self.charge_waits(port, now, was_blocked, Some((class, self.window.overlap(now, done))));
         }
     }
 
@@ -274,7 +278,7 @@ impl super::Simulation {
             while !r.is_none() {
                 let queue = &self.queues[r];
                 if !queue.busy {
-                    let victim = a.head_class[r.index()] as usize;
+                    let victim = self.packets.items[queue.head as usize].class as usize;
                     if sending_vls & (1 << v) != 0 {
                         a.charge(Kind::Output, port_vl, victim, culprit as usize, sending_ps);
                     }

@@ -209,10 +209,7 @@ impl Simulation {
             mpi,
             status: RunStatus::Completed,
             message_log: Vec::new(),
-            attribution: cfg
-                .run
-                .interference
-                .then(|| Box::new(Attribution::new(np, vls as usize, pv + hca_queues, classes.max(1)))),
+            attribution: cfg.run.interference.then(|| Box::new(Attribution::new(np, vls as usize, classes.max(1)))),
             xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
             cc,
             #[cfg(test)]
