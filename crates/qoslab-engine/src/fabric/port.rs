@@ -256,8 +256,7 @@ impl Simulation {
             }
         }
         let done = if self.port_rates.is_empty() {
-            // Nearly every packet is a full one: its serialization time is worked out once.
-            now + if wire == self.full_wire { self.full_ser } else { self.rate.serialization(wire) }
+            now + self.ser_by_wire[wire as usize]
         } else {
             self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };

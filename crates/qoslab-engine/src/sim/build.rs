@@ -161,8 +161,7 @@ impl Simulation {
             mtu: f.mtu_bytes,
             header: f.header_bytes,
             buffer_credits,
-            full_wire: f.mtu_bytes + f.header_bytes,
-            full_ser: rate.serialization(f.mtu_bytes + f.header_bytes),
+            ser_by_wire: (0..=f.mtu_bytes + f.header_bytes).map(|wire| rate.serialization(wire)).collect(),
             window,
             ports: PrecheckedVec::new(port_states),
             port_vls: PrecheckedVec::new(mem::huge_vec(

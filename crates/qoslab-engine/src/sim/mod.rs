@@ -92,9 +92,9 @@ pub struct Simulation {
     pub(crate) mtu: u32,
     pub(crate) header: u32,
     pub(crate) buffer_credits: u32,
-    /// Wire size of a full (MTU) packet and its serialization time.
-    pub(crate) full_wire: u32,
-    pub(crate) full_ser: Time,
+    /// Serialization time by wire size, 0 to a full (MTU) packet's: a load, not a branch on
+    /// whether the packet is full, which mispredicts when sizes mix (congestion control's CNPs).
+    pub(crate) ser_by_wire: Vec<Time>,
     pub(crate) window: Window,
 
     /// The hot per-port scalars, one cache line per port (see `PortState`).
