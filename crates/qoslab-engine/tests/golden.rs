@@ -21,3 +21,24 @@ fn every_golden_config_gives_its_stored_summary_and_link_table() {
     }
     assert!(failures.is_empty(), "golden outputs differ:\n{}", failures.join("\n"));
 }
+
+/// Attribution observes and never steers: with `run.interference` on, every golden config gives
+/// the same summary (but for the added `interference` matrices) and link table. In debug builds
+/// this also runs attribution's own assertions over every feature the net touches.
+#[test]
+fn attribution_on_changes_no_other_output_of_any_golden_config() {
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for g in golden::scenarios().iter().filter_map(golden::Golden::with_interference) {
+        let mut out = g.run();
+        assert!(out.summary.get("interference").is_some(), "{}: attribution did not run", g.name);
+        out.summary.as_object_mut().unwrap().remove("interference");
+        let found = g.differences(&out);
+        if !found.is_empty() {
+            failures.push(format!("{}: {}", g.name, found.join("; ")));
+        }
+        checked += 1;
+    }
+    assert!(checked >= 15, "only {checked} golden configs without attribution");
+    assert!(failures.is_empty(), "attribution moved outputs:\n{}", failures.join("\n"));
+}

@@ -72,6 +72,23 @@ impl Golden {
         qoslab_engine::run(&self.config, &self.traces, &mut || false).unwrap_or_else(|e| panic!("{}: {e}", self.name))
     }
 
+    /// The same config with interference attribution on (None when it is on already), edited as
+    /// text so that no stored float is re-serialised.
+    pub fn with_interference(&self) -> Option<Golden> {
+        if self.config.contains("\"interference\"") {
+            return None;
+        }
+        let config = self.config.replacen("\"run\": {", "\"run\": {\"interference\": true,", 1);
+        assert_ne!(config, self.config, "{}: no run object in engine.json", self.name);
+        Some(Golden {
+            name: self.name.clone(),
+            config,
+            traces: self.traces.clone(),
+            summary: self.summary.clone(),
+            links: self.links.clone(),
+        })
+    }
+
     /// What differs between this run's output and the stored one, one line per field or column.
     pub fn differences(&self, out: &RunOutput) -> Vec<String> {
         let mut found = self.summary_differences(&out.summary);
