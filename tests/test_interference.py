@@ -105,3 +105,16 @@ def test_interference_parquet_is_written(tmp_path):
     assert math.isclose(pc.sum(result.interference.column("wait_ns")).as_py(),
                         sum(sum(row.values()) for matrix in result.summary["interference"].values()
                             for row in matrix.values()))
+
+
+def test_attribution_refuses_a_run_longer_than_it_can_time(tmp_path):
+    """Attribution keeps a transmission's end in 48 bits of picoseconds beside its class, so a run
+    with it is limited to 2^47 ps (140 s); longer is refused by name, not wrapped."""
+    path = tmp_path / "long.toml"
+    path.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n\n[[traffic]]\npattern = "uniform"\nload = 0.1\n\n'
+                    '[run]\nduration_us = 150000000\ninterference = true\n')
+    with pytest.raises(qoslab.errors.ScenarioError) as refused:
+        qoslab.Scenario.from_toml(path)
+    assert "run.duration_us" in str(refused.value) and "140737488" in str(refused.value)
+    path.write_text(path.read_text().replace("interference = true", "interference = false"))
+    qoslab.Scenario.from_toml(path)  # the same run without attribution is fine

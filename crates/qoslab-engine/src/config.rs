@@ -1,5 +1,6 @@
 //! The engine config: the fully resolved scenario Python hands over as JSON (no defaults here).
 
+use crate::sim::attribution::ON_WIRE_MAX_PS;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -562,6 +563,15 @@ impl EngineConfig {
         }
         if !(r.warmup_us >= 0.0 && r.warmup_us < r.duration_us) {
             return Err(ConfigError::new("run.warmup_us", "expected 0 <= warmup_us < duration_us"));
+        }
+        // Attribution packs a transmission's end beside its class (`PortVl::on_wire`); half the
+        // range leaves room for the packets still on the wire when the run ends.
+        let longest_us = ON_WIRE_MAX_PS / 2 / 1_000_000;
+        if r.interference && r.duration_us >= longest_us as f64 {
+            return Err(ConfigError::new(
+                "run.duration_us",
+                format!("below {longest_us} with run.interference (2^47 ps: attribution's time range)"),
+            ));
         }
         Ok(())
     }

@@ -60,6 +60,10 @@ pub struct PortVl {
     pub first_request: QueueId,
     pub last_request: QueueId,
     pub counters: PortVlCounters,
+    /// Interference attribution only (`sim/attribution.rs`): the packet this VL is sending or
+    /// last sent, its end (picoseconds, bits 16 and up) and class (bits 0-15). Here, in the line
+    /// a transmission writes anyway, rather than in a side array (one miss a hop).
+    pub on_wire: u64,
 }
 // The layout is the point of these structs: each is one cache line.
 const _: () = assert!(std::mem::size_of::<PortState>() == 64);
@@ -261,7 +265,7 @@ impl Simulation {
             self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
         };
         if self.attribution.is_some() {
-            self.attribute_wait(port, class, now, done, was_blocked);
+            self.attribute_wait(port, vl, class, now, done, was_blocked);
         }
         if was_blocked {
             if let Some(w) = self.xmit_wait.as_deref_mut() {

@@ -30,6 +30,11 @@ use crate::units::{Time, NEVER};
 
 const NO_CLASS: u16 = u16::MAX;
 
+/// `PortVl::on_wire` keeps a class in its low 16 bits, an end time above them: times up to 2^48
+/// ps (281 s), which the engine checks when a run with attribution is built.
+pub(crate) const ON_WIRE_CLASS_BITS: u32 = 16;
+pub(crate) const ON_WIRE_MAX_PS: Time = 1 << (64 - ON_WIRE_CLASS_BITS);
+
 /// One row of the interference table: port, VL, kind, victim, culprit, picoseconds.
 pub(crate) type AttributionRow = (u32, u8, u8, u16, u16, u64);
 
@@ -48,20 +53,9 @@ enum Charges {
     Sparse(Vec<Vec<(u32, u64)>>),
 }
 
-#[derive(Debug, Clone, Copy, Default)]
-struct OnWire {
-    until: Time,
-    class: u16,
-}
-
 pub(crate) struct Attribution {
     classes: usize,
     vls: usize,
-    /// Per port: its packet now on the wire (or its last): when it ends and its class. A busy
-    /// queue's predecessor is the packet on the wire at the port it was granted at, so a head
-    /// that arrives behind one finds here when and to whom its wait is charged. One write a
-    /// transmission, read by the same hop's next head: the line is hot.
-    on_wire: PrecheckedVec<OnWire>,
     /// Per port: since when it has been idle with credit-stalled requests (NEVER: it is not), and
     /// the VLs that were stalled then.
     blocked_since: PrecheckedVec<Time>,
@@ -79,7 +73,6 @@ impl Attribution {
         Attribution {
             classes,
             vls,
-            on_wire: PrecheckedVec::new(vec![OnWire::default(); ports]),
             blocked_since: PrecheckedVec::new(vec![NEVER; ports]),
             blocked_vls: PrecheckedVec::new(vec![0; ports]),
             holder: PrecheckedVec::new(vec![NO_CLASS; ports * vls]),
@@ -112,40 +105,12 @@ impl Attribution {
         }
     }
 
-    /// A queue's new head (of `class`, eligible at `eligible`) reached the head; `busy`: its
-    /// predecessor is still on the wire, at `previous` (the port and VL it was filed at).
-    /// `window(a, b)`: the measured part. A head that reaches a free queue was pushed into an
-    /// empty one, at or before its header arrives: it waits behind nobody there.
-    #[inline(always)]
-    pub fn new_head(
-        &mut self,
-        class: u16,
-        busy: bool,
-        previous: (PortId, u8),
-        eligible: Time,
-        window: impl Fn(Time, Time) -> u64,
-    ) {
-        if busy {
-            // Behind its predecessor from its arrival until that one's tail has left.
-            let wire = self.on_wire[previous.0.index()];
-            if eligible < wire.until {
-                self.behind(previous, class, wire.class, window(eligible, wire.until));
-            }
-        }
-    }
-
     /// Head-of-line blocking: `class` waited `ps` behind a packet of `culprit` (out of line,
     /// though not rare: about half the heads of a loaded fabric wait behind another packet).
     #[inline(never)]
-    fn behind(&mut self, (port, vl): (PortId, u8), class: u16, culprit: u16, ps: u64) {
+    pub fn behind(&mut self, (port, vl): (PortId, u8), class: u16, culprit: u16, ps: u64) {
         let port_vl = port.index() * self.vls + vl as usize;
         self.charge(Kind::Buffer, port_vl, class as usize, culprit as usize, ps);
-    }
-
-    /// `port` starts sending a packet of `class` that ends at `done`.
-    #[inline(always)]
-    pub fn starts(&mut self, port: PortId, done: Time, class: u16) {
-        self.on_wire[port.index()] = OnWire { until: done, class };
     }
 
     /// `port` found nothing it may send and some VLs stalled on credits (`stalled`). `downstream`:
@@ -230,24 +195,43 @@ impl Attribution {
 
 impl super::Simulation {
     /// Attribution: queue `q`'s new head (of `class`, eligible at `eligible`) reached the head;
-    /// the queue still holds where its predecessor was filed.
+    /// the queue still holds where its predecessor was filed. A busy queue's predecessor is the
+    /// packet on the wire at the port and VL it was granted at, whose `PortVl::on_wire` says when
+    /// it ends and to whom the wait behind it is charged (in the transmit path, the line the same
+    /// hop has just written). A head that reaches a free queue was pushed into an empty one, at
+    /// or before its header arrives: it waits behind nobody there.
     #[inline(always)]
     pub(crate) fn attribute_head(&mut self, q: QueueId, eligible: Time, class: u16) {
-        let window = self.window;
         let queue = &self.queues[q];
         let (busy, previous) = (queue.busy, (queue.out_port, queue.out_vl));
         debug_assert!(busy || eligible >= self.now, "a head reaches a free queue no later than its header");
-        if let Some(a) = self.attribution.as_deref_mut() {
-            a.new_head(class, busy, previous, eligible, |from, to| window.overlap(from, to));
+        if !busy {
+            return;
+        }
+        let wire = self.port_vls[self.port_vl(previous.0, previous.1)].on_wire;
+        let (until, culprit) = (wire >> ON_WIRE_CLASS_BITS, wire as u16);
+        if eligible < until {
+            let window = self.window;
+            if let Some(a) = self.attribution.as_deref_mut() {
+                a.behind(previous, class, culprit, window.overlap(eligible, until));
+            }
         }
     }
 
     /// Attribution (`run.interference`): `port` starts sending a packet of `class` until `done`
     /// (its request already taken off the lists); `was_blocked`: it sat idle on credits.
     #[inline(always)]
-    pub(crate) fn attribute_wait(&mut self, port: PortId, class: u16, now: Time, done: Time, was_blocked: bool) {
-        let Some(a) = self.attribution.as_deref_mut() else { return };
-        a.starts(port, done, class);
+    pub(crate) fn attribute_wait(
+        &mut self,
+        port: PortId,
+        vl: u8,
+        class: u16,
+        now: Time,
+        done: Time,
+        was_blocked: bool,
+    ) {
+        let idx = self.port_vl(port, vl);
+        self.port_vls[idx].on_wire = (done << ON_WIRE_CLASS_BITS) | class as u64;
         // No request left filed: nobody waits for this transmission.
         if self.ports[port].request_mask != 0 || was_blocked {
             self.charge_waits(port, now, was_blocked, Some((class, self.window.overlap(now, done))));

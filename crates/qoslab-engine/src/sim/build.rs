@@ -173,6 +173,7 @@ impl Simulation {
                         first_request: QueueId::NONE,
                         last_request: QueueId::NONE,
                         counters: PortVlCounters::default(),
+                        on_wire: 0,
                     },
                     pv,
                 ),

@@ -11,7 +11,7 @@
 //! - a delivery to an HCA is recorded when the last hop starts, with its future tail-arrival time,
 //!   and counted only if that time falls inside the run.
 
-mod attribution;
+pub(crate) mod attribution;
 mod build;
 mod checks;
 #[cfg(test)]
