@@ -152,13 +152,20 @@ def alternating(ctx, cases, scale, rounds):
 
 
 def on_off_cost(ctx, rounds, switch, target, *args):
-    """`target(*args)` with its option `switch` off and on, alternating, best rate of N each."""
+    """`target(*args)` with its option `switch` off and on, alternating, best rate of N each; also
+    each round's on/off ratio (the two runs of a round are next to each other in time, so their
+    ratio drifts less with the machine than the best of each side) and their median."""
     best = {False: 0.0, True: 0.0}
+    pairs = []
     for _ in range(rounds):
+        rate = {}
         for on in (False, True):
-            best[on] = max(best[on], in_child(ctx, target, *args, **{switch: on})["packet_hops_per_second"])
+            rate[on] = in_child(ctx, target, *args, **{switch: on})["packet_hops_per_second"]
+            best[on] = max(best[on], rate[on])
+        pairs.append(rate[True] / rate[False])
     return {"rounds": rounds, "best_packet_hops_per_second_off": best[False],
-            "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False]}
+            "best_packet_hops_per_second_on": best[True], "on_over_off": best[True] / best[False],
+            "round_ratios": pairs, "median_round_ratio": sorted(pairs)[len(pairs) // 2]}
 
 
 def attribution_cost(ctx, scale, rounds):
@@ -356,9 +363,11 @@ def main(argv=None):
     print(f"{jobs_row['name']:40s} {jobs_row['packet_hops_per_second'] / 1e6:6.2f} M hops/s  "
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
     attribution = attribution_cost(ctx, args.scale, args.rounds)
-    print(f"{f'attribution on/off, alternating (best of {args.rounds})':40s} {attribution['on_over_off']:.2f}", flush=True)
+    print(f"{f'attribution on/off, alternating (best of {args.rounds})':40s} {attribution['on_over_off']:.2f}  "
+          f"(median of rounds {attribution['median_round_ratio']:.2f})", flush=True)
     congestion = congestion_control_cost(ctx, args.scale, args.rounds)
-    print(f"{f'congestion control on/off (best of {args.rounds})':40s} {congestion['on_over_off']:.2f}", flush=True)
+    print(f"{f'congestion control on/off (best of {args.rounds})':40s} {congestion['on_over_off']:.2f}  "
+          f"(median of rounds {congestion['median_round_ratio']:.2f})", flush=True)
     start = startup()
     if start:
         print(f"{'qoslab run ' + start['scenario'] + ', whole process':40s} best {start['best_seconds']:.2f} s  "
