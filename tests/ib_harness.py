@@ -110,6 +110,18 @@ class Fabric:
             RUNNING.remove(self)
 
 
+def export_to_ibsim(folder: Path, scenario, base: str | None = None) -> tuple[Path, Path]:
+    """The scenario's fabric as ibsim's net file and its `qoslab export opensm` (merged into
+    `base` if given) under `folder/export`; returns (net file, exported opensm.conf)."""
+    from qoslab.deploy import export_opensm
+    from qoslab.io.ibnetdiscover import write_ibsim
+
+    net = folder / "fabric.net"
+    net.write_text(write_ibsim(scenario.tool_fabric()))
+    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"), base=base)
+    return net, folder / "export" / "opensm.conf"
+
+
 def lids(topo: str) -> tuple[dict[str, int], dict[str, int]]:
     switch = {m[1]: int(m[2]) for m in re.finditer(r'Switch\s+\d+\s+"S-[0-9a-f]+"\s+# "([^"]+)" base port 0 lid (\d+)', topo)}
     hosts = {}

@@ -15,9 +15,8 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 import qoslab
-from ib_harness import Fabric, lids, requires_ib_tools, sl2vl_rows, tool
-from qoslab.deploy import export_opensm
-from qoslab.io.ibnetdiscover import parse_fabric, write_ibsim
+from ib_harness import Fabric, export_to_ibsim, lids, requires_ib_tools, sl2vl_rows, tool
+from qoslab.io.ibnetdiscover import parse_fabric
 from qoslab.io.ibroute import read_dumps
 
 pytestmark = requires_ib_tools
@@ -47,16 +46,13 @@ def routed(request, tmp_path_factory):
     routing engine; yields (scenario, fabric handle, ibnetdiscover text, ibroute dump folder)."""
     folder = tmp_path_factory.mktemp(f"ibsim-{request.param}")
     scenario = qoslab.Scenario(**SCENARIO)
-    net = folder / "fabric.net"
-    net.write_text(write_ibsim(scenario.tool_fabric()))
     # As an administrator would: OpenSM's own template with the site's routing engine, the QoS
     # options merged into it by the export.
     template = folder / "template.conf"
     subprocess.run([tool("opensm"), "-c", str(template)], capture_output=True, timeout=60, check=False)
     base = re.sub(r"(?m)^routing_engine .*$", f"routing_engine {request.param}", template.read_text())
     assert f"routing_engine {request.param}" in base
-    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"), base=base)
-    conf = folder / "export" / "opensm.conf"
+    net, conf = export_to_ibsim(folder, scenario, base=base)
     fabric = Fabric(folder)
     try:
         fabric.start_ibsim(net)
@@ -206,15 +202,13 @@ def running_sm(request, tmp_path_factory):
     jobs = [{"name": name, "nodes": 4, "placement": "contiguous", "sl": sl,
              "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}} for name, sl in POLICY_JOBS[request.param]]
     scenario = qoslab.Scenario(**{**SCENARIO, "jobs": jobs})
-    net = folder / "fabric.net"
-    net.write_text(write_ibsim(scenario.tool_fabric()))
-    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"))
+    net, conf = export_to_ibsim(folder, scenario)
     fabric = Fabric(folder)
     try:
         fabric.start_ibsim(net)
         log = folder / "opensm.log"
         # -d2: OpenSM flushes its log at each message, so "SUBNET UP" is seen when it happens.
-        fabric.start("opensm", "-F", str(folder / "export" / "opensm.conf"), "-f", str(log), "-s", "0", "-d2")
+        fabric.start("opensm", "-F", str(conf), "-f", str(log), "-s", "0", "-d2")
         for _ in range(600):
             if log.exists() and "SUBNET UP" in log.read_text():
                 break

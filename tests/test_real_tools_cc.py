@@ -11,9 +11,7 @@ import re
 
 import pytest
 import qoslab
-from ib_harness import Fabric, lids, requires_ib_tools, sl2vl_rows
-from qoslab.deploy import export_opensm
-from qoslab.io.ibnetdiscover import write_ibsim
+from ib_harness import Fabric, export_to_ibsim, lids, requires_ib_tools, sl2vl_rows
 
 pytestmark = requires_ib_tools
 
@@ -44,13 +42,11 @@ def cc_programmed(tmp_path_factory):
     output, its log, ibsim's log, an HCA's SL2VL rows and P_Key table after the sweep)."""
     folder = tmp_path_factory.mktemp("ibsim-cc")
     scenario = qoslab.Scenario(**{**SCENARIO, "congestion_control": CC})
-    net = folder / "fabric.net"
-    net.write_text(write_ibsim(scenario.tool_fabric()))
-    export_opensm(scenario, folder / "export", policy_file=str(folder / "export" / "qos-policy.conf"))
+    net, conf = export_to_ibsim(folder, scenario)
     fabric = Fabric(folder)
     try:
         fabric.start_ibsim(net, "-v", "-v", "-v")
-        stdout = fabric.run("opensm", "-o", "-F", str(folder / "export" / "opensm.conf"), "-f",
+        stdout = fabric.run("opensm", "-o", "-F", str(conf), "-f",
                             str(folder / "opensm.log"), "-s", "0", "-D", "0x07", timeout=120)
         _, hosts = lids(fabric.run("ibnetdiscover"))
         sl2vl = sl2vl_rows(fabric.run("smpquery", "sl2vl", str(hosts["H0"]), "1"))
