@@ -153,6 +153,15 @@ pub(crate) struct CongestionControl {
 }
 
 impl CongestionControl {
+    /// Adds statistics class `class`'s CC counters to its summary entry (called only with CC on,
+    /// so that runs without CC keep their summaries exactly).
+    pub(crate) fn class_summary(&self, class: usize, entry: &mut serde_json::Value) {
+        let c = self.by_class[class];
+        entry["fecn_marked_packets"] = serde_json::json!(c.fecn_marked_packets);
+        entry["becn_received"] = serde_json::json!(c.becn_received);
+        entry["cc_throttle_ps"] = serde_json::json!(c.cc_throttle_ps);
+    }
+
     /// `t_max`: an MTU packet's serialization per host port (or one value for all).
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -479,16 +488,6 @@ impl Simulation {
             "max_ccti": s.max_ccti,
             "trigger_events": s.trigger_events,
         }))
-    }
-
-    /// Adds a statistics class's CC counters to its summary entry (nothing with CC off, so that
-    /// runs without CC keep their summaries exactly).
-    pub(crate) fn cc_class_summary(&self, class: usize, entry: &mut serde_json::Value) {
-        let Some(cc) = self.cc.as_deref() else { return };
-        let c = cc.by_class[class];
-        entry["fecn_marked_packets"] = serde_json::json!(c.fecn_marked_packets);
-        entry["becn_received"] = serde_json::json!(c.becn_received);
-        entry["cc_throttle_ps"] = serde_json::json!(c.cc_throttle_ps);
     }
 
     /// Congestion control's counters of statistics class `class` (None with CC off).

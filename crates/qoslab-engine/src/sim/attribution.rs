@@ -31,7 +31,7 @@ use crate::units::{Time, NEVER};
 const NO_CLASS: u16 = u16::MAX;
 
 /// `PortVl::on_wire` keeps a class in its low 16 bits, an end time above them: times up to 2^48
-/// ps (281 s), which the engine checks when a run with attribution is built.
+/// ps (281 s); `EngineConfig::validate` keeps runs with attribution below half of that.
 pub(crate) const ON_WIRE_CLASS_BITS: u32 = 16;
 pub(crate) const ON_WIRE_MAX_PS: Time = 1 << (64 - ON_WIRE_CLASS_BITS);
 
@@ -248,8 +248,8 @@ impl super::Simulation {
         // Only a port that sat idle on credits has a blocked interval to end (its own line says
         // so: no load of the per-port interval for the common case).
         let idle = if was_blocked { a.take_blocked(port) } else { None };
-        let idle = idle.map(|(since, stalled)| (window.overlap(since, now), stalled));
-        let idle_vls = idle.filter(|i| i.0 > 0).map_or(0, |i| i.1);
+        let (idle_ps, idle_vls) = idle.map_or((0, 0), |(since, stalled)| (window.overlap(since, now), stalled));
+        let idle_vls = if idle_ps > 0 { idle_vls } else { 0 };
         let (culprit, sending_ps) = sending.unwrap_or((NO_CLASS, 0));
         let sending_vls = if sending_ps > 0 { self.ports[port].request_mask } else { 0 };
         let mut mask = idle_vls | sending_vls;
@@ -268,7 +268,7 @@ impl super::Simulation {
                     }
                     if idle_vls & (1 << v) != 0 {
                         let by = if holder == NO_CLASS { victim } else { holder as usize };
-                        a.charge(Kind::Output, port_vl, victim, by, idle.map_or(0, |i| i.0));
+                        a.charge(Kind::Output, port_vl, victim, by, idle_ps);
                     }
                 }
                 r = queue.next_request;

@@ -62,20 +62,21 @@ impl Simulation {
                 by_sl.insert(sl.to_string(), s.summary(all_capacity));
             }
         }
+        let cc = self.cc.as_deref();
         let by_traffic: Vec<Value> = self
             .by_class
             .iter_mut()
             .zip(&self.tables)
-            .map(|(s, t)| {
+            .enumerate()
+            .map(|(class, (s, t))| {
                 let mut v = s.summary(capacity(t.senders.max(1) as f64));
                 v["senders"] = json!(t.senders);
+                if let Some(cc) = cc {
+                    cc.class_summary(class, &mut v);
+                }
                 v
             })
             .collect();
-        let mut by_traffic = by_traffic;
-        for (class, v) in by_traffic.iter_mut().enumerate() {
-            self.cc_class_summary(class, v);
-        }
         let mean_pending = if self.event_count > 0 { self.pending_sum as f64 / self.event_count as f64 } else { 0.0 };
         summary.insert("hosts".into(), json!(g.hosts));
         summary.insert("switches".into(), json!(g.switches));
@@ -108,11 +109,11 @@ impl Simulation {
             let tables = self.tables.len();
             for (j, stats) in self.by_class[tables..].iter_mut().enumerate() {
                 let name = mpi.job_name(j as u32).to_string();
-                jobs[&name]["network"] = stats.summary(all_capacity);
-            }
-            for j in 0..self.by_class.len() - tables {
-                let name = mpi.job_name(j as u32).to_string();
-                self.cc_class_summary(tables + j, &mut jobs[&name]["network"]);
+                let network = &mut jobs[&name]["network"];
+                *network = stats.summary(all_capacity);
+                if let Some(cc) = cc {
+                    cc.class_summary(tables + j, network);
+                }
             }
             summary.insert("jobs".into(), jobs);
         }
