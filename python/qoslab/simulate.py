@@ -282,7 +282,7 @@ def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
 def _interference_table(columns: Columns, nodes: list[str] | None, links: Columns, classes: list[str]) -> pa.Table:
     """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
     on a fat tree, its level and direction). The rows name few links many times over: each
-    distinct link's ends and level are worked out once and gathered by numpy."""
+    distinct link's ends and level are worked out once (numpy's unique), then repeated per row."""
     arrays = _arrays(columns)
     table = _table(arrays)
     link_table = columns_table(links)

@@ -548,8 +548,9 @@ def placement_effects() -> list[Check]:
 # ------------------------------------------------------------------------------------------------
 # Congestion control (IB Annex A10; docs/design/congestion-control.md, sections 6 and 8)
 
-T_PS = 329_760  # serialization of a 4096 + 26-byte packet at 100 Gb/s, in picoseconds
-CNP_PS = HEADER * 80  # a header-only CNP (26 bytes, 80 ps a byte)
+PS_PER_BYTE = round(8_000 / LINK_GBPS)  # 80 ps a byte at 100 Gb/s
+T_PS = (4096 + HEADER) * PS_PER_BYTE  # a full packet's serialization: 329,760 ps
+CNP_PS = HEADER * PS_PER_BYTE  # a header-only CNP
 CC_UNIT_PS = 1_024_000  # CCTI_Timer's unit, 1.024 µs
 # CCT entries [shift, multiplier] with shifts 0 to 3; index 0 is no delay.
 IRD_CCT = [[0, 0], [0, 1], [1, 3], [2, 5], [3, 7], [3, 100]]
