@@ -26,6 +26,7 @@ from qoslab.plots import (
     utilisation_figure,
 )
 from qoslab.report import write_report
+from qoslab.sweep.iterations import IterationsFile
 from typer.testing import CliRunner
 
 
@@ -50,6 +51,13 @@ def tables():
     return {"jobs": pd.DataFrame(jobs), "iterations": pd.DataFrame(iterations), "runs": pd.DataFrame(runs)}
 
 
+def report(out, t, meta):
+    """report.html of hand-made tables, their iterations written as a study writes them."""
+    out.mkdir(parents=True, exist_ok=True)
+    iterations = IterationsFile.of_frame(out / "iterations.parquet", t["iterations"])
+    return write_report(out, {k: v for k, v in t.items() if k != "iterations"}, iterations, None, meta)
+
+
 def test_figures_have_the_expected_bars_and_lines():
     t = tables()
     slow = slowdowns(t["jobs"])
@@ -67,7 +75,7 @@ def test_report_is_self_contained_with_headline_figures_and_failures(tmp_path):
     meta = {"name": "hand-made", "description": "two jobs", "seeds": [1], "qoslab_version": "test",
             "policies": [{"name": "default", "description": "everyone on SL0"}, {"name": "prio-a", "description": "a first"}],
             "base_scenario": {"topology": {"kind": "single-switch", "hosts": 8}, "fabric": {"link_gbps": 100.0, "data_vls": 4}}}
-    path = write_report(tmp_path, tables(), meta)
+    path = report(tmp_path, tables(), meta)
     page = path.read_text()
     # default: contention 50 + 120 = 170; prio-a: 5 + 130 = 135, 20.6% less.
     assert "The best policy by total contention is <b>prio-a</b>: 135 us (-20.6% against default)" in page
@@ -182,7 +190,7 @@ def test_headline_warns_when_the_best_lead_is_within_the_intervals(tmp_path):
     runs = pd.DataFrame([{"run_id": r["run_id"], "repetition": r["repetition"], "policy": r["policy"], "alone_job": None,
                           "status": "completed", "error": None} for r in rows])
     empty = pd.DataFrame(columns=["run_id", "repetition", "policy", "mode", "job", "rank", "iteration", "time_ns", "mpi_wait_ns"])
-    page = write_report(tmp_path, {"jobs": pd.DataFrame(rows), "runs": runs, "iterations": empty},
+    page = report(tmp_path, {"jobs": pd.DataFrame(rows), "runs": runs, "iterations": empty},
                         {"name": "leads", "seeds": [0, 1, 2]}).read_text()
     headline = re.search(r"<div class='headline'>(.*?)</div>", page, re.DOTALL).group(1)
     # best: contention 20 ± 25 us; default 100 ± 2.5: apart. close: 25.7 ± 35: overlapping.
@@ -193,15 +201,15 @@ def test_headline_warns_when_the_best_lead_is_within_the_intervals(tmp_path):
 
 
 def test_report_with_one_repetition_says_there_is_no_interval(tmp_path):
-    page = write_report(tmp_path, tables(), {"name": "one", "seeds": [1]}).read_text()
+    page = report(tmp_path, tables(), {"name": "one", "seeds": [1]}).read_text()
     assert "With 1 complete repetition there is no confidence interval" in page
     assert "One repetition: there is no confidence interval" in page  # under the figures with error bars
 
 
 def test_figures_are_written_in_every_requested_format_and_deterministically(tmp_path):
     meta = {"name": "formats", "seeds": [1], "figure_formats": ["png", "svg", "pdf"]}
-    write_report(tmp_path / "one", tables(), meta)
-    write_report(tmp_path / "two", tables(), meta)
+    report(tmp_path / "one", tables(), meta)
+    report(tmp_path / "two", tables(), meta)
     pngs = sorted(p.stem for p in (tmp_path / "one" / "figures").glob("*.png"))
     assert pngs and "slowdown" in pngs
     for stem in pngs:
@@ -209,7 +217,7 @@ def test_figures_are_written_in_every_requested_format_and_deterministically(tmp
         ElementTree.parse(svg)  # well-formed
         assert (tmp_path / "one" / "figures" / f"{stem}.pdf").read_bytes().startswith(b"%PDF")
         assert svg.read_bytes() == (tmp_path / "two" / "figures" / f"{stem}.svg").read_bytes()
-    write_report(tmp_path / "png", tables(), {"name": "png only", "seeds": [1]})
+    report(tmp_path / "png", tables(), {"name": "png only", "seeds": [1]})
     assert not list((tmp_path / "png" / "figures").glob("*.svg"))
 
 

@@ -45,6 +45,7 @@ from qoslab.plots import (
     utilisation_figure,
 )
 from qoslab.plots.interference import wait_unit
+from qoslab.sweep.iterations import IterationsFile
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -124,10 +125,12 @@ def _names(policies: Iterable[str]) -> str:
     return ", ".join(policies)
 
 
-def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any]) -> Path:
-    """Writes out_dir/report.html (and its figures under out_dir/figures/)."""
+def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iterations: IterationsFile,
+                 search: pd.DataFrame | None, meta: dict[str, Any]) -> Path:
+    """Writes out_dir/report.html (and its figures under out_dir/figures/) from the run tables,
+    the iterations (read a job at a time) and the search candidates."""
     out = Path(out_dir)
-    jobs, runs, iterations = tables["jobs"], tables["runs"], tables["iterations"]
+    jobs, runs = tables["jobs"], tables["runs"]
     formats = meta.get("figure_formats") or ["png"]
     policies_meta = {p["name"]: p["description"] for p in meta.get("policies", [])}
     slow = slowdowns(jobs)
@@ -162,8 +165,8 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta: dic
         parts.append(_utilisation(tables.get("vl_levels"), runs, order, out, formats))
         parts.append(_per_rank(iterations, slow, order, out, formats))
         parts.append(_distributions(iterations, order, styles, out, formats, meta.get("base_scenario", {})))
-    if "search" in tables and tables["search"] is not None and len(tables["search"]):
-        parts.append("<h2>Search candidates</h2>" + _table(tables["search"][["search", "rank", "candidate", "objective", "value"]]))
+    if search is not None and len(search):
+        parts.append("<h2>Search candidates</h2>" + _table(search[["search", "rank", "candidate", "objective", "value"]]))
     parts.append(_failures(runs))
     parts.append("<h2>How the metrics are defined</h2><table>" + "".join(
         f"<tr><td>{html.escape(k)}</td><td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in METRICS) + "</table>")
@@ -395,13 +398,13 @@ def _most_affected(slow: pd.DataFrame) -> str:
     return str(source.groupby("job")["slowdown"].mean().idxmax())
 
 
-def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, order: list[str], out: Path, formats: list[str]) -> str:
+def _per_rank(iterations: IterationsFile, slow: pd.DataFrame, order: list[str], out: Path, formats: list[str]) -> str:
     # Jobs run with record_iterations = false have no iterations to show.
-    slow = slow[slow["job"].isin(set(iterations["job"].unique()))]
+    slow = slow[slow["job"].isin(set(iterations.jobs()))]
     if iterations.empty or slow["slowdown"].notna().sum() == 0:
         return ""
     job = _most_affected(slow)
-    rows = iterations[iterations["job"] == job]
+    rows = iterations.read(job)
     present = set(rows["policy"].unique())
     shown = [p for p in ["alone", *order] if p in present]
     first = rows[rows["repetition"] == rows["repetition"].min()]
@@ -416,28 +419,35 @@ def _per_rank(iterations: pd.DataFrame, slow: pd.DataFrame, order: list[str], ou
             "slowest ranks are those whose messages arrive latest (highest mean message latency), and their "
             "latency over the median rank's. A rank's mean iteration time says nothing here: ranks that "
             "synchronise finish together, so those means are equal.</p>" +
-            _figure(rank_timing_map(iterations, job, shown), out, f"ranks-{job}", formats=formats,
+            _figure(rank_timing_map(rows, job, shown), out, f"ranks-{job}", formats=formats,
                     alt=f"{job}: per-rank iteration times, one panel per policy: {_names(shown)}") +
             _table(spread, {"median_ns": ",.0f", "max_ns": ",.0f", "max_over_median": ".3f",
                             "send_latency_max_over_median": ".3f"}))
 
 
-def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path, formats: list[str],
+def _distributions(iterations: IterationsFile, order: list[str], styles: dict[str, Any], out: Path, formats: list[str],
                    scenario: dict[str, Any]) -> str:
+    """Per job (its rows read on their own: the study's iterations are never all in memory): its
+    iteration-time CDF per policy, its predictability, and GPCNeT's congestion impact."""
     if iterations.empty:
         return ""
     parts = ["<h2>Iteration-time distributions</h2>"]
     policies = ["alone", *order]
-    present = iterations.groupby("job", sort=False)["policy"].unique()
-    for job, job_policies in present.items():
-        shown = [p for p in policies if p in set(job_policies)]
-        parts.append(_figure(latency_cdf(iterations, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
-                             alt=f"{job}: iteration time distribution per policy: {_names(shown)}"))
-    stats = iteration_stats(iterations)
-    stats = stats[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
-    parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(stats, {"p50": ",.0f", "p99": ",.0f"}))
     canaries = canary_tests(scenario)
-    gpcnet = [gpcnet_impact(iterations, job, canaries[job]) for job in present.index if job in canaries]
+    stats, gpcnet, impacts = [], [], []
+    for job, rows in iterations.by_job():
+        present = set(rows["policy"].unique())
+        shown = [p for p in policies if p in present]
+        parts.append(_figure(latency_cdf(rows, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
+                             alt=f"{job}: iteration time distribution per policy: {_names(shown)}"))
+        stats.append(iteration_stats(rows))
+        if job in canaries:
+            gpcnet.append(gpcnet_impact(rows, job, canaries[job]))
+        else:
+            impacts.append(congestion_impact(rows, job))
+    table = pd.concat(stats, ignore_index=True)
+    table = table[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
+    parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(table, {"p50": ",.0f", "p99": ",.0f"}))
     gpcnet = [g for g in gpcnet if len(g)]
     if gpcnet:
         table = pd.concat(gpcnet, ignore_index=True)
@@ -447,8 +457,6 @@ def _distributions(iterations: pd.DataFrame, order: list[str], styles: dict[str,
                      "bandwidth; 'printed' as GPCNeT's table shows it.</p>" +
                      _table(table[["job", "test", "policy", "unit", "isolated_average", "congested_average", "isolated_p99",
                                    "congested_p99", "cif_average", "cif_p99", "cif_average_printed", "cif_p99_printed"]]))
-    others = [job for job in present.index if job not in canaries]
-    impacts = [congestion_impact(iterations, job) for job in others]
     impacts = [i for i in impacts if len(i)]
     if impacts:
         table = pd.concat(impacts, ignore_index=True)

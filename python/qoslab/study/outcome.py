@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import html
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ class OutcomeView:
     runs_reused, failed)."""
 
     out: Path
-    tables: dict[str, Any]
+    tables: Mapping[str, Any]
     runs_total: int
     runs_reused: int
     failed: list[dict[str, Any]]

@@ -4,6 +4,7 @@ is there under the search's name)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ from qoslab.analysis import (
 )
 from qoslab.policies.search import CANDIDATE_MARK
 from qoslab.report import write_report
+from qoslab.sweep.iterations import IterationsFile
+from qoslab.sweep.store import COLUMNS as RUN_TABLES
 from qoslab.sweep.store import write_tables
 
 
@@ -25,42 +28,50 @@ def is_candidate(policy: str) -> bool:
     return CANDIDATE_MARK in policy
 
 
-def compared(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
-    """The tables without search candidates' rows."""
-    out = dict(tables)
-    for key in ("runs", "jobs", "iterations", "levels", "interference", "vl_levels"):
+def compared(tables: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """The run tables (runs, jobs, levels, interference, vl_levels) without search candidates'
+    rows."""
+    out = {}
+    for key in RUN_TABLES:
         frame = tables[key]
         candidate = frame["policy"].map(is_candidate).astype(bool)  # bool even when empty: keeps the columns
         out[key] = frame[~candidate].reset_index(drop=True)
     return out
 
 
-def write_results(out: Path, tables: dict[str, pd.DataFrame], meta: dict[str, Any],
-                  report: bool = True) -> tuple[list[Path], dict[str, pd.DataFrame]]:
+def without_candidates(iterations: IterationsFile) -> IterationsFile:
+    return iterations.without(p for policies in iterations.present.values() for p in policies if is_candidate(p))
+
+
+def write_results(out: Path, tables: dict[str, pd.DataFrame], iterations: IterationsFile, search: pd.DataFrame | None,
+                  meta: dict[str, Any], report: bool = True) -> tuple[list[Path], dict[str, pd.DataFrame]]:
     """slowdown.parquet, policies.parquet, gpcnet.parquet (with GPCNeT canary jobs) and, with
     `report`, report.html (with figures/) in `out`: the files written and the analysis tables."""
     kept = compared(tables)
+    kept_iterations = without_candidates(iterations)
     slow = slowdowns(kept["jobs"])
     # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
     results = {"slowdown": with_slowdown_intervals(slow), "policies": policy_summary(slow)}
-    impact = gpcnet_table(kept["iterations"], meta.get("base_scenario", {}))
+    impact = gpcnet_table(kept_iterations, meta.get("base_scenario", {}))
     if len(impact):
         results["gpcnet"] = impact
     written = write_tables(results, out)
     if report:
-        written.append(write_report(out, kept, meta))
+        written.append(write_report(out, kept, kept_iterations, search, meta))
     return written, results
 
 
-def gpcnet_table(iterations: pd.DataFrame, scenario: dict[str, Any]) -> pd.DataFrame:
-    """GPCNeT's congestion impact of every GPCNeT canary job of the study, per policy and test."""
+def gpcnet_table(iterations: IterationsFile, scenario: dict[str, Any]) -> pd.DataFrame:
+    """GPCNeT's congestion impact of every GPCNeT canary job of the study, per policy and test
+    (a job's iterations read at a time)."""
     tests = canary_tests(scenario)
-    frames = [gpcnet_impact(iterations, job, job_tests) for job, job_tests in tests.items()]
+    frames = [gpcnet_impact(iterations.read(job), job, job_tests) for job, job_tests in tests.items()
+              if job in iterations.present]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def policy_table(tables: dict[str, pd.DataFrame], order: list[str] | None = None) -> pd.DataFrame:
+def policy_table(tables: Mapping[str, pd.DataFrame], order: list[str] | None = None) -> pd.DataFrame:
     """Per policy (in `order`, the study's, when given): each job's mean slowdown, the total
     contention and its change against default."""
     kept = compared(tables)

@@ -26,13 +26,14 @@ from qoslab.study.stages import Stages
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
+from qoslab.sweep.iterations import ITERATIONS_FILE, StudyTables
 from qoslab.sweep.store import RunStore, write_tables
 
 
 @dataclass(repr=False)
 class StudyOutcome(OutcomeView):
     out: Path
-    tables: dict[str, pd.DataFrame]
+    tables: StudyTables  # iterations read from its file when asked for (iterations.py)
     runs_total: int
     runs_reused: int
     failed: list[dict[str, Any]] = field(default_factory=list)
@@ -182,18 +183,16 @@ class StudyRunner:
         in its folder."""
         self.out.mkdir(parents=True, exist_ok=True)
         ids = list(dict.fromkeys(self.asked))
-        tables = self.store.tables(ids)
         search = pd.DataFrame(self.search_results) if self.search_results else None
-        if search is not None:
-            tables = _with_search_winners(tables, search)
-        written = write_tables(tables, self.out)
+        tables, iterations = self.store.tables(ids, self.out / ITERATIONS_FILE, _search_winners(search))
+        written = write_tables(tables, self.out) + [iterations.path]
         if search is not None:
             written += write_tables({"search": search}, self.out)
         meta = self._describe()
         (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
         written.append(self.out / "study.json")
         try:
-            files, results = write_results(self.out, {**tables, "search": search}, meta, report)
+            files, results = write_results(self.out, tables, iterations, search, meta, report)
             written += files
             tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
         except Exception as error:  # the runs and their tables are written; say what is missing
@@ -201,7 +200,8 @@ class StudyRunner:
         runs = tables["runs"]
         failed = runs[runs["status"] != "completed"].to_dict("records")
         names = [p.label() for p in self.study.concrete_policies()]
-        return StudyOutcome(self.out, tables, len(ids), self.stages.reused, failed, search, written, self.report_error, names)
+        return StudyOutcome(self.out, StudyTables(tables, iterations), len(ids), self.stages.reused, failed, search, written,
+                            self.report_error, names)
 
     def _describe(self) -> dict[str, Any]:
         return {
@@ -220,16 +220,10 @@ class StudyRunner:
         }
 
 
-def _with_search_winners(tables: dict[str, pd.DataFrame], search: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Adds each search's best candidate under the search's own name, so it compares with the
-    other policies like any of them (the candidates' own rows stay, named as candidates)."""
-    out = dict(tables)
-    for name, group in search.groupby("search", sort=False):
-        best = group.sort_values("rank").iloc[0]["candidate"]
-        for key in ("runs", "jobs", "iterations", "levels", "interference", "vl_levels"):
-            frame = out[key]
-            winners = frame[frame["policy"] == best].copy()
-            winners["policy"] = name
-            out[key] = pd.concat([frame, winners], ignore_index=True)
-    return out
-
+def _search_winners(search: pd.DataFrame | None) -> list[tuple[str, str]]:
+    """(best candidate, search name) of each search: the best candidate's runs are listed again
+    under the search's own name, so it compares with the other policies like any of them (the
+    candidates' own rows stay, named as candidates)."""
+    if search is None:
+        return []
+    return [(group.sort_values("rank").iloc[0]["candidate"], name) for name, group in search.groupby("search", sort=False)]

@@ -8,8 +8,9 @@ import json
 import os
 import shutil
 import socket
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from qoslab.errors import DamagedRun
 from qoslab.sweep.execute import RunRecord, empty_iterations
+from qoslab.sweep.iterations import IterationsFile, write_iterations
 
 RECORD = "record.json"
 ITERATIONS = "iterations.parquet"
@@ -74,33 +76,36 @@ class RunStore:
     def run_ids(self) -> list[str]:
         return sorted(p.name for p in self.root.iterdir() if p.is_dir() and (p / RECORD).is_file())
 
-    def tables(self, run_ids: Iterable[str] | None = None) -> dict[str, pd.DataFrame]:
-        """runs, jobs, levels and iterations of the given runs (default: all stored), tidy."""
-        ids = self.run_ids() if run_ids is None else list(run_ids)
-        runs, jobs, levels, iterations, interference, vl_levels = [], [], [], [], [], []
-        for run_id in ids:
-            record = self.get(run_id)
-            run = record["run"]
-            runs.append(run)
-            jobs.extend(record["jobs"])
-            levels.extend(record["levels"])
-            interference.extend(record.get("interference", []))  # absent in runs stored before it existed
-            vl_levels.extend(record.get("vl_levels", []))
-            table = record["iterations"]
-            if table.num_rows:
-                meta = {k: run[k] for k in ("run_id", "repetition", "policy", "mode")}
-                frame = table.to_pandas()
-                for position, (key, value) in enumerate(meta.items()):
-                    frame.insert(position, key, value)
-                iterations.append(frame)
-        return {
-            "runs": pd.DataFrame(runs, columns=RUN_COLUMNS),
-            "jobs": pd.DataFrame(jobs, columns=JOB_COLUMNS) if jobs else pd.DataFrame(columns=JOB_COLUMNS),
-            "levels": pd.DataFrame(levels, columns=LEVEL_COLUMNS) if levels else pd.DataFrame(columns=LEVEL_COLUMNS),
-            "iterations": pd.concat(iterations, ignore_index=True) if iterations else _empty_iterations_frame(),
-            "interference": pd.DataFrame(interference, columns=INTERFERENCE_COLUMNS),
-            "vl_levels": pd.DataFrame(vl_levels, columns=VL_LEVEL_COLUMNS),
-        }
+    def tables(self, run_ids: Iterable[str], iterations_to: Path,
+               copies: Sequence[tuple[str, str]] = ()) -> tuple[dict[str, pd.DataFrame], IterationsFile]:
+        """runs, jobs, levels, interference and vl_levels of the given runs, tidy, and their
+        iterations written to `iterations_to` run by run (iterations.py: the driver never holds
+        them all). `copies`: (policy, name) pairs whose runs are listed again under `name`, after
+        all the others (a search's best candidate under the search's name)."""
+        ids = list(run_ids)
+        rows: dict[str, list[dict[str, Any]]] = {name: [] for name in COLUMNS}
+
+        def add(record: RunRecord, policy: str) -> None:
+            run = {**record["run"], "policy": policy}
+            rows["runs"].append(run)
+            # interference and vl_levels are absent in runs stored before they existed
+            for name in ("jobs", "levels", "interference", "vl_levels"):
+                rows[name].extend({**row, "policy": policy} for row in record.get(name, []))
+
+        def records() -> Iterator[tuple[dict[str, Any], pa.Table]]:
+            for run_id in ids:
+                record = self.get(run_id)
+                add(record, record["run"]["policy"])
+                yield record["run"], record["iterations"]
+            for policy, name in copies:
+                for run_id in ids:
+                    record = self.get(run_id)
+                    if record["run"]["policy"] == policy:
+                        add(record, name)
+                        yield {**record["run"], "policy": name}, record["iterations"]
+
+        iterations = write_iterations(iterations_to, records())
+        return {name: pd.DataFrame(rows[name], columns=columns) for name, columns in COLUMNS.items()}, iterations
 
 
 RUN_KEYS = ["run_id", "repetition", "seed", "policy", "mode", "alone_job"]
@@ -112,13 +117,8 @@ JOB_COLUMNS = RUN_KEYS + [
 LEVEL_COLUMNS = RUN_KEYS + ["level", "direction", "bytes", "links_used", "busy_ns"]
 INTERFERENCE_COLUMNS = RUN_KEYS + ["kind", "victim", "culprit", "level", "direction", "vl", "wait_ns"]
 VL_LEVEL_COLUMNS = RUN_KEYS + ["level", "direction", "vl", "bytes", "links", "busy_ns"]
-
-
-def _empty_iterations_frame() -> pd.DataFrame:
-    frame = empty_iterations().to_pandas()
-    for position, key in enumerate(("run_id", "repetition", "policy", "mode")):
-        frame.insert(position, key, pd.Series([], dtype=object if key != "repetition" else "int64"))
-    return frame
+COLUMNS = {"runs": RUN_COLUMNS, "jobs": JOB_COLUMNS, "levels": LEVEL_COLUMNS, "interference": INTERFERENCE_COLUMNS,
+           "vl_levels": VL_LEVEL_COLUMNS}
 
 
 def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:

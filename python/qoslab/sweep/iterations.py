@@ -1,0 +1,141 @@
+"""A study's iterations table (every rank's every iteration of every job in every run: by far
+its largest, millions of rows for a few dozen runs) kept on disk: iterations.parquet is written
+run by run as the study's tables are built, and read one job at a time (a job's rows of every
+policy and repetition), so the driver never holds the whole table (issue 18)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from qoslab.sweep.execute import empty_iterations
+
+ITERATIONS = "iterations"
+ITERATIONS_FILE = f"{ITERATIONS}.parquet"
+# The run's keys put in front of each of its rows.
+RUN_KEYS = ("run_id", "repetition", "policy", "mode")
+# Rows gathered before a row group is written: few enough to stay small in memory, enough that
+# a study of many small runs does not write a row group per run.
+ROW_GROUP_ROWS = 1 << 16
+
+
+def schema() -> pa.Schema:
+    keys = [pa.field("run_id", pa.string()), pa.field("repetition", pa.int64()),
+            pa.field("policy", pa.string()), pa.field("mode", pa.string())]
+    return pa.schema(keys + list(empty_iterations().schema))
+
+
+class IterationsFile:
+    """iterations.parquet of a study: which jobs have rows under which policies (in the order
+    they were written), and reads of one job's rows. `excluded`: policies left out of every read
+    (search candidates, which the comparison does not show)."""
+
+    def __init__(self, path: Path, present: dict[str, list[str]], excluded: frozenset[str] = frozenset()):
+        self.path = Path(path)
+        self._present = present
+        self.excluded = excluded
+
+    @property
+    def present(self) -> dict[str, list[str]]:
+        """job -> the policies it has rows under, both in the order the rows were written."""
+        present = {job: [p for p in policies if p not in self.excluded] for job, policies in self._present.items()}
+        return {job: policies for job, policies in present.items() if policies}
+
+    @property
+    def empty(self) -> bool:
+        return not self.present
+
+    def jobs(self) -> list[str]:
+        return list(self.present)
+
+    @classmethod
+    def of_frame(cls, path: Path, frame: pd.DataFrame) -> IterationsFile:
+        """`frame` (rows with the run's keys in front, as `read` gives them) written to `path` as
+        a study's iterations; columns it lacks are null."""
+        target = schema()
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(frame), f.type)
+                   for f in target]
+        pq.write_table(pa.Table.from_arrays(columns, schema=target), path)
+        present = {str(job): list(dict.fromkeys(group)) for job, group in frame.groupby("job", sort=False)["policy"]}
+        return cls(path, present)
+
+    def without(self, policies: Iterable[str]) -> IterationsFile:
+        return IterationsFile(self.path, self._present, self.excluded | frozenset(policies))
+
+    def read(self, job: str | None = None) -> pd.DataFrame:
+        """The rows of `job` (all jobs when None), without the excluded policies, in the order
+        they were written."""
+        present = self.present
+        jobs = [job] if job is not None else list(present)
+        policies = sorted({p for j in jobs for p in present.get(j, [])})
+        if not policies:
+            return _frame(schema().empty_table())
+        filters: list[Any] = [("policy", "in", policies)]
+        if job is not None:
+            filters.append(("job", "=", job))
+        return _frame(pq.read_table(self.path, filters=filters, schema=schema()))
+
+    def by_job(self) -> Iterator[tuple[str, pd.DataFrame]]:
+        """Each job's rows in turn (only one job's in memory at a time)."""
+        for job in self.present:
+            yield job, self.read(job)
+
+
+def _frame(table: pa.Table) -> pd.DataFrame:
+    return table.to_pandas()
+
+
+def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]) -> IterationsFile:
+    """Writes each (run row, its iterations) in turn to `path`, the run's keys in front of its
+    rows; returns the file's reader."""
+    target = schema()
+    base = empty_iterations().schema
+    present: dict[str, dict[str, None]] = {}
+    pending: list[pa.Table] = []
+    pending_rows = 0
+    with pq.ParquetWriter(path, target) as writer:
+        for run, table in runs:
+            if not table.num_rows:
+                continue
+            table = table.select(base.names).cast(base)
+            rows = table.num_rows
+            keys = [pa.repeat(pa.scalar(run[key], field.type), rows) for key, field in zip(RUN_KEYS, target)]
+            pending.append(pa.Table.from_arrays(keys + table.columns, schema=target))
+            pending_rows += rows
+            for job in table.column("job").unique().to_pylist():
+                present.setdefault(job, {})[run["policy"]] = None
+            if pending_rows >= ROW_GROUP_ROWS:
+                writer.write_table(pa.concat_tables(pending))
+                pending, pending_rows = [], 0
+        if pending:
+            writer.write_table(pa.concat_tables(pending))
+    return IterationsFile(path, {job: list(policies) for job, policies in present.items()})
+
+
+class StudyTables(Mapping[str, Any]):
+    """A finished study's tables by name: the small ones in memory and `iterations`, read from
+    its file only when asked for by name (whole: as a DataFrame, like the others); `.iterations`
+    reads it a job at a time."""
+
+    def __init__(self, frames: Mapping[str, Any], iterations: IterationsFile):
+        self._frames = dict(frames)
+        self.iterations = iterations
+
+    def __getitem__(self, name: str) -> Any:
+        if name == ITERATIONS:
+            return self.iterations.read()
+        return self._frames[name]
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self._frames
+        if ITERATIONS not in self._frames:
+            yield ITERATIONS
+
+    def __len__(self) -> int:
+        return len(self._frames) + (ITERATIONS not in self._frames)
