@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -174,17 +175,17 @@ def policy_ranking(summary: pd.DataFrame, metric: str = "total_contention_us", l
     return fig
 
 
-def rank_timing_map(iterations: pd.DataFrame, job: str, policies: list[str], columns: int = PANEL_COLUMNS) -> Figure:
+def rank_timing_map(iterations: Any, job: str, policies: list[str], columns: int = PANEL_COLUMNS) -> Figure:
     """Per policy (small multiples, rows of `columns`, one colour scale): iteration time of each
-    rank (rows) and iteration (columns) of `job`, first repetition; alone runs are policy "alone"."""
-    rows = iterations[(iterations["job"] == job) & (iterations["policy"].isin(policies))]
-    rows = rows[rows["repetition"] == rows["repetition"].min()] if len(rows) else rows
-    vmax = float(rows["time_ns"].max()) / 1e3 if len(rows) else 1.0
+    rank (rows) and iteration (columns) of `job`, first repetition; alone runs are policy "alone".
+    From a table or a study's iterations file (read a policy at a time)."""
+    grids = _rank_grids(iterations, job, policies)
+    maxima = [float(np.nanmax(grid)) for grid in grids.values() if grid.size]
+    vmax = max(maxima) if maxima else 1.0
     fig, axes = panel_grid(len(policies), columns, (2.7, 2.6))
     image = None
     for index, (ax, policy) in enumerate(zip(axes, policies)):
-        grid = rows[rows["policy"] == policy].pivot_table(index="rank", columns="iteration", values="time_ns") / 1e3
-        image = ax.imshow(grid.to_numpy(), aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=vmax)
+        image = ax.imshow(grids[policy], aspect="auto", interpolation="nearest", cmap="viridis", vmin=0, vmax=vmax)
         ax.set_title(panel_title(policy), fontsize="small")
         ax.set_xlabel("iteration", fontsize="small")
         if first_column(index, axes):
@@ -195,8 +196,30 @@ def rank_timing_map(iterations: pd.DataFrame, job: str, policies: list[str], col
     return fig
 
 
-def _cdf(ax: Axes, iterations: pd.DataFrame, job: str, policy: str, style: PolicyStyle, width: float = 1.4) -> None:
-    times = np.sort(iterations[(iterations["job"] == job) & (iterations["policy"] == policy)]["time_ns"].to_numpy()) / 1e3
+def _rank_grids(iterations: Any, job: str, policies: list[str]) -> dict[str, np.ndarray]:
+    """Per policy: `job`'s iteration times (us) in the first repetition any of `policies` has,
+    ranks x iterations."""
+    def grid(rows: pd.DataFrame) -> np.ndarray:
+        return (rows.pivot_table(index="rank", columns="iteration", values="time_ns") / 1e3).to_numpy()
+
+    if isinstance(iterations, pd.DataFrame):
+        rows = iterations[(iterations["job"] == job) & (iterations["policy"].isin(policies))]
+        rows = rows[rows["repetition"] == rows["repetition"].min()] if len(rows) else rows
+        return {policy: grid(rows[rows["policy"] == policy]) for policy in policies}
+    first = iterations.first_repetition(job, policies)
+    return {policy: grid(iterations.read(job, [policy], ["rank", "iteration", "time_ns"], first)) for policy in policies}
+
+
+def _times(iterations: Any, job: str, policy: str) -> np.ndarray:
+    """`job`'s iteration times under `policy`, from a table or read from a study's iterations
+    file (sweep/iterations.py: one policy's times at a time)."""
+    if isinstance(iterations, pd.DataFrame):
+        return iterations[(iterations["job"] == job) & (iterations["policy"] == policy)]["time_ns"].to_numpy()
+    return iterations.read(job, [policy], ["time_ns"])["time_ns"].to_numpy()
+
+
+def _cdf(ax: Axes, iterations: Any, job: str, policy: str, style: PolicyStyle, width: float = 1.4) -> None:
+    times = np.sort(_times(iterations, job, policy)) / 1e3
     if not times.size:
         return
     fraction = np.arange(1, times.size + 1) / times.size
@@ -206,10 +229,11 @@ def _cdf(ax: Axes, iterations: pd.DataFrame, job: str, policy: str, style: Polic
     ax.step(times, fraction, where="post", label=policy, linewidth=width, **style.line())
 
 
-def latency_cdf(iterations: pd.DataFrame, job: str, policies: list[str], log_x: bool = True,
+def latency_cdf(iterations: Any, job: str, policies: list[str], log_x: bool = True,
                 styles: dict[str, PolicyStyle] | None = None, per_panel: int = CDF_POLICIES_PER_PANEL,
                 columns: int = 3) -> Figure:
-    """Empirical CDF of `job`'s iteration times (all ranks, iterations, repetitions) per policy.
+    """Empirical CDF of `job`'s iteration times (all ranks, iterations, repetitions) per policy,
+    from a table or a study's iterations file (read a policy at a time).
     Up to `per_panel` + 2 policies share one plot; beyond that, panels of `per_panel` policies
     each, with the references (alone, default) repeated in every panel for comparison."""
     styles = _styles(policies, styles)

@@ -20,12 +20,9 @@ import pandas as pd
 from qoslab.analysis import (
     best_policy_leads,
     canary_tests,
-    congestion_impact,
     cross_job_changes,
-    gpcnet_impact,
     harm_shift,
     interference_matrix,
-    iteration_stats,
     policy_summary,
     slowdown_intervals,
     slowdowns,
@@ -34,6 +31,7 @@ from qoslab.analysis import (
 )
 from qoslab.analysis.contention import ranking
 from qoslab.analysis.interference import MOVED_SHARE, UNCHANGED_SHARE, class_order
+from qoslab.analysis.sliced import job_congestion_impact, job_gpcnet_impact, job_iteration_stats
 from qoslab.plots import (
     interference_figure,
     latency_cdf,
@@ -404,11 +402,11 @@ def _per_rank(iterations: IterationsFile, slow: pd.DataFrame, order: list[str], 
     if iterations.empty or slow["slowdown"].notna().sum() == 0:
         return ""
     job = _most_affected(slow)
-    rows = iterations.read(job)
-    present = set(rows["policy"].unique())
+    present = set(iterations.present[job])
     shown = [p for p in ["alone", *order] if p in present]
-    first = rows[rows["repetition"] == rows["repetition"].min()]
-    spread = slowest_ranks(first).set_index("policy")
+    # The first repetition only (the figure's), a policy at a time.
+    first = iterations.first_repetition(job)
+    spread = pd.concat([slowest_ranks(iterations.read(job, [p], repetition=first)) for p in shown]).set_index("policy")
     spread = spread.reindex([p for p in shown if p in spread.index]).reset_index()
     spread["slowest_ranks"] = [", ".join(map(str, s[:8])) for s in spread["slowest"]]
     spread = spread[["policy", "ranks", "median_ns", "max_ns", "max_over_median", "send_latency_max_over_median",
@@ -419,7 +417,7 @@ def _per_rank(iterations: IterationsFile, slow: pd.DataFrame, order: list[str], 
             "slowest ranks are those whose messages arrive latest (highest mean message latency), and their "
             "latency over the median rank's. A rank's mean iteration time says nothing here: ranks that "
             "synchronise finish together, so those means are equal.</p>" +
-            _figure(rank_timing_map(rows, job, shown), out, f"ranks-{job}", formats=formats,
+            _figure(rank_timing_map(iterations, job, shown), out, f"ranks-{job}", formats=formats,
                     alt=f"{job}: per-rank iteration times, one panel per policy: {_names(shown)}") +
             _table(spread, {"median_ns": ",.0f", "max_ns": ",.0f", "max_over_median": ".3f",
                             "send_latency_max_over_median": ".3f"}))
@@ -427,24 +425,24 @@ def _per_rank(iterations: IterationsFile, slow: pd.DataFrame, order: list[str], 
 
 def _distributions(iterations: IterationsFile, order: list[str], styles: dict[str, Any], out: Path, formats: list[str],
                    scenario: dict[str, Any]) -> str:
-    """Per job (its rows read on their own: the study's iterations are never all in memory): its
-    iteration-time CDF per policy, its predictability, and GPCNeT's congestion impact."""
+    """Per job: its iteration-time CDF per policy, its predictability and GPCNeT's congestion
+    impact, each read a job and a policy at a time (analysis/sliced.py): the study's iterations
+    are never all in memory."""
     if iterations.empty:
         return ""
     parts = ["<h2>Iteration-time distributions</h2>"]
     policies = ["alone", *order]
     canaries = canary_tests(scenario)
     stats, gpcnet, impacts = [], [], []
-    for job, rows in iterations.by_job():
-        present = set(rows["policy"].unique())
-        shown = [p for p in policies if p in present]
-        parts.append(_figure(latency_cdf(rows, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
+    for job, job_policies in iterations.present.items():
+        shown = [p for p in policies if p in set(job_policies)]
+        parts.append(_figure(latency_cdf(iterations, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
                              alt=f"{job}: iteration time distribution per policy: {_names(shown)}"))
-        stats.append(iteration_stats(rows))
+        stats.append(job_iteration_stats(iterations, job))
         if job in canaries:
-            gpcnet.append(gpcnet_impact(rows, job, canaries[job]))
+            gpcnet.append(job_gpcnet_impact(iterations, job, canaries[job]))
         else:
-            impacts.append(congestion_impact(rows, job))
+            impacts.append(job_congestion_impact(iterations, job))
     table = pd.concat(stats, ignore_index=True)
     table = table[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
     parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(table, {"p50": ",.0f", "p99": ",.0f"}))

@@ -12,11 +12,11 @@ import pandas as pd
 
 from qoslab.analysis import (
     canary_tests,
-    gpcnet_impact,
     policy_summary,
     slowdowns,
     with_slowdown_intervals,
 )
+from qoslab.analysis.sliced import job_gpcnet_impact
 from qoslab.policies.search import CANDIDATE_MARK
 from qoslab.report import write_report
 from qoslab.sweep.iterations import IterationsFile
@@ -63,9 +63,9 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], iterations: Iterat
 
 def gpcnet_table(iterations: IterationsFile, scenario: dict[str, Any]) -> pd.DataFrame:
     """GPCNeT's congestion impact of every GPCNeT canary job of the study, per policy and test
-    (a job's iterations read at a time)."""
+    (read a job and a policy at a time)."""
     tests = canary_tests(scenario)
-    frames = [gpcnet_impact(iterations.read(job), job, job_tests) for job, job_tests in tests.items()
+    frames = [job_gpcnet_impact(iterations, job, job_tests) for job, job_tests in tests.items()
               if job in iterations.present]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

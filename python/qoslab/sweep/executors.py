@@ -81,15 +81,20 @@ class LocalExecutor:
                                              initializer=_die_with_parent, initargs=(os.getpid(),))
         submitted = {self._pool.submit(execute, spec): spec for spec in specs}
         pending: set[Future[RunRecord]] = set(submitted)
+        broken = False
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for future in sorted(done, key=lambda f: submitted[f].run_id):
-                    yield _record(future, submitted[future])
+                    broken = broken or isinstance(future.exception(), BrokenProcessPool)
+                    # Dropped once handed on: a finished future holds its record (a run's tables).
+                    yield _record(future, submitted.pop(future))
+                del done
         finally:
             for future in pending:
                 future.cancel()
-            if any(isinstance(f.exception(), BrokenProcessPool) for f in submitted if f.done() and not f.cancelled()):
+            # `submitted` now holds the futures not handed on (pending, or left when the caller stopped).
+            if broken or any(isinstance(f.exception(), BrokenProcessPool) for f in submitted if f.done() and not f.cancelled()):
                 self.close()  # a dead pool cannot take more work; the next stage makes a new one
 
     def close(self) -> None:
@@ -145,6 +150,7 @@ class DaskExecutor:
                     done = set()
                 for future in sorted(done, key=lambda f: by_key[f.key].run_id):
                     yield _record(future, by_key[future.key])
+                    future.release()  # the cluster may forget the record once it is handed on
                 if done or self.client.scheduler_info().get("workers"):
                     alone_since = None
                     continue

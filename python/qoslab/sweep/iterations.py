@@ -1,7 +1,7 @@
 """A study's iterations table (every rank's every iteration of every job in every run: by far
 its largest, millions of rows for a few dozen runs) kept on disk: iterations.parquet is written
-run by run as the study's tables are built, and read one job at a time (a job's rows of every
-policy and repetition), so the driver never holds the whole table (issue 18)."""
+run by run as the study's tables are built, and read a slice at a time (one job under one policy,
+or the columns a figure needs), so the driver never holds the whole table (issue 18)."""
 
 from __future__ import annotations
 
@@ -32,12 +32,13 @@ def schema() -> pa.Schema:
 
 class IterationsFile:
     """iterations.parquet of a study: which jobs have rows under which policies (in the order
-    they were written), and reads of one job's rows. `excluded`: policies left out of every read
+    they were written), and reads of a slice: a job, its rows under some policies, some columns.
+    `excluded`: policies left out of every read
     (search candidates, which the comparison does not show)."""
 
-    def __init__(self, path: Path, present: dict[str, list[str]], excluded: frozenset[str] = frozenset()):
+    def __init__(self, path: Path, present: dict[str, dict[str, int]], excluded: frozenset[str] = frozenset()):
         self.path = Path(path)
-        self._present = present
+        self._present = present  # job -> policy -> its first repetition, in the order written
         self.excluded = excluded
 
     @property
@@ -45,6 +46,13 @@ class IterationsFile:
         """job -> the policies it has rows under, both in the order the rows were written."""
         present = {job: [p for p in policies if p not in self.excluded] for job, policies in self._present.items()}
         return {job: policies for job, policies in present.items() if policies}
+
+    def first_repetition(self, job: str, policies: Iterable[str] | None = None) -> int | None:
+        """The lowest repetition with rows of `job` under `policies` (every one when None)."""
+        wanted = set(self.present.get(job, [])) if policies is None else set(policies)
+        firsts = [first for policy, first in self._present.get(job, {}).items()
+                  if policy in wanted and policy not in self.excluded]
+        return min(firsts) if firsts else None
 
     @property
     def empty(self) -> bool:
@@ -62,29 +70,32 @@ class IterationsFile:
         columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(frame), f.type)
                    for f in target]
         pq.write_table(pa.Table.from_arrays(columns, schema=target), path)
-        present = {str(job): list(dict.fromkeys(group)) for job, group in frame.groupby("job", sort=False)["policy"]}
+        firsts = frame.groupby(["job", "policy"], sort=False)["repetition"].min()
+        present: dict[str, dict[str, int]] = {}
+        for (job, policy), first in firsts.items():
+            present.setdefault(str(job), {})[str(policy)] = int(first)
         return cls(path, present)
 
     def without(self, policies: Iterable[str]) -> IterationsFile:
         return IterationsFile(self.path, self._present, self.excluded | frozenset(policies))
 
-    def read(self, job: str | None = None) -> pd.DataFrame:
-        """The rows of `job` (all jobs when None), without the excluded policies, in the order
-        they were written."""
+    def read(self, job: str | None = None, policies: Iterable[str] | None = None,
+             columns: list[str] | None = None, repetition: int | None = None) -> pd.DataFrame:
+        """The rows of `job` (every job when None) under `policies` (every one when None), less
+        the excluded policies, of one `repetition` when given, in the order they were written;
+        only `columns` when given."""
         present = self.present
         jobs = [job] if job is not None else list(present)
-        policies = sorted({p for j in jobs for p in present.get(j, [])})
-        if not policies:
-            return _frame(schema().empty_table())
-        filters: list[Any] = [("policy", "in", policies)]
+        known = {p for j in jobs for p in present.get(j, [])}
+        wanted = sorted(known if policies is None else known & set(policies))
+        if not wanted:
+            return _frame(schema().empty_table().select(columns or schema().names))
+        filters: list[Any] = [("policy", "in", wanted)]
         if job is not None:
             filters.append(("job", "=", job))
-        return _frame(pq.read_table(self.path, filters=filters, schema=schema()))
-
-    def by_job(self) -> Iterator[tuple[str, pd.DataFrame]]:
-        """Each job's rows in turn (only one job's in memory at a time)."""
-        for job in self.present:
-            yield job, self.read(job)
+        if repetition is not None:
+            filters.append(("repetition", "=", repetition))
+        return _frame(pq.read_table(self.path, columns=columns, filters=filters, schema=schema()))
 
 
 def _frame(table: pa.Table) -> pd.DataFrame:
@@ -96,7 +107,7 @@ def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]
     rows; returns the file's reader."""
     target = schema()
     base = empty_iterations().schema
-    present: dict[str, dict[str, None]] = {}
+    present: dict[str, dict[str, int]] = {}
     pending: list[pa.Table] = []
     pending_rows = 0
     with pq.ParquetWriter(path, target) as writer:
@@ -109,13 +120,14 @@ def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]
             pending.append(pa.Table.from_arrays(keys + table.columns, schema=target))
             pending_rows += rows
             for job in table.column("job").unique().to_pylist():
-                present.setdefault(job, {})[run["policy"]] = None
+                policies = present.setdefault(job, {})
+                policies[run["policy"]] = min(policies.get(run["policy"], run["repetition"]), run["repetition"])
             if pending_rows >= ROW_GROUP_ROWS:
                 writer.write_table(pa.concat_tables(pending))
                 pending, pending_rows = [], 0
         if pending:
             writer.write_table(pa.concat_tables(pending))
-    return IterationsFile(path, {job: list(policies) for job, policies in present.items()})
+    return IterationsFile(path, present)
 
 
 class StudyTables(Mapping[str, Any]):

@@ -1,0 +1,58 @@
+"""The iteration-time analyses of a study whose iterations stay on disk (sweep/iterations.py), one
+job under one policy at a time (beside the job's alone runs where a figure compares against them),
+so the driver holds one such slice, whatever the number of runs. Each gives exactly what its
+in-memory counterpart (latency.py, gpcnet.py) gives on the whole table: the same rows, in the same
+order, from the same samples in the same order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Protocol
+
+import pandas as pd
+
+from qoslab.analysis.gpcnet import CIF_COLUMNS, GPCNET_COLUMNS, GpcnetTest, congestion_impact, gpcnet_impact
+from qoslab.analysis.latency import iteration_stats
+
+ALONE = "alone"  # the policy (and mode) of the jobs' alone runs
+STATS_COLUMNS = ["mode", "policy", "job", "time_ns"]
+IMPACT_COLUMNS = ["job", "repetition", "policy", "mode", "rank", "iteration", "time_ns"]
+
+
+class Slices(Protocol):
+    """What these read: sweep.iterations.IterationsFile."""
+
+    @property
+    def present(self) -> Mapping[str, list[str]]: ...
+
+    def read(self, job: str | None = None, policies: Iterable[str] | None = None,
+             columns: list[str] | None = None) -> pd.DataFrame: ...
+
+
+def job_iteration_stats(iterations: Slices, job: str) -> pd.DataFrame:
+    """iteration_stats of `job`: a row per (mode, policy), policies in the order written."""
+    frames = [iteration_stats(iterations.read(job, [policy], STATS_COLUMNS)) for policy in iterations.present[job]]
+    return pd.concat(frames, ignore_index=True)
+
+
+def _against_alone(iterations: Slices, job: str) -> list[pd.DataFrame]:
+    """Per policy other than alone (in the order written): its rows of `job` after the alone ones."""
+    alone = iterations.read(job, [ALONE], IMPACT_COLUMNS)
+    return [pd.concat([alone, iterations.read(job, [policy], IMPACT_COLUMNS)], ignore_index=True)
+            for policy in iterations.present[job] if policy != ALONE]
+
+
+def job_gpcnet_impact(iterations: Slices, job: str, tests: list[GpcnetTest]) -> pd.DataFrame:
+    """gpcnet_impact of canary `job`: rows by test, then policy."""
+    frames = [f for f in (gpcnet_impact(rows, job, tests) for rows in _against_alone(iterations, job)) if len(f)]
+    if not frames:
+        return pd.DataFrame(columns=GPCNET_COLUMNS)
+    order = {test.name: index for index, test in enumerate(tests)}
+    table = pd.concat(frames, ignore_index=True)
+    return table.sort_values("test", key=lambda names: names.map(order), kind="stable").reset_index(drop=True)
+
+
+def job_congestion_impact(iterations: Slices, job: str) -> pd.DataFrame:
+    """congestion_impact of `job` (GPCNeT's CIF of its iteration times), a row per policy."""
+    frames = [f for f in (congestion_impact(rows, job) for rows in _against_alone(iterations, job)) if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CIF_COLUMNS)
