@@ -194,7 +194,6 @@ impl Simulation {
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
                 EventKind::CcBecn => self.on_cc_becn(id),
-                EventKind::CcTimer => self.on_cc_timer(id),
             }
             #[cfg(test)]
             self.inject_fault();
@@ -212,6 +211,14 @@ impl Simulation {
                     }
                 }
             }
+        }
+        if self.cc.is_some() {
+            // Congestion control's timer ticks are applied where the CCTI is read; here, those the
+            // run reached: every tick before `end` (the events ran out or reached it), unless the
+            // run stopped at its last event (jobs done, interrupted, deadlock).
+            let stopped = interrupted || deadlock.is_some() || self.mpi_finished();
+            let cut = if stopped { self.now } else { end.saturating_sub(1) };
+            self.cc.as_deref_mut().expect("congestion control on").finish(cut);
         }
         if !interrupted && deadlock.is_none() {
             // Also when the events ran out: blocked buffers schedule nothing.
