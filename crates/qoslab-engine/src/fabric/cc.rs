@@ -17,7 +17,7 @@ use crate::routing::dragonfly::NO_VIA;
 use crate::sim::state::Packet;
 use crate::sim::Simulation;
 use crate::topology::NONE;
-use crate::units::Time;
+use crate::units::{Time, NEVER};
 use std::collections::HashMap;
 
 /// `Packet::phase` bit: the packet carries a FECN (Dragonfly+ uses 0x01 and `PATH_DECIDED` 0x80).
@@ -35,9 +35,9 @@ pub const CC_TIME_UNIT_PS: Time = 1_024_000;
 pub(crate) struct CcFlow {
     /// The CCTI as of the ticks applied so far (`CongestionControl::advance`).
     pub(crate) ccti: u16,
-    pub(crate) timer_running: bool,
-    /// While the timer runs: the time of its next tick not applied yet. Ticks fall every
-    /// `ccti_timer` from the timer's start; they are applied where the CCTI is read, not by events.
+    /// The time of the timer's next tick not applied yet (NEVER: the timer is not running). Ticks
+    /// fall every `ccti_timer` from the timer's start; they are applied where the CCTI is read,
+    /// not by events.
     pub(crate) next_tick: Time,
     /// The flow's next packet may start no earlier (end of the last one plus its IRD).
     pub(crate) next_send_at: Time,
@@ -204,7 +204,7 @@ impl CongestionControl {
         let flows = (0..flow_count)
             .map(|f| {
                 let sl = (f / per_host as usize) % CC_SLS;
-                CcFlow { ccti: sls[sl].min, timer_running: false, next_tick: 0, next_send_at: 0, gap_from: 0 }
+                CcFlow { ccti: sls[sl].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
             })
             .collect();
         CongestionControl {
@@ -226,6 +226,12 @@ impl CongestionControl {
             by_class: vec![CcClassStats::default(); classes],
             trace: cfg.trace.then(|| Box::new(CcTrace { anchors: vec![0; flow_count], ..CcTrace::default() })),
         }
+    }
+
+    /// Credits still requested at an output VL after a grant from which it is congested
+    /// (u32::MAX: never), for the inline test before `cc_mark`.
+    pub(crate) fn threshold_credits(&self) -> u32 {
+        self.threshold_credits
     }
 
     /// CC flows (for the event id range check).
@@ -300,8 +306,7 @@ impl CongestionControl {
     /// note: engine.md, "Congestion control").
     #[inline]
     fn advance(&mut self, flow: u32, now: Time) {
-        let f = self.flows[flow as usize];
-        if f.timer_running && f.next_tick <= now {
+        if self.flows[flow as usize].next_tick <= now {
             self.advance_ticks(flow, now);
         }
     }
@@ -331,7 +336,7 @@ impl CongestionControl {
         let f = &mut self.flows[flow as usize];
         f.next_tick += ticks * s.timer_ps;
         if ticks == to_stop {
-            f.timer_running = false;
+            f.next_tick = NEVER;
         }
     }
 
@@ -521,9 +526,8 @@ impl Simulation {
         let before = f.ccti;
         f.ccti = (f.ccti as u32 + s.increase as u32).min(cc.limit as u32) as u16;
         let ccti = f.ccti;
-        let start_timer = !f.timer_running;
+        let start_timer = f.next_tick == NEVER;
         if start_timer {
-            f.timer_running = true;
             f.next_tick = now + s.timer_ps;
         }
         cc.stats.max_ccti = cc.stats.max_ccti.max(ccti);

@@ -143,6 +143,9 @@ pub struct Simulation {
     pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
     /// InfiniBand congestion control (fabric/cc.rs); None (off) costs one check per hop.
     pub(crate) cc: Option<Box<crate::fabric::cc::CongestionControl>>,
+    /// Congestion control's marking threshold (`CongestionControl::threshold_credits`), kept
+    /// beside it so that the test before `cc_mark` needs no second load.
+    pub(crate) cc_mark_credits: u32,
     /// A fault to inject once this many events have run (tests of the conservation check).
     #[cfg(test)]
     fault: Option<(u64, Fault)>,
