@@ -278,6 +278,17 @@ impl CongestionControl {
         }
     }
 
+    /// Requests the line of the flow of HCA send queue `q` (nothing for a CNP queue), which the
+    /// hooks of its next transmission or message read: under load it is rarely in cache.
+    #[inline]
+    pub(crate) fn prefetch_flow(&self, q: QueueId) {
+        if q.0 < self.cnp_base {
+            if let Some(f) = self.flows.get(self.flow_of_queue(q) as usize) {
+                crate::sim::prefetch::prefetch(f);
+            }
+        }
+    }
+
     /// The injection delay of CCT index `ccti` at host `host`: (T_max >> shift) x multiplier.
     #[inline]
     pub(crate) fn ird(&self, host: u32, ccti: u16) -> Time {

@@ -238,6 +238,9 @@ impl Simulation {
             if self.deep_prefetch {
                 prefetch(&self.returns[upstream]);
             }
+        } else if let Some(cc) = self.cc.as_deref() {
+            // An HCA: congestion control reads the sending flow's state below.
+            cc.prefetch_flow(q);
         }
         let id = self.queues[q].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
