@@ -397,12 +397,15 @@ impl Simulation {
         if let Some(t) = cc.trace.as_deref_mut() {
             t.eligible_in_congestion += 1;
         }
-        let counter = &mut cc.mark_counters[idx];
-        if *counter < cc.marking_rate {
-            *counter += 1;
-            return;
+        // With marking rate 0 (every eligible packet) the counters stay 0: not even read.
+        if cc.marking_rate != 0 {
+            let counter = &mut cc.mark_counters[idx];
+            if *counter < cc.marking_rate {
+                *counter += 1;
+                return;
+            }
+            *counter = 0;
         }
-        *counter = 0;
         self.packets.items[id as usize].phase |= FECN;
         cc.by_class[pk.class as usize].fecn_marked_packets += 1;
         if victim {
