@@ -201,12 +201,14 @@ impl CongestionControl {
         }
         let per_host = if cfg.sl_based { 1 } else { lanes };
         let flow_count = hosts as usize * CC_SLS * per_host as usize;
-        let flows = (0..flow_count)
-            .map(|f| {
+        // Big fabrics' flows span megabytes, touched one line a transmission: on huge pages.
+        let flows = crate::sim::mem::huge_vec(
+            flow_count,
+            (0..flow_count).map(|f| {
                 let sl = (f / per_host as usize) % CC_SLS;
                 CcFlow { ccti: sls[sl].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
-            })
-            .collect();
+            }),
+        );
         CongestionControl {
             threshold_credits,
             packet_size_credits: cfg.packet_size_credits,

@@ -16,7 +16,7 @@ mod build;
 mod checks;
 #[cfg(test)]
 mod faults;
-mod mem;
+pub(crate) mod mem;
 pub mod output;
 pub(crate) mod prechecked;
 pub(crate) mod prefetch;
