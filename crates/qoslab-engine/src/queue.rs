@@ -33,8 +33,6 @@ pub enum EventKind {
     MpiArrival = 4,
     /// Congestion control: a BECN (CNP) reached its source; id = the CC flow (fabric/cc.rs).
     CcBecn = 5,
-    /// Congestion control: a flow's CCTI timer expired; id = the CC flow.
-    CcTimer = 6,
 }
 
 // Key layout, most significant first: time (56 bits, 20 hours of simulated time), sequence
@@ -104,7 +102,8 @@ fn local_key(time: Time, order: usize, kind_id: u64) -> u64 {
     (time & SLOT_MASK) << LOCAL_TIME_SHIFT | (order as u64) << ORDER_SHIFT | kind_id
 }
 
-/// Kind by its 3-bit code: a table load instead of a chain of compares (code 7 is never pushed).
+/// Kind by its 3-bit code: a table load instead of a chain of compares (codes 6 and 7 are never
+/// pushed).
 const KINDS: [EventKind; 1 << KIND_BITS] = [
     EventKind::TxEnd,
     EventKind::Wake,
@@ -112,14 +111,14 @@ const KINDS: [EventKind; 1 << KIND_BITS] = [
     EventKind::RankResume,
     EventKind::MpiArrival,
     EventKind::CcBecn,
-    EventKind::CcTimer,
-    EventKind::CcTimer,
+    EventKind::CcBecn,
+    EventKind::CcBecn,
 ];
 
 // Each kind sits at its own code.
 const _: () = {
     let mut code = 0;
-    while code <= EventKind::CcTimer as usize {
+    while code <= EventKind::CcBecn as usize {
         assert!(KINDS[code] as usize == code);
         code += 1;
     }

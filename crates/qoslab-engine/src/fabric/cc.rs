@@ -17,7 +17,7 @@ use crate::routing::dragonfly::NO_VIA;
 use crate::sim::state::Packet;
 use crate::sim::Simulation;
 use crate::topology::NONE;
-use crate::units::Time;
+use crate::units::{Time, NEVER};
 use std::collections::HashMap;
 
 /// `Packet::phase` bit: the packet carries a FECN (Dragonfly+ uses 0x01 and `PATH_DECIDED` 0x80).
@@ -33,8 +33,12 @@ pub const CC_TIME_UNIT_PS: Time = 1_024_000;
 /// One flow's congestion state: per HCA send queue ("QP"), or per (host, SL) when SL-based.
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct CcFlow {
+    /// The CCTI as of the ticks applied so far (`CongestionControl::advance`).
     pub(crate) ccti: u16,
-    pub(crate) timer_running: bool,
+    /// The time of the timer's next tick not applied yet (NEVER: the timer is not running). Ticks
+    /// fall every `ccti_timer` from the timer's start; they are applied where the CCTI is read,
+    /// not by events.
+    pub(crate) next_tick: Time,
     /// The flow's next packet may start no earlier (end of the last one plus its IRD).
     pub(crate) next_send_at: Time,
     /// End of the flow's last packet: where its current gap began (`cc_throttle_ps`).
@@ -123,6 +127,11 @@ pub struct CcTrace {
     pub eligible_in_congestion: u64,
     /// The mark (index into `marks`) of marked packets and CNPs in flight, by packet id.
     marked_at: HashMap<u32, u32>,
+    /// Per row of `ccti`: its place among the rows of the same time (see `CongestionControl::finish`).
+    ccti_order: Vec<u64>,
+    /// BECNs handled so far (all flows), and per flow the count when its timer last started.
+    becns: u64,
+    anchors: Vec<u64>,
 }
 
 pub(crate) struct CongestionControl {
@@ -191,12 +200,15 @@ impl CongestionControl {
             };
         }
         let per_host = if cfg.sl_based { 1 } else { lanes };
-        let flows = (0..hosts as usize * CC_SLS * per_host as usize)
-            .map(|f| {
+        let flow_count = hosts as usize * CC_SLS * per_host as usize;
+        // Big fabrics' flows span megabytes, touched one line a transmission: on huge pages.
+        let flows = crate::sim::mem::huge_vec(
+            flow_count,
+            (0..flow_count).map(|f| {
                 let sl = (f / per_host as usize) % CC_SLS;
-                CcFlow { ccti: sls[sl].min, timer_running: false, next_send_at: 0, gap_from: 0 }
-            })
-            .collect();
+                CcFlow { ccti: sls[sl].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
+            }),
+        );
         CongestionControl {
             threshold_credits,
             packet_size_credits: cfg.packet_size_credits,
@@ -214,8 +226,14 @@ impl CongestionControl {
             mark_counters: vec![0; port_vls],
             stats: CcStats::default(),
             by_class: vec![CcClassStats::default(); classes],
-            trace: cfg.trace.then(Box::default),
+            trace: cfg.trace.then(|| Box::new(CcTrace { anchors: vec![0; flow_count], ..CcTrace::default() })),
         }
+    }
+
+    /// Credits still requested at an output VL after a grant from which it is congested
+    /// (u32::MAX: never), for the inline test before `cc_mark`.
+    pub(crate) fn threshold_credits(&self) -> u32 {
+        self.threshold_credits
     }
 
     /// CC flows (for the event id range check).
@@ -262,6 +280,17 @@ impl CongestionControl {
         }
     }
 
+    /// Requests the line of the flow of HCA send queue `q` (nothing for a CNP queue), which the
+    /// hooks of its next transmission or message read: under load it is rarely in cache.
+    #[inline]
+    pub(crate) fn prefetch_flow(&self, q: QueueId) {
+        if q.0 < self.cnp_base {
+            if let Some(f) = self.flows.get(self.flow_of_queue(q) as usize) {
+                crate::sim::prefetch::prefetch(f);
+            }
+        }
+    }
+
     /// The injection delay of CCT index `ccti` at host `host`: (T_max >> shift) x multiplier.
     #[inline]
     pub(crate) fn ird(&self, host: u32, ccti: u16) -> Time {
@@ -270,11 +299,75 @@ impl CongestionControl {
         (t_max >> shift) * mult
     }
 
-    fn record_ccti(&mut self, now: Time, flow: u32) {
+    /// Records flow `flow`'s CCTI as it became at `time`; `order` places the row among the rows of
+    /// the same time (`finish`).
+    fn record_ccti(&mut self, time: Time, flow: u32, order: u64) {
         let ccti = self.flows[flow as usize].ccti;
         let (host, sl, lane) = self.flow_parts(flow);
         if let Some(t) = self.trace.as_deref_mut() {
-            t.ccti.push(CctiChange { time: now, host, sl, lane, ccti });
+            t.ccti.push(CctiChange { time, host, sl, lane, ccti });
+            t.ccti_order.push(order);
+        }
+    }
+
+    /// Applies flow `flow`'s timer ticks up to and including `now`. A tick lowers the CCTI by one
+    /// if it is above `ccti_min`; the timer stops at the tick that leaves it at (or below) the
+    /// minimum. These are the steps the `CcTimer` events of earlier versions took, one per
+    /// period from the timer's start, computed where the CCTI is read. A tick at `now` counts as
+    /// already done: the event version pushed it one period earlier, so it ran before every event
+    /// of the same time pushed later (BECNs, and the transmissions that read the CCTI; design
+    /// note: engine.md, "Congestion control").
+    #[inline]
+    fn advance(&mut self, flow: u32, now: Time) {
+        if self.flows[flow as usize].next_tick <= now {
+            self.advance_ticks(flow, now);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn advance_ticks(&mut self, flow: u32, now: Time) {
+        let (_, sl, _) = self.flow_parts(flow);
+        let s = self.sls[sl as usize];
+        let f = self.flows[flow as usize];
+        let due = (now - f.next_tick) / s.timer_ps + 1;
+        // Ticks until the one that stops the timer (one, when the CCTI is at the minimum already).
+        let to_stop = if f.ccti > s.min { (f.ccti - s.min) as u64 } else { 1 };
+        let ticks = due.min(to_stop);
+        if self.trace.is_some() {
+            let order = self.trace.as_deref().map_or(0, |t| t.anchors[flow as usize]);
+            for k in 0..ticks {
+                let c = &mut self.flows[flow as usize].ccti;
+                if *c > s.min {
+                    *c -= 1;
+                    self.record_ccti(f.next_tick + k * s.timer_ps, flow, order);
+                }
+            }
+        } else if f.ccti > s.min {
+            self.flows[flow as usize].ccti = f.ccti - ticks as u16;
+        }
+        let f = &mut self.flows[flow as usize];
+        f.next_tick += ticks * s.timer_ps;
+        if ticks == to_stop {
+            f.next_tick = NEVER;
+        }
+    }
+
+    /// At the end of a run (or of a stretch of it): applies every flow's ticks up to `cut` (the
+    /// last time the event version would have run a tick at), and puts the trace's rows in the
+    /// order the event version wrote them: by time, and among rows of one time, ticks (which the
+    /// event version pushed one period ahead) before BECNs, ticks by their timer's start (the BECN
+    /// that started it), BECNs in the order they arrived.
+    pub(crate) fn finish(&mut self, cut: Time) {
+        for flow in 0..self.flows.len() as u32 {
+            self.advance(flow, cut);
+        }
+        if let Some(t) = self.trace.as_deref_mut() {
+            let mut rows: Vec<(Time, u64, CctiChange)> =
+                t.ccti.iter().zip(&t.ccti_order).map(|(c, &o)| (c.time, o, *c)).collect();
+            rows.sort_by_key(|&(time, order, _)| (time, order));
+            t.ccti = rows.iter().map(|r| r.2).collect();
+            t.ccti_order = rows.iter().map(|r| r.1).collect();
         }
     }
 }
@@ -306,12 +399,15 @@ impl Simulation {
         if let Some(t) = cc.trace.as_deref_mut() {
             t.eligible_in_congestion += 1;
         }
-        let counter = &mut cc.mark_counters[idx];
-        if *counter < cc.marking_rate {
-            *counter += 1;
-            return;
+        // With marking rate 0 (every eligible packet) the counters stay 0: not even read.
+        if cc.marking_rate != 0 {
+            let counter = &mut cc.mark_counters[idx];
+            if *counter < cc.marking_rate {
+                *counter += 1;
+                return;
+            }
+            *counter = 0;
         }
-        *counter = 0;
         self.packets.items[id as usize].phase |= FECN;
         cc.by_class[pk.class as usize].fecn_marked_packets += 1;
         if victim {
@@ -342,6 +438,7 @@ impl Simulation {
             return false;
         }
         let flow = cc.flow_of_queue(q);
+        cc.advance(flow, self.now);
         let next = done + cc.ird(pk.src.0, cc.flows[flow as usize].ccti);
         let f = &mut cc.flows[flow as usize];
         f.next_send_at = next;
@@ -433,46 +530,36 @@ impl Simulation {
         false
     }
 
-    /// A BECN reaches its source: the flow's CCTI rises; its timer starts if idle.
+    /// A BECN reaches its source: the flow's CCTI rises (after the timer's ticks up to now); its
+    /// timer starts if idle.
     pub(crate) fn on_cc_becn(&mut self, flow: u32) {
         let now = self.now;
         let cc = self.cc.as_deref_mut().expect("congestion control on");
+        cc.advance(flow, now);
         let (_, sl, _) = cc.flow_parts(flow);
         let s = cc.sls[sl as usize];
         let f = &mut cc.flows[flow as usize];
         let before = f.ccti;
         f.ccti = (f.ccti as u32 + s.increase as u32).min(cc.limit as u32) as u16;
         let ccti = f.ccti;
-        let start_timer = !f.timer_running;
-        f.timer_running = true;
+        let start_timer = f.next_tick == NEVER;
+        if start_timer {
+            f.next_tick = now + s.timer_ps;
+        }
         cc.stats.max_ccti = cc.stats.max_ccti.max(ccti);
         if s.trigger != 0 && ccti >= s.trigger {
             cc.stats.trigger_events += 1;
         }
+        let mut order = 0;
+        if let Some(t) = cc.trace.as_deref_mut() {
+            order = t.becns;
+            t.becns += 1;
+            if start_timer {
+                t.anchors[flow as usize] = order;
+            }
+        }
         if ccti != before {
-            cc.record_ccti(now, flow);
-        }
-        if start_timer {
-            self.events.push(now + s.timer_ps, EventKind::CcTimer, flow);
-        }
-    }
-
-    /// A flow's CCTI timer expires: one step down, re-armed while above the minimum.
-    pub(crate) fn on_cc_timer(&mut self, flow: u32) {
-        let now = self.now;
-        let cc = self.cc.as_deref_mut().expect("congestion control on");
-        let (_, sl, _) = cc.flow_parts(flow);
-        let s = cc.sls[sl as usize];
-        let f = &mut cc.flows[flow as usize];
-        if f.ccti > s.min {
-            f.ccti -= 1;
-            cc.record_ccti(now, flow);
-        }
-        let f = &mut cc.flows[flow as usize];
-        if f.ccti > s.min {
-            self.events.push(now + s.timer_ps, EventKind::CcTimer, flow);
-        } else {
-            f.timer_running = false;
+            cc.record_ccti(now, flow, order);
         }
     }
 
@@ -508,6 +595,7 @@ impl Simulation {
     /// The current CCTI of (host, SL, lane) (lane ignored when SL-based; None with CC off).
     pub fn cc_ccti(&self, host: HostId, sl: u8, lane: u32) -> Option<u16> {
         let cc = self.cc.as_deref()?;
+        // Outside `run_reporting`, whose end applied every tick the run reached.
         Some(cc.flows[cc.flow(host.0, sl, lane) as usize].ccti)
     }
 

@@ -58,9 +58,13 @@ impl Simulation {
         let packets = bytes.div_ceil(self.mtu as u64).max(1) as u32;
         m.packets_left = packets;
         m.packets_unsent = packets;
+        let q = self.hca_queue(host, sl, dst);
+        if let Some(cc) = self.cc.as_deref() {
+            // Read below if the message's first packet becomes the queue's head.
+            cc.prefetch_flow(q);
+        }
         let message = self.messages.insert(m);
         self.messages_created += 1;
-        let q = self.hca_queue(host, sl, dst);
         let mut remaining = bytes;
         for _ in 0..packets {
             let payload = remaining.min(self.mtu as u64) as u32;

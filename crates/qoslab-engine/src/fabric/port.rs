@@ -2,6 +2,7 @@
 //! VLs (the VL arbiter, `vl_arbiter.rs`) and between the inputs asking for one VL (oldest first),
 //! and transmission: serialization, cut-through to the next buffer, credits back upstream.
 
+use super::cc::CC_PHASE_BITS;
 use super::credits::CreditsDue;
 use super::switch::InputSite;
 use super::vl_arbiter::{ArbState, Grant};
@@ -237,6 +238,9 @@ impl Simulation {
             if self.deep_prefetch {
                 prefetch(&self.returns[upstream]);
             }
+        } else if let Some(cc) = self.cc.as_deref() {
+            // An HCA: congestion control reads the sending flow's state below.
+            cc.prefetch_flow(q);
         }
         let id = self.queues[q].pop(&self.packets.items);
         let pk = &self.packets.items[id as usize];
@@ -302,9 +306,15 @@ impl Simulation {
             let in_vl = (q.0 - input * self.vls) as u8;
             self.return_credits(upstream, in_vl, credits, done + self.link_latency);
             site = Some(InputSite { switch, base, local: input - base.0 });
-            // Congestion control (fabric/cc.rs): FECN marking at a switch port.
+            // Congestion control (fabric/cc.rs): FECN marking at a switch port, called only for
+            // a data packet leaving a congested VL. One branch on both tests (a marked packet or
+            // a CNP is never congested): each alone is close to a coin flip under CC.
             if self.cc.is_some() {
-                self.cc_mark(port, id, vl, was_blocked);
+                let data = self.packets.items[id as usize].phase & CC_PHASE_BITS == 0;
+                let threshold = std::hint::select_unpredictable(data, self.cc_mark_credits, u32::MAX);
+                if self.port_vls[idx].requested_credits >= threshold {
+                    self.cc_mark(port, id, vl, was_blocked);
+                }
             }
         } else if self.cc.is_some() && self.cc_hca_sent(q, id, done) {
             // Congestion control: a CNP, which has no message.

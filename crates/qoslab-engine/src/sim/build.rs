@@ -211,6 +211,7 @@ impl Simulation {
             message_log: Vec::new(),
             attribution: cfg.run.interference.then(|| Box::new(Attribution::new(np, vls as usize, classes.max(1)))),
             xmit_wait: cfg.run.port_counters.then(|| Box::new(vec![(NEVER, 0); np])),
+            cc_mark_credits: cc.as_ref().map_or(u32::MAX, |c| c.threshold_credits()),
             cc,
             #[cfg(test)]
             fault: None,

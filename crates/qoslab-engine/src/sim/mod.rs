@@ -16,7 +16,7 @@ mod build;
 mod checks;
 #[cfg(test)]
 mod faults;
-mod mem;
+pub(crate) mod mem;
 pub mod output;
 pub(crate) mod prechecked;
 pub(crate) mod prefetch;
@@ -143,6 +143,9 @@ pub struct Simulation {
     pub(crate) xmit_wait: Option<Box<Vec<(Time, Time)>>>,
     /// InfiniBand congestion control (fabric/cc.rs); None (off) costs one check per hop.
     pub(crate) cc: Option<Box<crate::fabric::cc::CongestionControl>>,
+    /// Congestion control's marking threshold (`CongestionControl::threshold_credits`), kept
+    /// beside it so that the test before `cc_mark` needs no second load.
+    pub(crate) cc_mark_credits: u32,
     /// A fault to inject once this many events have run (tests of the conservation check).
     #[cfg(test)]
     fault: Option<(u64, Fault)>,
@@ -194,7 +197,6 @@ impl Simulation {
                 EventKind::RankResume => self.with_mpi(|mpi, sim| mpi.on_resume(id, sim.now, sim)),
                 EventKind::MpiArrival => self.with_mpi(|mpi, sim| mpi.on_arrival(id, sim.now, sim)),
                 EventKind::CcBecn => self.on_cc_becn(id),
-                EventKind::CcTimer => self.on_cc_timer(id),
             }
             #[cfg(test)]
             self.inject_fault();
@@ -212,6 +214,14 @@ impl Simulation {
                     }
                 }
             }
+        }
+        if self.cc.is_some() {
+            // Congestion control's timer ticks are applied where the CCTI is read; here, those the
+            // run reached: every tick before `end` (the events ran out or reached it), unless the
+            // run stopped at its last event (jobs done, interrupted, deadlock).
+            let stopped = interrupted || deadlock.is_some() || self.mpi_finished();
+            let cut = if stopped { self.now } else { end.saturating_sub(1) };
+            self.cc.as_deref_mut().expect("congestion control on").finish(cut);
         }
         if !interrupted && deadlock.is_none() {
             // Also when the events ran out: blocked buffers schedule nothing.
