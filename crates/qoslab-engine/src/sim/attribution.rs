@@ -49,7 +49,7 @@ pub enum Kind {
 const DENSE_SLOTS: usize = 8 << 20;
 
 /// Dense charges wait in a log of this many before they are added to their slots, all at once.
-const PENDING: usize = 16384;
+const PENDING: usize = 32768;
 
 enum Charges {
     /// `pending`: charges not yet in `slots`, each its slot (high 32 bits) and picoseconds (low
@@ -65,16 +65,22 @@ enum Charges {
     Sparse(Vec<Vec<(u32, u64)>>),
 }
 
+#[derive(Clone, Copy)]
+struct Blocked {
+    /// Since when the port has been idle with credit-stalled requests (NEVER: it is not).
+    since: Time,
+    /// The VLs that were stalled then.
+    vls: u16,
+    /// Per VL: the class holding the downstream buffer when the port became blocked (the head of
+    /// that buffer's queue), NO_CLASS if the space was only in flight back. VL masks are u16.
+    holder: [u16; 16],
+}
+
 pub(crate) struct Attribution {
     classes: usize,
     vls: usize,
-    /// Per port: since when it has been idle with credit-stalled requests (NEVER: it is not), and
-    /// the VLs that were stalled then.
-    blocked_since: PrecheckedVec<Time>,
-    blocked_vls: PrecheckedVec<u16>,
-    /// Per (port, VL): the class holding the downstream buffer when the port became blocked
-    /// (the head of that buffer's queue), NO_CLASS if the space was only in flight back.
-    holder: PrecheckedVec<u16>,
+    /// Per port, its idle-blocked interval (one line or so for all three fields, not one each).
+    blocked: PrecheckedVec<Blocked>,
     /// Per (port, VL) and key = (kind * classes + victim) * classes + culprit: picoseconds. The
     /// fabric-wide matrices are summed from it at the end (one write a charge, not two).
     per_port_vl: Charges,
@@ -85,9 +91,7 @@ impl Attribution {
         Attribution {
             classes,
             vls,
-            blocked_since: PrecheckedVec::new(vec![NEVER; ports]),
-            blocked_vls: PrecheckedVec::new(vec![0; ports]),
-            holder: PrecheckedVec::new(vec![NO_CLASS; ports * vls]),
+            blocked: PrecheckedVec::new(vec![Blocked { since: NEVER, vls: 0, holder: [NO_CLASS; 16] }; ports]),
             per_port_vl: if ports * vls * 2 * classes * classes <= DENSE_SLOTS {
                 Charges::Dense {
                     keys: 2 * classes * classes,
@@ -160,16 +164,17 @@ impl Attribution {
         downstream: Option<QueueId>,
         (queues, packets): (&PrecheckedVec<Queue, QueueId>, &[Packet]),
     ) {
-        if self.blocked_since[port.index()] != NEVER {
+        let b = &mut self.blocked[port.index()];
+        if b.since != NEVER {
             return;
         }
-        self.blocked_since[port.index()] = now;
-        self.blocked_vls[port.index()] = stalled;
+        b.since = now;
+        b.vls = stalled;
         let mut mask = stalled;
         while mask != 0 {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
-            self.holder[port.index() * self.vls + v] = downstream
+            b.holder[v] = downstream
                 .map(|first| QueueId(first.0 + v as u32))
                 .map(|q| queues[q].head)
                 .filter(|&head| head != NONE)
@@ -179,16 +184,16 @@ impl Attribution {
 
     /// Ends `port`'s idle-blocked interval if it has one: its start and the VLs stalled then.
     fn take_blocked(&mut self, port: PortId) -> Option<(Time, u16)> {
-        let since = self.blocked_since[port.index()];
-        if since == NEVER {
+        let b = &mut self.blocked[port.index()];
+        if b.since == NEVER {
             return None;
         }
-        self.blocked_since[port.index()] = NEVER;
-        Some((since, self.blocked_vls[port.index()]))
+        let since = std::mem::replace(&mut b.since, NEVER);
+        Some((since, b.vls))
     }
 
     pub fn blocked_ports(&self) -> impl Iterator<Item = PortId> + '_ {
-        self.blocked_since.iter().enumerate().filter(|(_, &t)| t != NEVER).map(|(p, _)| PortId(p as u32))
+        self.blocked.iter().enumerate().filter(|(_, b)| b.since != NEVER).map(|(p, _)| PortId(p as u32))
     }
 
     /// victim x culprit picoseconds over the whole fabric, of each kind (output, buffer), summed
@@ -297,7 +302,7 @@ impl super::Simulation {
             let v = mask.trailing_zeros() as usize;
             mask &= mask - 1;
             let port_vl = port.index() * vls + v;
-            let holder = if idle_vls & (1 << v) != 0 { a.holder[port_vl] } else { NO_CLASS };
+            let holder = if idle_vls & (1 << v) != 0 { a.blocked[port.index()].holder[v] } else { NO_CLASS };
             let mut r = self.port_vls[port_vl].first_request;
             while !r.is_none() {
                 let queue = &self.queues[r];
