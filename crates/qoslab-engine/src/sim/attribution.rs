@@ -111,23 +111,30 @@ impl Attribution {
         (kind as usize * self.classes + victim) * self.classes + culprit
     }
 
+    // The common case (a narrow charge logged) needs no registers saved; the rest, out of line,
+    // keeps nothing live across its calls.
+    #[inline(always)]
     fn charge(&mut self, kind: Kind, port_vl: usize, victim: usize, culprit: usize, ps: u64) {
         let key = self.key(kind, victim, culprit);
         match &mut self.per_port_vl {
-            Charges::Dense { keys, slots, pending, len } => {
-                let slot = port_vl * *keys + key;
-                if ps >> 32 != 0 {
-                    slots[slot] += ps;
-                    return;
-                }
+            Charges::Dense { keys, pending, len, .. } if ps >> 32 == 0 => {
                 // Fewer than 2^32 slots (DENSE_SLOTS).
-                pending[*len] = (slot as u64) << 32 | ps;
+                pending[*len] = ((port_vl * *keys + key) as u64) << 32 | ps;
                 *len += 1;
                 if *len == PENDING {
-                    Self::add_pending(slots, &pending.0);
-                    *len = 0;
+                    self.add_pending();
                 }
             }
+            _ => self.charge_now(port_vl, key, ps),
+        }
+    }
+
+    /// A charge added at once: 2^32 ps or more, or a sparse one.
+    #[cold]
+    #[inline(never)]
+    fn charge_now(&mut self, port_vl: usize, key: usize, ps: u64) {
+        match &mut self.per_port_vl {
+            Charges::Dense { keys, slots, .. } => slots[port_vl * *keys + key] += ps,
             Charges::Sparse(lists) => {
                 let pairs = &mut lists[port_vl];
                 match pairs.iter_mut().find(|e| e.0 == key as u32) {
@@ -138,10 +145,14 @@ impl Attribution {
         }
     }
 
+    /// Adds the logged charges to their slots and empties the log.
     #[inline(never)]
-    fn add_pending(slots: &mut PrecheckedVec<u64>, pending: &[u64]) {
-        for &e in pending {
-            slots[(e >> 32) as usize] += e & u32::MAX as u64;
+    fn add_pending(&mut self) {
+        if let Charges::Dense { slots, pending, len, .. } = &mut self.per_port_vl {
+            for &e in &pending.0[..*len] {
+                slots[(e >> 32) as usize] += e & u32::MAX as u64;
+            }
+            *len = 0;
         }
     }
 
@@ -209,10 +220,7 @@ impl Attribution {
 
     /// Every nonzero (port, VL, kind, victim, culprit, picoseconds), in port and VL order.
     pub fn rows(&mut self) -> Vec<AttributionRow> {
-        if let Charges::Dense { slots, pending, len, .. } = &mut self.per_port_vl {
-            Self::add_pending(slots, &pending.0[..*len]);
-            *len = 0;
-        }
+        self.add_pending();
         let n = self.classes;
         let row = |port_vl: usize, key: usize, ps: u64| {
             let (kind, victim, culprit) = (key / (n * n), key / n % n, key % n);
@@ -327,24 +335,27 @@ mod tests {
     use super::*;
 
     /// Charges logged in batches sum to what adding each at once gives, across several batches,
-    /// with charges too wide for the log (2^32 ps and up) mixed in, including before the end.
+    /// with charges too wide for the log (2^32 ps and up) mixed in, including before the end;
+    /// and the sparse store (many classes) gives the same rows.
     #[test]
     fn logged_charges_sum_as_direct_ones() {
-        let (ports, vls, classes) = (3, 2, 2);
-        let mut a = Attribution::new(ports, vls, classes);
-        let mut expected = std::collections::BTreeMap::new();
-        for i in 0..(2 * PENDING + 7) as u64 {
-            let (port, vl) = (PortId((i % 3) as u32), (i % 2) as u8);
-            let (class, culprit) = ((i / 2 % 2) as u16, (i / 4 % 2) as u16);
-            let ps = if i % 1000 == 999 { (1 << 32) + i } else { i * 7919 % 100_000 };
-            a.behind((port, vl), class, culprit, ps);
-            *expected.entry((port.0, vl, Kind::Buffer as u8, class, culprit)).or_insert(0) += ps;
+        for (ports, vls, classes) in [(3, 2, 2), (1000, 1, 70)] {
+            let mut a = Attribution::new(ports, vls, classes);
+            assert_eq!(matches!(a.per_port_vl, Charges::Sparse(_)), classes == 70);
+            let mut expected = std::collections::BTreeMap::new();
+            for i in 0..(2 * PENDING + 7) as u64 {
+                let (port, vl) = (PortId((i % 3) as u32), (i % vls as u64) as u8);
+                let (class, culprit) = ((i / 2 % 2) as u16, (i / 4 % 2) as u16);
+                let ps = if i % 1000 == 999 { (1 << 32) + i } else { i * 7919 % 100_000 };
+                a.behind((port, vl), class, culprit, ps);
+                *expected.entry((port.0, vl, Kind::Buffer as u8, class, culprit)).or_insert(0) += ps;
+            }
+            let rows = a.rows();
+            let got: std::collections::BTreeMap<_, _> = rows.iter().map(|r| ((r.0, r.1, r.2, r.3, r.4), r.5)).collect();
+            expected.retain(|_, ps| *ps > 0);
+            assert_eq!(got, expected);
+            // Reading them again gives the same rows (the log was emptied into the slots once).
+            assert_eq!(a.rows(), rows);
         }
-        let rows = a.rows();
-        let got: std::collections::BTreeMap<_, _> = rows.iter().map(|r| ((r.0, r.1, r.2, r.3, r.4), r.5)).collect();
-        expected.retain(|_, ps| *ps > 0);
-        assert_eq!(got, expected);
-        // Reading them again gives the same rows (the log was emptied into the slots once).
-        assert_eq!(a.rows(), rows);
     }
 }
