@@ -3,7 +3,7 @@
 //!     cargo build --release --example perf_run
 //!     perf_run CONFIG.json [DURATION_US] > summary.json
 //!
-//! Prints the summary plus a digest of the link, message and rank tables (what a change must leave identical);
+//! Prints the summary plus a digest of the link, message, rank and interference tables (what a change must leave identical);
 //! the rate goes to stderr. A fixed small DURATION_US (warm-up a tenth of it) suits callgrind.
 
 use qoslab_engine::{EngineConfig, Simulation};
@@ -24,7 +24,7 @@ fn main() {
     let wall = t0.elapsed().as_secs_f64();
     let out = sim.output(interrupted).unwrap();
     let mut h = DefaultHasher::new();
-    let tables = [Some(&out.links), out.messages.as_ref(), out.ranks.as_ref()];
+    let tables = [Some(&out.links), out.messages.as_ref(), out.ranks.as_ref(), out.interference.as_ref()];
     for c in tables.into_iter().flatten().flatten() {
         (c.name, &c.data).hash(&mut h);
     }

@@ -17,6 +17,14 @@ pub fn huge_vec<T>(len: usize, items: impl IntoIterator<Item = T>) -> Vec<T> {
     v
 }
 
+/// `len` zeros, their pages advised to be huge. Large zeroed allocations come straight from
+/// the kernel, untouched, so pages nothing writes to are never backed.
+pub fn huge_zeroed(len: usize) -> Vec<u64> {
+    let v = vec![0; len];
+    advise_huge_pages(v.as_ptr() as *const u8, len * std::mem::size_of::<u64>());
+    v
+}
+
 #[cfg(target_os = "linux")]
 fn advise_huge_pages(ptr: *const u8, bytes: usize) {
     const PAGE: usize = 4096;

@@ -119,7 +119,7 @@ impl Simulation {
         }
 
         // The charges, read once for the summary's matrices and the table.
-        let attribution_rows = self.attribution.as_deref().map(|a| a.rows());
+        let attribution_rows = self.attribution.as_deref_mut().map(|a| a.rows());
         if let (Some(a), Some(rows)) = (self.attribution.as_deref(), attribution_rows.as_deref()) {
             // [victim][culprit] by class: traffic tables first, then jobs (as by_class).
             let ns = |m: &Vec<Vec<u64>>| -> Vec<Vec<f64>> {
