@@ -49,18 +49,25 @@ def record(run_id: str, repetition: int, policy: str, mode: str, jobs: tuple[str
     return {"run": run, "jobs": job_rows, "levels": [], "iterations": table}
 
 
-@pytest.fixture()
-def study(tmp_path):
-    """Two repetitions: each job alone, default, two policies and a search candidate."""
+def stored(tmp_path, policies: dict[str, int]) -> tuple[RunStore, list[str]]:
+    """A run store of two repetitions: each job alone, then every job together under each of
+    `policies` (name -> iterations its runs record)."""
     store = RunStore(tmp_path / "runs")
     ids = []
     for rep in range(2):
         for job in JOBS:
             ids.append(f"r{rep}-alone-{job}")
             store.put(record(ids[-1], rep, "alone", "alone", (job,)))
-        for index, policy in enumerate(("default", "prio-a", "spread", CANDIDATE)):
+        for index, (policy, count) in enumerate(policies.items()):
             ids.append(f"r{rep}-policy{index}")
-            store.put(record(ids[-1], rep, policy, "shared", JOBS))
+            store.put(record(ids[-1], rep, policy, "shared", JOBS, iterations=count))
+    return store, ids
+
+
+@pytest.fixture()
+def study(tmp_path):
+    """default, two policies and a search candidate."""
+    store, ids = stored(tmp_path, dict.fromkeys(("default", "prio-a", "spread", CANDIDATE), ITERATIONS))
     return store, ids, tmp_path
 
 
@@ -137,15 +144,7 @@ def test_the_sliced_analyses_equal_the_whole_tables(tmp_path):
     """A job and a policy at a time (beside the alone runs) gives the very rows the analyses give
     on the whole table, in the same order; here with a policy whose runs stopped early (fewer
     iterations) and two GPCNeT tests over blocks of iterations."""
-    store = RunStore(tmp_path / "runs")
-    ids = []
-    for rep in range(2):
-        for job in JOBS:
-            ids.append(f"r{rep}-alone-{job}")
-            store.put(record(ids[-1], rep, "alone", "alone", (job,)))
-        for index, (policy, count) in enumerate((("default", ITERATIONS), ("short", ITERATIONS - 6), ("prio", ITERATIONS))):
-            ids.append(f"r{rep}-policy{index}")
-            store.put(record(ids[-1], rep, policy, "shared", JOBS, iterations=count))
+    store, ids = stored(tmp_path, {"default": ITERATIONS, "short": ITERATIONS - 6, "prio": ITERATIONS})
     _, iterations = store.tables(ids, tmp_path / "iterations.parquet")
     whole = pd.read_parquet(iterations.path)
     tests = [GpcnetTest("lat", "latency", "usec", ((0, 10), (10, 10)), halve=True),
