@@ -249,6 +249,29 @@ def test_bad_scenarios_and_dead_workers_are_error_records_not_crashes():
     assert record["run"]["status"] == "error" and "terminated abruptly" in record["run"]["error"]
 
 
+def test_the_process_pool_keeps_no_record_it_has_handed_on():
+    """A stage's records go to the store one at a time; the executor must not hold them all until
+    the stage ends (a study's driver memory would grow with its runs)."""
+    import gc
+    import weakref
+
+    from qoslab.sweep.execute import RunSpec
+
+    scenario = {"seed": 1, "traffic": [{"load": 0.1}], "run": {"duration_us": 50}}
+    executor = LocalExecutor(2)
+    try:
+        records = executor.run([RunSpec(f"r0-{i}", 0, 1, "p", "shared", None, scenario) for i in range(3)])
+        first = next(records)
+        table = weakref.ref(first["iterations"])
+        del first
+        next(records)  # the executor moves on to the next record
+        gc.collect()
+        assert table() is None
+        assert len(list(records)) == 1
+    finally:
+        executor.close()
+
+
 def test_local_processes_and_dask_give_identical_results(tmp_path):
     from distributed import LocalCluster
 

@@ -85,11 +85,13 @@ class LocalExecutor:
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: submitted[f].run_id):
-                    broken = broken or isinstance(future.exception(), BrokenProcessPool)
-                    # Dropped once handed on: a finished future holds its record (a run's tables).
-                    yield _record(future, submitted.pop(future))
+                batch = sorted(done, key=lambda f: submitted[f].run_id)
                 del done
+                while batch:
+                    # Dropped once handed on: a finished future holds its record (a run's tables).
+                    future = batch.pop(0)
+                    broken = broken or isinstance(future.exception(), BrokenProcessPool)
+                    yield _record(future, submitted.pop(future))
         finally:
             for future in pending:
                 future.cancel()
