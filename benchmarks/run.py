@@ -241,21 +241,17 @@ def option_scenario(case, duration_us, on):
 OPTION_INSTRUCTION_RUNS = [("attribution", "interference", 400.0), ("congestion control", "congestion_control", 150.0)]
 
 
-def instruction_counts():
-    """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by
-    callgrind; and each option's instructions per hop on over off."""
+def _under_callgrind(plan, *extra):
+    """Runs `plan` (instruction_child) under callgrind with `extra` options: the child's rows and,
+    per dump (one as each toggled function returns), its event totals by name."""
     import shutil
 
     if shutil.which("valgrind") is None:
         sys.exit("benchmarks/run.py --instructions: valgrind is not installed (apt-get install valgrind)")
-    plan = {"scenarios": [(name, topology, load, INSTRUCTION_RUNS[name]) for name, topology, load, _ in SCENARIOS],
-            "options": OPTION_INSTRUCTION_RUNS}
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "plan.json").write_text(json.dumps(plan))
         out = Path(tmp, "cg.out")
-        # Each function's counts are dumped (and reset) as it returns: dumps alternate between a
-        # scenario's Simulation::run_reporting and its hold loop, then one per option run.
-        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+        command = ["valgrind", "--tool=callgrind", "--collect-atstart=no", *extra,
                    "--toggle-collect=*Simulation::run_reporting", "--toggle-collect=*hold_model",
                    "--dump-after=*Simulation::run_reporting", "--dump-after=*hold_model",
                    f"--callgrind-out-file={out}", sys.executable, __file__, "--instructions-child", str(Path(tmp, "plan.json"))]
@@ -264,7 +260,18 @@ def instruction_counts():
             sys.exit(f"benchmarks/run.py --instructions: the run under callgrind failed:\n{done.stderr[-2000:]}")
         result = json.loads(done.stdout.strip().splitlines()[-1])
         dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
-        counts = [callgrind_total(p) for p in dumps]
+        return result, [callgrind_events(p) for p in dumps]
+
+
+def instruction_counts():
+    """Instructions per packet-hop (inside Simulation::run_reporting) and per bare-queue event, by
+    callgrind; and each option's instructions per hop on over off."""
+    plan = {"scenarios": [(name, topology, load, INSTRUCTION_RUNS[name]) for name, topology, load, _ in SCENARIOS],
+            "options": OPTION_INSTRUCTION_RUNS}
+    # Each function's counts are dumped (and reset) as it returns: dumps alternate between a
+    # scenario's Simulation::run_reporting and its hold loop, then one per option run.
+    result, events = _under_callgrind(plan)
+    counts = [e.get("Ir", 0) for e in events]
     rows, options = result["scenarios"], result["options"]
     counts = [c for c in counts if c > 0]
     if len(counts) < 2 * len(rows) + len(options):
@@ -291,11 +298,43 @@ def instruction_counts():
     return {"scenarios": rows, "options": costs}
 
 
-def callgrind_total(path):
+def callgrind_events(path):
+    """A callgrind dump's totals by event name (Ir, and with --cache-sim D1mr, DLmr, ...)."""
+    names, totals = [], []
     for line in Path(path).read_text().splitlines():
-        if line.startswith(("totals:", "summary:")):
-            return int(line.split()[1])
-    return 0
+        if line.startswith("events:"):
+            names = line.split()[1:]
+        elif line.startswith(("totals:", "summary:")):
+            totals = [int(v) for v in line.split()[1:]]
+    return dict(zip(names, totals))
+
+
+# The machine's L2 (1 MiB, 8 ways) as callgrind's last level: with its default (the host's last
+# level, tens of MB) a 1024-host run's state fits and nothing misses, yet the options' wall-time
+# cost is mostly their extra L2 misses (docs/design/engine.md, "What interference attribution costs").
+L2_MODEL = "--LL=1048576,8,64"
+
+
+def option_cache_misses():
+    """Each option's data misses per packet-hop, off and on, in callgrind's cache model with the
+    machine's L2 as its last level: deterministic, where wall time drifts."""
+    result, events = _under_callgrind({"scenarios": [], "options": OPTION_INSTRUCTION_RUNS}, "--cache-sim=yes", L2_MODEL)
+    events = [e for e in events if e.get("Ir", 0) > 0]
+    options = result["options"]
+    if len(events) < len(options):
+        sys.exit(f"benchmarks/run.py --instructions: expected {len(options)} callgrind dumps with the cache model, "
+                 f"found {len(events)}")
+    for run, e in zip(options, events):
+        run["d1_misses_per_packet_hop"] = (e["D1mr"] + e["D1mw"]) / run["packet_hops"]
+        run["l2_misses_per_packet_hop"] = (e["DLmr"] + e["DLmw"]) / run["packet_hops"]
+    costs = {}
+    for off, on in zip(options[::2], options[1::2]):
+        costs[off["name"]] = {"off": off, "on": on,
+                              "extra_l2_misses_per_packet_hop": on["l2_misses_per_packet_hop"] - off["l2_misses_per_packet_hop"]}
+        print(f"{off['name'] + ' on/off, L2 misses a hop':40s} {off['l2_misses_per_packet_hop']:.2f} -> "
+              f"{on['l2_misses_per_packet_hop']:.2f}  (D1 {off['d1_misses_per_packet_hop']:.2f} -> "
+              f"{on['d1_misses_per_packet_hop']:.2f})", flush=True)
+    return costs
 
 
 # Whole-process start-up: `qoslab run` of the peer race's 20 µs scenario (issue 15's 0.25 s goal).
@@ -328,7 +367,8 @@ def main(argv=None):
     parser.add_argument("--scale", type=float, default=1.0, help="multiply every simulated duration")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the alternating rate comparisons")
     parser.add_argument("--instructions", action="store_true",
-                        help="also count instructions per packet-hop with callgrind (needs valgrind; ~5 min)")
+                        help="also count instructions per packet-hop with callgrind and the options' L2 misses in its cache "
+                             "model (needs valgrind; ~12 min)")
     parser.add_argument("--instructions-child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.instructions_child:
@@ -359,6 +399,8 @@ def main(argv=None):
     print(f"{f'8192/1024 hosts, alternating (best of {args.rounds})':40s} {sizes['rate_8192_over_1024']:.2f}  "
           f"best 1024 rate {best_1024 / 1e6:.2f} M hops/s", flush=True)
     instructions = instruction_counts() if args.instructions else None
+    if instructions:
+        instructions["option_cache_misses"] = option_cache_misses()
     jobs_row = in_child(ctx, run_jobs, args.scale)
     print(f"{jobs_row['name']:40s} {jobs_row['packet_hops_per_second'] / 1e6:6.2f} M hops/s  "
           f"{jobs_row['wall_seconds']:6.2f} s  {jobs_row['peak_memory_bytes'] / 2**20:6.0f} MiB", flush=True)
@@ -407,6 +449,9 @@ def main(argv=None):
         report["figures"]["attribution_on_over_off_by_instructions"] = instructions["options"]["attribution"]["on_over_off"]
         report["figures"]["congestion_control_on_over_off_by_instructions"] = (
             instructions["options"]["congestion control"]["on_over_off"])
+        for name, key in (("attribution", "attribution"), ("congestion control", "congestion_control")):
+            report["figures"][f"{key}_extra_l2_misses_per_packet_hop"] = (
+                instructions["option_cache_misses"][name]["extra_l2_misses_per_packet_hop"])
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report["figures"], indent=2))
     print(f"wrote {args.out}")
