@@ -20,13 +20,46 @@ IMPACT_COLUMNS = ["job", "repetition", "policy", "mode", "rank", "iteration", "t
 
 
 class Slices(Protocol):
-    """What these read: sweep.iterations.IterationsFile."""
+    """What these read: sweep.iterations.IterationsFile, or FrameSlices over a table in memory."""
 
     @property
     def present(self) -> Mapping[str, list[str]]: ...
 
+    def first_repetition(self, job: str, policies: Iterable[str] | None = None) -> int | None: ...
+
     def read(self, job: str | None = None, policies: Iterable[str] | None = None,
-             columns: list[str] | None = None) -> pd.DataFrame: ...
+             columns: list[str] | None = None, repetition: int | None = None) -> pd.DataFrame: ...
+
+
+class FrameSlices:
+    """The same reads over an iterations table in memory (hand-made tables, a notebook's)."""
+
+    def __init__(self, frame: pd.DataFrame):
+        self.frame = frame
+
+    @property
+    def present(self) -> dict[str, list[str]]:
+        return {str(job): list(dict.fromkeys(group)) for job, group in self.frame.groupby("job", sort=False)["policy"]}
+
+    def first_repetition(self, job: str, policies: Iterable[str] | None = None) -> int | None:
+        rows = self.read(job, policies, ["repetition"])
+        return int(rows["repetition"].min()) if len(rows) else None
+
+    def read(self, job: str | None = None, policies: Iterable[str] | None = None,
+             columns: list[str] | None = None, repetition: int | None = None) -> pd.DataFrame:
+        rows = self.frame
+        if job is not None:
+            rows = rows[rows["job"] == job]
+        if policies is not None:
+            rows = rows[rows["policy"].isin(list(policies))]
+        if repetition is not None:
+            rows = rows[rows["repetition"] == repetition]
+        return rows[columns] if columns else rows
+
+
+def as_slices(iterations: pd.DataFrame | Slices) -> Slices:
+    """A table in memory or a study's iterations file, read the same way."""
+    return FrameSlices(iterations) if isinstance(iterations, pd.DataFrame) else iterations
 
 
 def job_iteration_stats(iterations: Slices, job: str) -> pd.DataFrame:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -17,6 +16,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from qoslab.analysis.contention import slowdown_intervals
+from qoslab.analysis.sliced import Slices, as_slices
 from qoslab.plots.styles import PolicyStyle, policy_styles
 
 # Files only; a study may run where there is no display. pyplot picks its backend at the first
@@ -175,7 +175,7 @@ def policy_ranking(summary: pd.DataFrame, metric: str = "total_contention_us", l
     return fig
 
 
-def rank_timing_map(iterations: Any, job: str, policies: list[str], columns: int = PANEL_COLUMNS) -> Figure:
+def rank_timing_map(iterations: pd.DataFrame | Slices, job: str, policies: list[str], columns: int = PANEL_COLUMNS) -> Figure:
     """Per policy (small multiples, rows of `columns`, one colour scale): iteration time of each
     rank (rows) and iteration (columns) of `job`, first repetition; alone runs are policy "alone".
     From a table or a study's iterations file (read a policy at a time)."""
@@ -196,30 +196,18 @@ def rank_timing_map(iterations: Any, job: str, policies: list[str], columns: int
     return fig
 
 
-def _rank_grids(iterations: Any, job: str, policies: list[str]) -> dict[str, np.ndarray]:
+def _rank_grids(iterations: pd.DataFrame | Slices, job: str, policies: list[str]) -> dict[str, np.ndarray]:
     """Per policy: `job`'s iteration times (us) in the first repetition any of `policies` has,
     ranks x iterations."""
-    def grid(rows: pd.DataFrame) -> np.ndarray:
-        return (rows.pivot_table(index="rank", columns="iteration", values="time_ns") / 1e3).to_numpy()
-
-    if isinstance(iterations, pd.DataFrame):
-        rows = iterations[(iterations["job"] == job) & (iterations["policy"].isin(policies))]
-        rows = rows[rows["repetition"] == rows["repetition"].min()] if len(rows) else rows
-        return {policy: grid(rows[rows["policy"] == policy]) for policy in policies}
-    first = iterations.first_repetition(job, policies)
-    return {policy: grid(iterations.read(job, [policy], ["rank", "iteration", "time_ns"], first)) for policy in policies}
+    slices = as_slices(iterations)
+    first = slices.first_repetition(job, policies)
+    return {policy: (slices.read(job, [policy], ["rank", "iteration", "time_ns"], first)
+                     .pivot_table(index="rank", columns="iteration", values="time_ns") / 1e3).to_numpy()
+            for policy in policies}
 
 
-def _times(iterations: Any, job: str, policy: str) -> np.ndarray:
-    """`job`'s iteration times under `policy`, from a table or read from a study's iterations
-    file (sweep/iterations.py: one policy's times at a time)."""
-    if isinstance(iterations, pd.DataFrame):
-        return iterations[(iterations["job"] == job) & (iterations["policy"] == policy)]["time_ns"].to_numpy()
-    return iterations.read(job, [policy], ["time_ns"])["time_ns"].to_numpy()
-
-
-def _cdf(ax: Axes, iterations: Any, job: str, policy: str, style: PolicyStyle, width: float = 1.4) -> None:
-    times = np.sort(_times(iterations, job, policy)) / 1e3
+def _cdf(ax: Axes, iterations: pd.DataFrame | Slices, job: str, policy: str, style: PolicyStyle, width: float = 1.4) -> None:
+    times = np.sort(as_slices(iterations).read(job, [policy], ["time_ns"])["time_ns"].to_numpy()) / 1e3
     if not times.size:
         return
     fraction = np.arange(1, times.size + 1) / times.size
@@ -229,7 +217,7 @@ def _cdf(ax: Axes, iterations: Any, job: str, policy: str, style: PolicyStyle, w
     ax.step(times, fraction, where="post", label=policy, linewidth=width, **style.line())
 
 
-def latency_cdf(iterations: Any, job: str, policies: list[str], log_x: bool = True,
+def latency_cdf(iterations: pd.DataFrame | Slices, job: str, policies: list[str], log_x: bool = True,
                 styles: dict[str, PolicyStyle] | None = None, per_panel: int = CDF_POLICIES_PER_PANEL,
                 columns: int = 3) -> Figure:
     """Empirical CDF of `job`'s iteration times (all ranks, iterations, repetitions) per policy,

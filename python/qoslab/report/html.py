@@ -126,7 +126,7 @@ def _names(policies: Iterable[str]) -> str:
 def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iterations: IterationsFile,
                  search: pd.DataFrame | None, meta: dict[str, Any]) -> Path:
     """Writes out_dir/report.html (and its figures under out_dir/figures/) from the run tables,
-    the iterations (read a job at a time) and the search candidates."""
+    the iterations (read by slice) and the search candidates."""
     out = Path(out_dir)
     jobs, runs = tables["jobs"], tables["runs"]
     formats = meta.get("figure_formats") or ["png"]

@@ -17,17 +17,15 @@ from qoslab.sweep.execute import empty_iterations
 
 ITERATIONS = "iterations"
 ITERATIONS_FILE = f"{ITERATIONS}.parquet"
-# The run's keys put in front of each of its rows.
-RUN_KEYS = ("run_id", "repetition", "policy", "mode")
+# The run's keys put in front of each of its rows, and their types.
+KEY_TYPES = {"run_id": pa.string(), "repetition": pa.int64(), "policy": pa.string(), "mode": pa.string()}
 # Rows gathered before a row group is written: few enough to stay small in memory, enough that
 # a study of many small runs does not write a row group per run.
 ROW_GROUP_ROWS = 1 << 16
 
 
 def schema() -> pa.Schema:
-    keys = [pa.field("run_id", pa.string()), pa.field("repetition", pa.int64()),
-            pa.field("policy", pa.string()), pa.field("mode", pa.string())]
-    return pa.schema(keys + list(empty_iterations().schema))
+    return pa.schema([pa.field(key, kind) for key, kind in KEY_TYPES.items()] + list(empty_iterations().schema))
 
 
 class IterationsFile:
@@ -89,17 +87,13 @@ class IterationsFile:
         known = {p for j in jobs for p in present.get(j, [])}
         wanted = sorted(known if policies is None else known & set(policies))
         if not wanted:
-            return _frame(schema().empty_table().select(columns or schema().names))
+            return schema().empty_table().select(columns or schema().names).to_pandas()
         filters: list[Any] = [("policy", "in", wanted)]
         if job is not None:
             filters.append(("job", "=", job))
         if repetition is not None:
             filters.append(("repetition", "=", repetition))
-        return _frame(pq.read_table(self.path, columns=columns, filters=filters, schema=schema()))
-
-
-def _frame(table: pa.Table) -> pd.DataFrame:
-    return table.to_pandas()
+        return pq.read_table(self.path, columns=columns, filters=filters, schema=schema()).to_pandas()
 
 
 def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]) -> IterationsFile:
@@ -116,7 +110,7 @@ def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]
                 continue
             table = table.select(base.names).cast(base)
             rows = table.num_rows
-            keys = [pa.repeat(pa.scalar(run[key], field.type), rows) for key, field in zip(RUN_KEYS, target)]
+            keys = [pa.repeat(pa.scalar(run[key], kind), rows) for key, kind in KEY_TYPES.items()]
             pending.append(pa.Table.from_arrays(keys + table.columns, schema=target))
             pending_rows += rows
             for job in table.column("job").unique().to_pylist():
@@ -133,7 +127,7 @@ def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]
 class StudyTables(Mapping[str, Any]):
     """A finished study's tables by name: the small ones in memory and `iterations`, read from
     its file only when asked for by name (whole: as a DataFrame, like the others); `.iterations`
-    reads it a job at a time."""
+    reads it by slice."""
 
     def __init__(self, frames: Mapping[str, Any], iterations: IterationsFile):
         self._frames = dict(frames)

@@ -93,16 +93,17 @@ class RunStore:
                 rows[name].extend({**row, "policy": policy} for row in record.get(name, []))
 
         def records() -> Iterator[tuple[dict[str, Any], pa.Table]]:
+            by_policy: dict[str, list[str]] = {}
             for run_id in ids:
                 record = self.get(run_id)
                 add(record, record["run"]["policy"])
+                by_policy.setdefault(record["run"]["policy"], []).append(run_id)
                 yield record["run"], record["iterations"]
             for policy, name in copies:
-                for run_id in ids:
+                for run_id in by_policy.get(policy, []):
                     record = self.get(run_id)
-                    if record["run"]["policy"] == policy:
-                        add(record, name)
-                        yield {**record["run"], "policy": name}, record["iterations"]
+                    add(record, name)
+                    yield {**record["run"], "policy": name}, record["iterations"]
 
         iterations = write_iterations(iterations_to, records())
         return {name: pd.DataFrame(rows[name], columns=columns) for name, columns in COLUMNS.items()}, iterations
