@@ -382,13 +382,11 @@ impl Simulation {
     pub(crate) fn cc_mark(&mut self, port: PortId, id: u32, vl: u8, was_blocked: bool) {
         let now = self.now;
         let idx = self.port_vl(port, vl);
-        let requested = self.port_vls[idx].requested_credits;
         let local = self.ports[port].local as u32;
         let pk = self.packets.items[id as usize];
         let cc = self.cc.as_deref_mut().expect("congestion control on");
-        if pk.phase & CC_PHASE_BITS != 0 || requested < cc.threshold_credits {
-            return; // already marked, a CNP, or not congested
-        }
+        // The caller (transmit) has tested the packet (data, unmarked) and the congestion.
+        debug_assert!(pk.phase & CC_PHASE_BITS == 0 && self.port_vls[idx].requested_credits >= cc.threshold_credits);
         if pk.credits() < cc.packet_size_credits {
             return;
         }
