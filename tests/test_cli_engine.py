@@ -187,6 +187,7 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
 
     class StoppedEngine:  # the real engine, as if Ctrl-C had stopped it
         validate = staticmethod(real.validate)
+        write_parquet = staticmethod(real.write_parquet)
 
         @staticmethod
         def run(config, traces=None, progress=None):

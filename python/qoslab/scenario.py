@@ -24,7 +24,6 @@ from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_valid
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
 from qoslab.host_lists import expand_hosts, has_names, resolve_names
 from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
-from qoslab.placement import PlacementError, place_jobs
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.scenario_cc import CongestionControl
 from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
@@ -373,11 +372,14 @@ class Scenario(_Table):
         for i, name in enumerate(names):
             if names.index(name) != i:
                 raise problem(f"job name {name!r} is used twice", f"jobs[{i}].name")
-        try:
-            self._placements = place_jobs(self.jobs, self.host_count(), self.hosts_per_leaf(), self.seed,
-                                          self.host_groups())
-        except PlacementError as error:
-            raise problem(error.message, error.key) from None
+        if self.jobs:  # placement draws with numpy, which a run without jobs does not import
+            from qoslab.placement import PlacementError, place_jobs
+
+            try:
+                self._placements = place_jobs(self.jobs, self.host_count(), self.hosts_per_leaf(), self.seed,
+                                              self.host_groups())
+            except PlacementError as error:
+                raise problem(error.message, error.key) from None
         # A VLArb entry as the user wrote it is for a QoS VL; Python repeats it for every routing
         # layer, so only here can it be told from a layer's copy. (SL2VL values, table sizes and
         # routing.vls against fabric.data_vls are the engine's: _check_with_engine.)

@@ -8,14 +8,10 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pyarrow as pa
-
-from qoslab import arrow
+from qoslab import tables as engine_tables
 from qoslab._version import __version__
 from qoslab.errors import (
     ConfigError,
@@ -26,11 +22,12 @@ from qoslab.errors import (
 )
 from qoslab.levels import link_level
 from qoslab.scenario import Scenario
+from qoslab.tables import Column, Columns, EngineTable
 
 if TYPE_CHECKING:
-    from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
+    import pyarrow as pa
 
-Columns = dict[str, Any]  # {name: (numpy dtype string, little-endian bytes)}
+    from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
 
 
 def engine() -> Any:
@@ -45,16 +42,39 @@ def engine() -> Any:
     return _engine
 
 
-@dataclass
+# A run's tables, in the order save() writes them; links always, the others when the run has them.
+TABLES = ("links", "messages", "ranks", "interference", "port_counters", "ccti", "cc_marks")
+
+
 class RunResult:
-    summary: dict[str, Any]
-    links: pa.Table
-    messages: pa.Table | None = None
-    ranks: pa.Table | None = None  # per (job, rank, run, iteration), when there are jobs
-    interference: pa.Table | None = None  # per (link, VL, victim, culprit), with run.interference
-    port_counters: pa.Table | None = None  # per cabled port, perfquery's counters, with run.port_counters
-    ccti: pa.Table | None = None  # per CCTI change, with run.cc_trace
-    cc_marks: pa.Table | None = None  # per FECN mark and its BECN, with run.cc_trace
+    """A run's summary and tables. The engine's tables stay as it handed them over until one is
+    asked for (then it becomes a pyarrow Table, once): writing them needs no pyarrow
+    (qoslab.tables). Each table is an attribute: `links`, and `messages` (with run.messages),
+    `ranks` (per job, rank, run and iteration, when there are jobs), `interference` (per link, VL,
+    victim and culprit, with run.interference), `port_counters` (per cabled port, perfquery's
+    counters, with run.port_counters), `ccti` and `cc_marks` (with congestion_control.trace);
+    None when the run has no such table."""
+
+    def __init__(self, summary: dict[str, Any], tables: dict[str, EngineTable | pa.Table]) -> None:
+        unknown = set(tables) - set(TABLES)
+        assert not unknown and "links" in tables, f"tables {sorted(unknown)} (links is required)"
+        self.summary = summary
+        self._tables = tables
+
+    def table(self, name: str) -> pa.Table | None:
+        """Table `name` (one of TABLES) as a pyarrow Table, or None when the run has none."""
+        table = self._tables.get(name)
+        if isinstance(table, EngineTable):
+            table = self._tables[name] = table.to_arrow()
+        return table
+
+    links = property(lambda self: self.table("links"), doc="Per link and VL.")
+    messages = property(lambda self: self.table("messages"))
+    ranks = property(lambda self: self.table("ranks"))
+    interference = property(lambda self: self.table("interference"))
+    port_counters = property(lambda self: self.table("port_counters"))
+    ccti = property(lambda self: self.table("ccti"))
+    cc_marks = property(lambda self: self.table("cc_marks"))
 
     def save(self, out_dir: str | Path) -> Path:
         """Writes summary.json, links.parquet and (when there are any) messages.parquet,
@@ -62,10 +82,14 @@ class RunResult:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         (out / "summary.json").write_text(json.dumps(self.summary, indent=2) + "\n")
-        arrow.write_parquet(self.links, out / "links.parquet")
-        for name, table in self._optional():
+        for name in TABLES:
             path = out / f"{name}.parquet"
-            if table is not None:
+            table = self._tables.get(name)
+            if isinstance(table, EngineTable):
+                table.write(path)
+            elif table is not None:
+                from qoslab import arrow
+
                 arrow.write_parquet(table, path)
             elif path.exists():
                 path.unlink()  # a stale table from an earlier run would be mistaken for this one's
@@ -78,15 +102,11 @@ class RunResult:
             text.unlink()
         return out
 
-    def _optional(self) -> list[tuple[str, pa.Table | None]]:
-        return [("messages", self.messages), ("ranks", self.ranks), ("interference", self.interference),
-                ("port_counters", self.port_counters), ("ccti", self.ccti), ("cc_marks", self.cc_marks)]
-
     def written(self) -> list[str]:
         """The files save() writes."""
-        optional = [f"{n}.parquet" for n, t in self._optional() if t is not None]
-        optional += ["port_counters.txt"] if self.port_counters is not None else []
-        return ["summary.json", "links.parquet", *optional]
+        tables = [f"{name}.parquet" for name in TABLES if name in self._tables]
+        counters = ["port_counters.txt"] if "port_counters" in self._tables else []
+        return ["summary.json", *tables, *counters]
 
     # Short views for a terminal and a notebook: a run's summary holds every link's table.
     SUMMARY_KEYS = ("status", "sim_time_ns", "packets_delivered", "packet_hops", "accepted_load", "offered_load",
@@ -94,8 +114,7 @@ class RunResult:
 
     def __repr__(self) -> str:
         s = self.summary
-        tables = ", ".join(f"{n} ({t.num_rows} rows)" for n, t in [("links", self.links), *self._optional()]
-                           if t is not None)
+        tables = ", ".join(f"{name} ({table.num_rows} rows)" for name, table in self._tables.items())
         return (f"RunResult({s.get('scenario', {}).get('name') or 'scenario'!r}, {s.get('status')}, "
                 f"{s.get('sim_time_ns', 0) / 1000:g} µs simulated, {s.get('packets_delivered', 0)} packets "
                 f"delivered; tables: {tables})")
@@ -146,26 +165,33 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
         summary["interference"] = {key: {victim: dict(zip(classes, row)) for victim, row in zip(classes, matrix)}
                                    for key, matrix in summary["interference"].items()}
 
-    result = RunResult(
-        summary=summary,
-        links=_links_table(raw["links"], raw.get("nodes")),
-        messages=None if raw.get("messages") is None else columns_table(raw["messages"]),
-        ranks=None if raw.get("ranks") is None else _ranks_table(raw["ranks"], scenario.job_names()),
-        interference=None if raw.get("interference") is None else _interference_table(raw["interference"], raw.get("nodes"),
-                                                                                      raw["links"], classes),
-    )
-    if raw.get("ccti") is not None:
-        result.ccti = columns_table(raw["ccti"])
-        result.cc_marks = _cc_marks_table(raw["cc_marks"])
+    tables: dict[str, EngineTable | pa.Table] = {"links": engine_tables.links(raw["links"], raw.get("nodes"))}
+    if raw.get("messages") is not None:
+        tables["messages"] = engine_tables.numbers(raw["messages"])
+    if raw.get("ranks") is not None:
+        tables["ranks"] = engine_tables.ranks(raw["ranks"], scenario.job_names())
+    if raw.get("interference") is not None:
+        tables["interference"] = _interference_table(raw["interference"], raw.get("nodes"), raw["links"], classes)
     if raw.get("port_waits") is not None:
         from qoslab.counters import port_counters
 
-        result.port_counters = port_counters(scenario, result.links, columns_table(raw["port_waits"]))
+        links = tables["links"] = tables["links"].to_arrow()
+        tables["port_counters"] = port_counters(scenario, links, engine_tables.numbers(raw["port_waits"]).to_arrow())
+    if raw.get("ccti") is not None:
+        tables["ccti"] = engine_tables.numbers(raw["ccti"])
+        tables["cc_marks"] = engine_tables.cc_marks(raw["cc_marks"])
+    result = RunResult(summary, tables)
     if summary.get("interrupted"):
         raise Interrupted(result)
     if summary.get("status") == "deadlock":
         raise Deadlock(result, summary["error"])
     return result
+
+
+def write_parquet(path: str, columns: list[Column]) -> None:
+    """A table described column by column (qoslab.tables) as a Parquet file, written by the engine:
+    OSError when the file cannot be written (nothing of it is left)."""
+    engine().write_parquet(path, columns)
 
 
 def encode(config: EngineConfig | TopologyConfig | RoutingConfig) -> str:
@@ -245,49 +271,19 @@ def _config_errors(scenario: Scenario) -> Iterator[None]:
         raise from_engine_config_error(error, scenario.source) from error
 
 
-def columns_table(columns: Columns) -> pa.Table:
-    """Engine columns -> Arrow table, without building a Python object per row (or importing
-    pandas: qoslab.arrow)."""
-    return _table(_arrays(columns))
-
-
-def _table(arrays: dict[str, np.ndarray]) -> pa.Table:
-    return pa.table({name: arrow.numbers(values) for name, values in arrays.items()})
-
-
-def _arrays(columns: Columns) -> dict[str, np.ndarray]:
-    """Engine columns as numpy arrays over their bytes, in native byte order."""
-    arrays = {}
-    for name, (dtype, data) in columns.items():
-        values = np.frombuffer(data, dtype=np.dtype(dtype))
-        if not values.dtype.isnative:
-            values = values.astype(values.dtype.newbyteorder("="))
-        arrays[name] = values
-    return arrays
-
-
-def _links_table(columns: Columns, nodes: list[str] | None) -> pa.Table:
-    """Adds node names (src, dst) in front of the engine's node index columns."""
-    arrays = _arrays(columns)
-    table = _table(arrays)
-    if nodes is None:
-        return table
-    for label, index in (("src", "src_node"), ("dst", "dst_node")):
-        position = table.schema.get_field_index(index)
-        if position >= 0:
-            table = table.add_column(position, label, arrow.take_strings(nodes, arrays[index]))
-    return table
-
-
 def _interference_table(columns: Columns, nodes: list[str] | None, links: Columns, classes: list[str]) -> pa.Table:
     """Victim and culprit by name, and each output port's link as in links.parquet (src, dst and,
     on a fat tree, its level and direction). The rows name few links many times over: each
     distinct link's ends and level are worked out once (numpy's unique), then repeated per row."""
-    arrays = _arrays(columns)
-    table = _table(arrays)
-    link_table = columns_table(links)
-    node_of = dict(zip(link_table.column("link").to_pylist(), zip(link_table.column("src_node").to_pylist(),
-                                                                  link_table.column("dst_node").to_pylist())))
+    import numpy as np
+    import pyarrow as pa
+
+    from qoslab import arrow
+
+    arrays = engine_tables.numbers(columns).values()
+    link_arrays = engine_tables.numbers(links).values()
+    node_of = dict(zip(link_arrays["link"].tolist(), zip(link_arrays["src_node"].tolist(),
+                                                         link_arrays["dst_node"].tolist())))
     distinct, row_link = np.unique(arrays["link"], return_inverse=True)
     ends = [node_of.get(int(link), (None, None)) for link in distinct]
     src = [nodes[a] if nodes is not None and a is not None else None for a, _ in ends]
@@ -301,31 +297,11 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
         "kind": arrow.take_strings(["output", "buffer"], arrays["kind"]),
         "victim": arrow.take_strings(classes, arrays["victim"]),
         "culprit": arrow.take_strings(classes, arrays["culprit"]),
-        "link": table.column("link"),
+        "link": arrow.numbers(arrays["link"]),
         "src": arrow.strings(per_row(src)),
         "dst": arrow.strings(per_row(dst)),
         "level": arrow.optional_numbers(per_row([lv[0] if lv else None for lv in levels]), "int32"),
         "direction": arrow.strings(per_row([lv[1] if lv else None for lv in levels])),
-        "vl": table.column("vl"),
-        "wait_ns": table.column("wait_ns"),
+        "vl": arrow.numbers(arrays["vl"]),
+        "wait_ns": arrow.numbers(arrays["wait_ns"]),
     })
-
-
-def _ranks_table(columns: Columns, job_names: list[str]) -> pa.Table:
-    """Adds the job's name in front of the engine's job index column."""
-    arrays = _arrays(columns)
-    table = _table(arrays)
-    return table.add_column(0, "job_name", arrow.take_strings(job_names, arrays["job"]))
-
-
-NO_BECN = 2**64 - 1  # output.rs NO_BECN: the mark's BECN had not reached its source by the end
-
-
-def _cc_marks_table(columns: Columns) -> pa.Table:
-    """`victim` as a boolean, `becn_ps` null where the BECN had not arrived when the run ended."""
-    arrays = _arrays(columns)
-    victim = arrays.pop("victim").astype(bool)
-    becn = arrays.pop("becn_ps")
-    table = _table(arrays)
-    table = table.add_column(table.num_columns, "victim", arrow.booleans(victim))
-    return table.add_column(table.num_columns, "becn_ps", arrow.masked_numbers(becn, becn != NO_BECN))

@@ -16,9 +16,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 CREDIT_BYTES = 64
 MAX_ENTRY_WEIGHT = 255
@@ -257,6 +258,8 @@ def _apportion(shares: tuple[float, ...], per_entry: int, max_entries: int) -> t
     """Packets per round for each share (all > 0), lexicographic minimax relative error, subject
     to sum(ceil(n / per_entry)) <= max_entries. Every total N = sum(n) the table can hold is
     tried at once (numpy); the bound on the errors is found by bisection."""
+    import numpy as np  # here and in the helpers below: describing a fabric's tables needs none
+
     s = np.array(shares, dtype=float)
     s = s / s.sum()
     totals = np.arange(len(s), per_entry * max_entries + 1, dtype=float)[:, None]
@@ -297,6 +300,8 @@ _SLACK = 1e-10  # floating-point slack on the interval ends (counts are integers
 
 def _intervals(s: np.ndarray, bounds: np.ndarray, totals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per total N (rows) and VL (columns): the counts whose relative error is within the VL's bound."""
+    import numpy as np
+
     ideal = totals * s[None, :]
     with np.errstate(invalid="ignore"):
         lo = np.where(np.isinf(bounds), 1.0, np.ceil(ideal * (1 - bounds) - _SLACK))
@@ -308,6 +313,8 @@ def _feasible(s: np.ndarray, bounds: np.ndarray, totals: np.ndarray, per_entry: 
     """For each total N: can counts within the bounds sum to N in at most max_entries entries?
     The fewest entries: each VL at its least count, then the room left in its last entry (free),
     then whole new entries, largest first (a VL's last one may be partial, capped by its bound)."""
+    import numpy as np
+
     lo, hi = _intervals(s, bounds, totals)
     n = totals[:, 0]
     ok = (lo <= hi).all(axis=1) & (lo.sum(axis=1) <= n) & (n <= hi.sum(axis=1))
@@ -329,6 +336,8 @@ def _feasible(s: np.ndarray, bounds: np.ndarray, totals: np.ndarray, per_entry: 
 def _fill(s: np.ndarray, bounds: np.ndarray, total: int, per_entry: int) -> list[int]:
     """The counts _feasible found for one total, in the same order: least counts, free room,
     whole entries, the largest partial ones."""
+    import numpy as np
+
     lo, hi = (a[0] for a in _intervals(s, bounds, np.array([[float(total)]])))
     counts = lo.astype(int).tolist()
     top = hi.astype(int).tolist()

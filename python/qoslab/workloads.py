@@ -8,12 +8,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, Union, get_args
 
-import numpy as np
 from pydantic import Field, model_serializer, model_validator
 
 from qoslab.errors import problem
 from qoslab.skeletons import SKELETON_MODELS
 from qoslab.workload_base import Bytes, Count, Iterations, Micros, Workload
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 class PingPong(Workload):

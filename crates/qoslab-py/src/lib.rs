@@ -1,8 +1,10 @@
 //! `qoslab._engine`: converts between Python and the engine, releases the GIL while it runs,
 //! and maps engine errors to Python exceptions. No simulation logic lives here.
 
+mod parquet;
+
 use pyo3::create_exception;
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use qoslab_engine::sim::output::Column;
@@ -198,6 +200,34 @@ fn bench_event_queue(py: Python<'_>, pending: usize, operations: u64, seed: u64)
     json_to_py(py, &v)
 }
 
+/// Writes a table to a Parquet file (src/parquet.rs). `columns`: (name, kind, numpy dtype,
+/// little-endian bytes, extra) with kind "numbers", "names" (extra: the names the values index),
+/// "bool" or "masked" (extra: the value that stands for null), as `qoslab.tables` describes them.
+#[pyfunction]
+fn write_parquet(py: Python<'_>, path: &str, columns: &Bound<'_, PyList>) -> PyResult<()> {
+    let mut specs = Vec::with_capacity(columns.len());
+    for item in columns.iter() {
+        let (name, kind, dtype, data, extra): (String, String, String, Bound<'_, PyBytes>, Bound<'_, PyAny>) =
+            item.extract()?;
+        let values = match kind.as_str() {
+            "numbers" => parquet::Values::Numbers,
+            "names" => parquet::Values::Names(extra.extract()?),
+            "bool" => parquet::Values::Bool,
+            // The null value as the column's bits (a negative one sign-extended, as `bits` reads it).
+            "masked" => {
+                parquet::Values::Masked(extra.extract::<u64>().or_else(|_| extra.extract::<i64>().map(|v| v as u64))?)
+            }
+            _ => return Err(PyValueError::new_err(format!("column {name}: unknown kind {kind:?}"))),
+        };
+        specs.push(parquet::ColumnSpec { name, dtype, data: data.as_bytes().to_vec(), values });
+    }
+    let path = path.to_owned();
+    py.allow_threads(move || parquet::write(&path, &specs)).map_err(|e| match e {
+        parquet::WriteError::Columns(m) => PyValueError::new_err(m),
+        parquet::WriteError::File(m) => PyOSError::new_err(m),
+    })
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -210,6 +240,7 @@ fn _engine(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     m.add_function(wrap_pyfunction!(fabric, m)?)?;
     m.add_function(wrap_pyfunction!(bench_event_queue, m)?)?;
+    m.add_function(wrap_pyfunction!(write_parquet, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add("EngineError", m.py().get_type::<EngineError>())?;
