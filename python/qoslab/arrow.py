@@ -1,8 +1,10 @@
 """Arrow arrays built straight from buffers, and Parquet written without pyarrow.parquet. `pa.array`
 imports pandas on its first call (to rule out pandas types), which costs about 0.17 s: most of a
 short run's wall time; `pc.take` imports pyarrow.compute (about 30 ms) and `pq.write_table`
-pyarrow.fs with its cloud file systems and ssl (about 15 ms). A run writes only numbers and
-strings to local files, so it builds its arrays and writes its tables here (issue 15, part 4)."""
+pyarrow.fs with its cloud file systems and ssl (about 15 ms). A run's tables hold only numbers and
+strings, so they are built here when asked for (qoslab.tables; the engine writes their files), and
+the tables Python computes (interference, port counters) are built and written here (issue 15,
+part 4)."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from qoslab import tables as engine_tables
 from qoslab._version import __version__
@@ -68,13 +68,33 @@ class RunResult:
             table = self._tables[name] = table.to_arrow()
         return table
 
-    links = property(lambda self: self.table("links"), doc="Per link and VL.")
-    messages = property(lambda self: self.table("messages"))
-    ranks = property(lambda self: self.table("ranks"))
-    interference = property(lambda self: self.table("interference"))
-    port_counters = property(lambda self: self.table("port_counters"))
-    ccti = property(lambda self: self.table("ccti"))
-    cc_marks = property(lambda self: self.table("cc_marks"))
+    @property
+    def links(self) -> pa.Table:
+        return cast("pa.Table", self.table("links"))
+
+    @property
+    def messages(self) -> pa.Table | None:
+        return self.table("messages")
+
+    @property
+    def ranks(self) -> pa.Table | None:
+        return self.table("ranks")
+
+    @property
+    def interference(self) -> pa.Table | None:
+        return self.table("interference")
+
+    @property
+    def port_counters(self) -> pa.Table | None:
+        return self.table("port_counters")
+
+    @property
+    def ccti(self) -> pa.Table | None:
+        return self.table("ccti")
+
+    @property
+    def cc_marks(self) -> pa.Table | None:
+        return self.table("cc_marks")
 
     def save(self, out_dir: str | Path) -> Path:
         """Writes summary.json, links.parquet and (when there are any) messages.parquet,
