@@ -20,10 +20,12 @@ pooled, as if one GPCNeT run had measured them all.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
+from pydantic import TypeAdapter
 
 from qoslab.workloads import GpcnetTest
 
@@ -123,18 +125,22 @@ def gpcnet_impact(iterations: pd.DataFrame, job: str, tests: list[GpcnetTest]) -
     return pd.DataFrame(out, columns=GPCNET_COLUMNS)
 
 
-def canary_tests(scenario: dict[str, Any]) -> dict[str, list[GpcnetTest]]:
-    """The GPCNeT canary jobs of a resolved scenario (a study's base scenario) and their tests."""
-    from pydantic import TypeAdapter
-
+@functools.cache
+def _workload_adapter() -> TypeAdapter[Any]:
+    """The validator of every workload kind: building it takes about 12 ms, and a sweep asks once
+    per point."""
     from qoslab.workloads import AnyWorkload
 
-    adapter: TypeAdapter[Any] = TypeAdapter(AnyWorkload)
+    return TypeAdapter(AnyWorkload)
+
+
+def canary_tests(scenario: dict[str, Any]) -> dict[str, list[GpcnetTest]]:
+    """The GPCNeT canary jobs of a resolved scenario (a study's base scenario) and their tests."""
     found = {}
     for job in scenario.get("jobs", []):
         workload = job.get("workload", {})
         if str(workload.get("kind", "")).startswith("gpcnet-"):
-            model = adapter.validate_python(workload)
+            model = _workload_adapter().validate_python(workload)
             if hasattr(model, "gpcnet_tests"):
                 found[job["name"]] = model.gpcnet_tests()
     return found
