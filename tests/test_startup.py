@@ -5,15 +5,18 @@ counters or interference attribution imports neither numpy nor pyarrow (about 0.
 writes its tables (qoslab.tables, tests/test_tables.py). The tables Python computes are written by
 qoslab.arrow, byte for byte as pq.write_table would."""
 
+import shutil
 import subprocess
 import sys
 import textwrap
 import tomllib
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from qoslab import arrow
 from qoslab.scenario import Scenario
 from qoslab.simulate import simulate
@@ -64,6 +67,7 @@ def test_a_run_imports_nothing_it_does_not_need(tmp_path):
     assert (tmp_path / "out" / "port_counters.parquet").exists()
 
 
+GOLDEN = Path(__file__).parent / "golden"
 OPEN_LOOP = textwrap.dedent("""\
     name = "open loop"
     [topology]
@@ -79,9 +83,16 @@ OPEN_LOOP = textwrap.dedent("""\
 """)
 
 
-def test_a_run_without_jobs_imports_neither_numpy_nor_pyarrow(tmp_path):
+# The same on a fabric read from an ibnetdiscover dump (qoslab.io, whose trace readers need numpy).
+IMPORTED = OPEN_LOOP.replace('kind = "xgft"\nm = [4, 4]\nw = [1, 2]', 'kind = "ibnetdiscover"\npath = "ring.ibnetdiscover"')
+
+
+@pytest.mark.parametrize("text", [OPEN_LOOP, IMPORTED], ids=["generated", "ibnetdiscover"])
+def test_a_run_without_jobs_imports_neither_numpy_nor_pyarrow(tmp_path, text):
+    assert text.count("[topology]") == 1 and ("ibnetdiscover" in text) == (text is IMPORTED)
+    shutil.copy(GOLDEN / "routing-deadlock" / "ring.ibnetdiscover", tmp_path)
     scenario = tmp_path / "open-loop.toml"
-    scenario.write_text(OPEN_LOOP)
+    scenario.write_text(text)
     unwanted = (*UNWANTED, "numpy", "pyarrow")
     done = subprocess.run([sys.executable, "-c", CHECK.replace("UNWANTED", repr(unwanted)), str(scenario),
                            str(tmp_path / "out")],

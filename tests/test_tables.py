@@ -102,6 +102,10 @@ def test_every_table_of_a_run_reads_back_as_the_run_gives_it(tmp_path, case):
     ([("a", "numbers", "<u1", b"\0\0", None), ("b", "numbers", "<u1", b"\0", None)], "column b has 1 rows"),
     ([("a", "names", "<u1", b"\0\2", ["x", "y"])], "row 1 names entry 2 of 2"),
     ([("a", "bool", "<f8", b"\0" * 8, None)], "integer"),
+    ([("a", "names", "<i4", b"\xff" * 4, ["x"])], "row 0 names entry -1 of 1"),
+    ([("a", "masked", "<u8", b"\0" * 8, -1)], "null value -1 is not a <u8 value"),
+    ([("a", "masked", "<i4", b"\0" * 4, 2**31)], "null value 2147483648 is not a <i4 value"),
+    ([("a", "numbers", "<u1", b"\0", None), ("a", "numbers", "<u1", b"\0", None)], "column a is given twice"),
 ])
 def test_columns_the_writer_cannot_write_are_refused_before_any_file(tmp_path, columns, message):
     from qoslab.simulate import write_parquet
@@ -111,9 +115,38 @@ def test_columns_the_writer_cannot_write_are_refused_before_any_file(tmp_path, c
     assert not (tmp_path / "t.parquet").exists()
 
 
-def test_a_file_that_cannot_be_written_is_an_os_error(tmp_path):
-    with pytest.raises(OSError, match="no-such-folder"):
+def test_a_file_that_cannot_be_written_is_the_system_s_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="No such file or directory") as caught:
         every_kind(3).write(tmp_path / "no-such-folder" / "t.parquet")
+    assert caught.value.filename == str(tmp_path / "no-such-folder" / "t.parquet")
+
+
+READ_ONLY = textwrap.dedent("""\
+    import os, sys
+    from qoslab.tables import EngineTable
+    if os.getuid() == 0:  # root may write anything: be nobody
+        os.setgid(65534)
+        os.setuid(65534)
+    try:
+        EngineTable((("v", "numbers", "<u1", b"\\1", None),)).write(sys.argv[1])
+    except PermissionError as error:
+        print("PermissionError", error.filename)
+""")
+
+
+def test_a_file_the_writer_cannot_open_is_left_as_it_was(tmp_path):
+    """The writer removes only a file it created: not one it could not open for writing."""
+    folder = tmp_path / "out"
+    folder.mkdir()
+    folder.chmod(0o777)  # the folder is writable (removing would succeed), the file is not
+    tmp_path.chmod(0o755)
+    path = folder / "links.parquet"
+    path.write_bytes(b"kept")
+    path.chmod(0o444)
+    done = subprocess.run([sys.executable, "-c", READ_ONLY, str(path)], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"PermissionError {path}"
+    assert path.read_bytes() == b"kept"
 
 
 FULL_DISK = textwrap.dedent("""\
@@ -128,6 +161,13 @@ FULL_DISK = textwrap.dedent("""\
     except OSError as error:
         print("OSError", error)
 """)
+
+
+def test_the_in_memory_table_refuses_what_the_writer_refuses():
+    with pytest.raises(ValueError, match="given twice"):
+        EngineTable((column("a", "numbers", [1], "<u1"), column("a", "numbers", [2], "<u1")))
+    with pytest.raises(ValueError, match="beyond its 1 names"):
+        EngineTable((column("a", "names", [-1], "<i4", ["x"]),)).to_arrow()
 
 
 def test_a_file_the_writer_could_not_finish_is_removed(tmp_path):

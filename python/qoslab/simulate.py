@@ -57,15 +57,21 @@ class RunResult:
 
     def __init__(self, summary: dict[str, Any], tables: dict[str, EngineTable | pa.Table]) -> None:
         unknown = set(tables) - set(TABLES)
-        assert not unknown and "links" in tables, f"tables {sorted(unknown)} (links is required)"
+        if unknown or "links" not in tables:
+            raise ValueError(f"a run's tables are {', '.join(TABLES)}, links among them; got {sorted(tables)}")
         self.summary = summary
-        self._tables = tables
+        self._tables = tables  # as given: the engine's are written by the engine, built or not
+        self._built: dict[str, pa.Table] = {}
 
     def table(self, name: str) -> pa.Table | None:
         """Table `name` (one of TABLES) as a pyarrow Table, or None when the run has none."""
+        if name not in TABLES:
+            raise KeyError(f"{name!r}: a run's tables are {', '.join(TABLES)}")
         table = self._tables.get(name)
         if isinstance(table, EngineTable):
-            table = self._tables[name] = table.to_arrow()
+            if name not in self._built:
+                self._built[name] = table.to_arrow()
+            return self._built[name]
         return table
 
     @property
@@ -192,15 +198,15 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
         tables["ranks"] = engine_tables.ranks(raw["ranks"], scenario.job_names())
     if raw.get("interference") is not None:
         tables["interference"] = _interference_table(raw["interference"], raw.get("nodes"), raw["links"], classes)
-    if raw.get("port_waits") is not None:
-        from qoslab.counters import port_counters
-
-        links = tables["links"] = tables["links"].to_arrow()
-        tables["port_counters"] = port_counters(scenario, links, engine_tables.numbers(raw["port_waits"]).to_arrow())
     if raw.get("ccti") is not None:
         tables["ccti"] = engine_tables.numbers(raw["ccti"])
         tables["cc_marks"] = engine_tables.cc_marks(raw["cc_marks"])
     result = RunResult(summary, tables)
+    if raw.get("port_waits") is not None:
+        from qoslab.counters import port_counters
+
+        waits = engine_tables.numbers(raw["port_waits"]).to_arrow()
+        result._tables["port_counters"] = port_counters(scenario, result.links, waits)
     if summary.get("interrupted"):
         raise Interrupted(result)
     if summary.get("status") == "deadlock":

@@ -36,6 +36,12 @@ class EngineTable:
 
     columns: tuple[Column, ...]
 
+    def __post_init__(self) -> None:
+        names = [c[0] for c in self.columns]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"columns {twice} are given twice")
+
     @property
     def num_rows(self) -> int:
         if not self.columns:
@@ -73,6 +79,8 @@ class EngineTable:
         arrays = {}
         for (name, kind, _, _, extra), values in zip(self.columns, self.values().values()):
             if kind == "names":
+                if len(values) and not (values.min() >= 0 and values.max() < len(extra)):
+                    raise ValueError(f"column {name}: an index beyond its {len(extra)} names")  # as the writer says
                 arrays[name] = arrow.take_strings(extra, values)
             elif kind == "bool":
                 arrays[name] = arrow.booleans(values)

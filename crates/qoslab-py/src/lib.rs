@@ -214,17 +214,16 @@ fn write_parquet(py: Python<'_>, path: &str, columns: &Bound<'_, PyList>) -> PyR
             "names" => parquet::Values::Names(extra.extract()?),
             "bool" => parquet::Values::Bool,
             // The null value as the column's bits (a negative one sign-extended, as `bits` reads it).
-            "masked" => {
-                parquet::Values::Masked(extra.extract::<u64>().or_else(|_| extra.extract::<i64>().map(|v| v as u64))?)
-            }
+            "masked" => parquet::Values::Masked(extra.extract()?),
             _ => return Err(PyValueError::new_err(format!("column {name}: unknown kind {kind:?}"))),
         };
         specs.push(parquet::ColumnSpec { name, dtype, data: data.as_bytes().to_vec(), values });
     }
-    let path = path.to_owned();
-    py.allow_threads(move || parquet::write(&path, &specs)).map_err(|e| match e {
+    let owned = path.to_owned();
+    py.allow_threads(move || parquet::write(&owned, &specs)).map_err(|e| match e {
         parquet::WriteError::Columns(m) => PyValueError::new_err(m),
-        parquet::WriteError::File(m) => PyOSError::new_err(m),
+        // OSError(errno, strerror, filename): Python picks the subclass (FileNotFoundError, ...).
+        parquet::WriteError::File(errno, m) => PyOSError::new_err((errno.unwrap_or(0), m, path.to_owned())),
     })
 }
 

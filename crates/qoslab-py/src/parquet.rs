@@ -26,8 +26,8 @@ pub enum Values {
     Names(Vec<String>),
     /// Non-zero is true.
     Bool,
-    /// The numbers, null where a value equals this one.
-    Masked(u64),
+    /// The numbers, null where a value equals this one (in the dtype's range).
+    Masked(i128),
 }
 
 pub struct ColumnSpec {
@@ -74,7 +74,25 @@ impl Dtype {
         }
     }
 
-    /// Value `i` of `data` as u64 bits (indices, masks), integers only.
+    /// Value `i` of `data` as a number (integers only): what numpy reads.
+    fn value(self, data: &[u8], i: usize) -> i128 {
+        let bits = self.bits(data, i);
+        match self {
+            Dtype::Unsigned(_) => bits as i128,
+            _ => bits as i64 as i128,
+        }
+    }
+
+    /// The values the dtype holds (integers only).
+    fn range(self) -> std::ops::RangeInclusive<i128> {
+        match self {
+            Dtype::Unsigned(w) => 0..=(u64::MAX >> (64 - 8 * w as u32)) as i128,
+            Dtype::I32 => i32::MIN as i128..=i32::MAX as i128,
+            _ => i64::MIN as i128..=i64::MAX as i128,
+        }
+    }
+
+    /// Value `i` of `data` as u64 bits (sign-extended for <i4), integers only.
     fn bits(self, data: &[u8], i: usize) -> u64 {
         let w = self.width();
         let mut b = [0u8; 8];
@@ -126,8 +144,9 @@ fn field(c: &ColumnSpec, p: &Prepared) -> Result<Type, String> {
 pub enum WriteError {
     /// The columns do not describe a table (a bug on the calling side).
     Columns(String),
-    /// The file could not be written (its partial content is removed).
-    File(String),
+    /// The file could not be written: the system's error number when there is one, and what
+    /// went wrong. A file this call created is removed again.
+    File(Option<i32>, String),
 }
 
 /// Writes `columns` (all of one length) to `path` as one Parquet file. On failure the partial
@@ -142,11 +161,17 @@ pub fn write(path: &str, columns: &[ColumnSpec]) -> Result<(), WriteError> {
         .with_fields(fields)
         .build()
         .map_err(|e| WriteError::Columns(e.to_string()))?;
-    let result = write_file(path, Arc::new(schema), columns, &prepared, rows);
+    // Only a file this call created is removed on failure: not one it could not open.
+    let file = File::create(path).map_err(|e| {
+        // The system's own words, without Rust's " (os error N)" (the number travels beside them).
+        let text = e.to_string();
+        WriteError::File(e.raw_os_error(), text.split(" (os error").next().unwrap_or(&text).to_owned())
+    })?;
+    let result = write_file(file, Arc::new(schema), columns, &prepared, rows);
     if result.is_err() {
         let _ = std::fs::remove_file(path);
     }
-    result.map_err(WriteError::File)
+    result.map_err(|e| WriteError::File(None, e))
 }
 
 /// Every column has a known dtype, whole values, the table's length, and names for each index.
@@ -156,45 +181,52 @@ fn check(columns: &[ColumnSpec]) -> Result<(), String> {
     if let Some((c, p)) = columns.iter().zip(&prepared).find(|(_, p)| p.rows != rows) {
         return Err(format!("column {} has {} rows, the table's first column {rows}", c.name, p.rows));
     }
+    for (i, c) in columns.iter().enumerate() {
+        if columns[..i].iter().any(|other| other.name == c.name) {
+            return Err(format!("column {} is given twice", c.name));
+        }
+    }
     for (c, p) in columns.iter().zip(&prepared) {
-        if let Values::Names(names) = &c.values {
-            if let Some(i) = (0..p.rows).find(|&i| p.dtype.bits(&c.data, i) >= names.len() as u64) {
-                return Err(format!(
-                    "column {}: row {i} names entry {} of {}",
-                    c.name,
-                    p.dtype.bits(&c.data, i),
-                    names.len()
-                ));
+        match &c.values {
+            Values::Names(names) => {
+                let named = 0..names.len() as i128;
+                if let Some(i) = (0..p.rows).find(|&i| !named.contains(&p.dtype.value(&c.data, i))) {
+                    let value = p.dtype.value(&c.data, i);
+                    return Err(format!("column {}: row {i} names entry {value} of {}", c.name, names.len()));
+                }
             }
+            Values::Masked(null) if !p.dtype.range().contains(null) => {
+                return Err(format!("column {}: null value {null} is not a {} value", c.name, c.dtype));
+            }
+            _ => {}
         }
     }
     Ok(())
 }
 
 fn write_file(
-    path: &str,
+    file: File,
     schema: Arc<Type>,
     columns: &[ColumnSpec],
     prepared: &[Prepared],
     rows: usize,
 ) -> Result<(), String> {
-    let file = File::create(path).map_err(|e| format!("{path}: {e}"))?;
     let props = WriterProperties::builder()
         .set_compression(Compression::SNAPPY)
         .set_created_by(format!("qoslab {}", env!("CARGO_PKG_VERSION")))
         .build();
-    let mut writer = SerializedFileWriter::new(file, schema, Arc::new(props)).map_err(|e| format!("{path}: {e}"))?;
+    let mut writer = SerializedFileWriter::new(file, schema, Arc::new(props)).map_err(|e| e.to_string())?;
     for group_start in (0..rows).step_by(ROW_GROUP_ROWS) {
         let (start, end) = (group_start, (group_start + ROW_GROUP_ROWS).min(rows));
-        let mut group = writer.next_row_group().map_err(|e| format!("{path}: {e}"))?;
+        let mut group = writer.next_row_group().map_err(|e| e.to_string())?;
         for (c, p) in columns.iter().zip(prepared) {
-            let mut column = group.next_column().map_err(|e| format!("{path}: {e}"))?.expect("one writer per field");
-            write_column(column.untyped(), c, p, start, end).map_err(|e| format!("{path}: column {}: {e}", c.name))?;
-            column.close().map_err(|e| format!("{path}: {e}"))?;
+            let mut column = group.next_column().map_err(|e| e.to_string())?.expect("one writer per field");
+            write_column(column.untyped(), c, p, start, end).map_err(|e| format!("column {}: {e}", c.name))?;
+            column.close().map_err(|e| e.to_string())?;
         }
-        group.close().map_err(|e| format!("{path}: {e}"))?;
+        group.close().map_err(|e| e.to_string())?;
     }
-    writer.close().map_err(|e| format!("{path}: {e}"))?;
+    writer.close().map_err(|e| e.to_string())?;
     Ok(())
 }
 
@@ -208,11 +240,11 @@ fn write_column(
     let d = p.dtype;
     let rows = start..end;
     let present: Vec<i16> = match c.values {
-        Values::Masked(missing) => rows.clone().map(|i| (d.bits(&c.data, i) != missing) as i16).collect(),
+        Values::Masked(null) => rows.clone().map(|i| (d.value(&c.data, i) != null) as i16).collect(),
         _ => vec![1; end - start],
     };
     // Values of the present rows only (Parquet stores nulls in the definition levels alone).
-    let kept = || rows.clone().filter(|&i| !matches!(c.values, Values::Masked(m) if d.bits(&c.data, i) == m));
+    let kept = || rows.clone().filter(|&i| !matches!(c.values, Values::Masked(null) if d.value(&c.data, i) == null));
     match (writer, &c.values) {
         (ColumnWriter::ByteArrayColumnWriter(w), Values::Names(names)) => {
             let names: Vec<ByteArray> = names.iter().map(|n| ByteArray::from(n.as_str())).collect();
