@@ -5,8 +5,10 @@ of column, every dtype the engine hands over, every table a run writes, empty ta
 several row groups. A table the writer cannot write is refused, naming the column, and a file it
 could not finish is not left behind."""
 
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -127,6 +129,9 @@ READ_ONLY = textwrap.dedent("""\
     if os.getuid() == 0:  # root may write anything: be nobody
         os.setgid(65534)
         os.setuid(65534)
+    # This user could remove the file (the folder is writable): a writer that removes what it
+    # could not open would remove it.
+    print("removable", os.access(os.path.dirname(sys.argv[1]), os.W_OK | os.X_OK))
     try:
         EngineTable((("v", "numbers", "<u1", b"\\1", None),)).write(sys.argv[1])
     except PermissionError as error:
@@ -134,19 +139,18 @@ READ_ONLY = textwrap.dedent("""\
 """)
 
 
-def test_a_file_the_writer_cannot_open_is_left_as_it_was(tmp_path):
+def test_a_file_the_writer_cannot_open_is_left_as_it_was():
     """The writer removes only a file it created: not one it could not open for writing."""
-    folder = tmp_path / "out"
-    folder.mkdir()
-    folder.chmod(0o777)  # the folder is writable (removing would succeed), the file is not
-    tmp_path.chmod(0o755)
-    path = folder / "links.parquet"
-    path.write_bytes(b"kept")
-    path.chmod(0o444)
-    done = subprocess.run([sys.executable, "-c", READ_ONLY, str(path)], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == f"PermissionError {path}"
-    assert path.read_bytes() == b"kept"
+    # Not under pytest's tmp_path, whose parents only root may enter.
+    with tempfile.TemporaryDirectory() as folder:
+        os.chmod(folder, 0o777)  # the folder is writable (removing would succeed), the file is not
+        path = Path(folder) / "links.parquet"
+        path.write_bytes(b"kept")
+        path.chmod(0o444)
+        done = subprocess.run([sys.executable, "-c", READ_ONLY, str(path)], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split("\n")[:2] == ["removable True", f"PermissionError {path}"], done.stdout
+        assert path.read_bytes() == b"kept"
 
 
 FULL_DISK = textwrap.dedent("""\
