@@ -130,3 +130,44 @@ def test_array_tasks_over_chunks_with_later_stages(tmp_path, monkeypatch):
     assert collected.exit_code == 0, collected.output
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "whole" / "sweep.parquet"),
                                   pd.read_parquet(tmp_path / "array" / "sweep.parquet"))
+
+
+def test_points_finished_by_the_workers_give_the_same_tables(tmp_path, monkeypatch):
+    """With worker processes, each point's folder is written by a worker, not by the driver (which
+    would set the pace of a sweep of short runs); the tables are the same. A point whose worker
+    fails is finished by the driver instead."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    import qoslab.study.runner as runner
+    import qoslab.study.sweep_runner as sweep_runner
+
+    make = lambda: study(sweep=[{"key": "jobs[0].workload.bytes", "values": [4096, 16384, 65536]}])  # noqa: E731
+    monkeypatch.setattr(sweep_runner, "CHUNK_RUNS", 3)  # a chunk a point: points finish while the next run
+    here = []
+    finish = runner.StudyRunner.finish
+    monkeypatch.setattr(runner.StudyRunner, "finish", lambda self, report=True: here.append(self.out) or finish(self, report))
+
+    inline = make().run(tmp_path / "inline", executor=LocalExecutor(1)).tables["sweep"]
+    assert len(here) == 0  # one worker: finished at once through submit, not by the driver's fallback
+    pool = LocalExecutor(2)
+    try:
+        pooled = make().run(tmp_path / "pooled", executor=pool).tables["sweep"]
+    finally:
+        pool.close()
+    pd.testing.assert_frame_equal(inline, pooled)
+    assert len(here) == 0
+    for point in range(3):
+        for table in ("jobs", "slowdown", "policies"):
+            got = pd.read_parquet(tmp_path / "pooled" / "points" / f"point={point}" / f"{table}.parquet")
+            pd.testing.assert_frame_equal(got, pd.read_parquet(tmp_path / "inline" / "points" / f"point={point}" / f"{table}.parquet"))
+
+    class LosesWorkers(LocalExecutor):
+        def submit(self, fn, arg):
+            lost: Future = Future()
+            lost.set_exception(BrokenProcessPool("a worker died"))
+            return lost
+
+    lossy = make().run(tmp_path / "lossy", executor=LosesWorkers(1)).tables["sweep"]
+    pd.testing.assert_frame_equal(inline, lossy)
+    assert len(here) == 3  # each point finished again by the driver

@@ -59,7 +59,6 @@ class StudyRunner:
         self.plan = StudyPlan(study, point)
         self.asked: list[str] = []  # this study's (or point's) runs, in the order its stages asked for them
         self.search_results: list[dict[str, Any]] = []
-        self.report_error: str | None = None
 
     # -- running -------------------------------------------------------------------------------
 
@@ -181,27 +180,13 @@ class StudyRunner:
     def finish(self, report: bool = True) -> StudyOutcome:
         """The tables, analysis and (with `report`) figures and report of this study (or point)
         in its folder."""
-        self.out.mkdir(parents=True, exist_ok=True)
-        ids = list(dict.fromkeys(self.asked))
-        search = pd.DataFrame(self.search_results) if self.search_results else None
-        tables, iterations = self.store.tables(ids, self.out / ITERATIONS_FILE, _search_winners(search))
-        written = write_tables(tables, self.out) + [iterations.path]
-        if search is not None:
-            written += write_tables({"search": search}, self.out)
-        meta = self._describe()
-        (self.out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
-        written.append(self.out / "study.json")
-        try:
-            files, results = write_results(self.out, tables, iterations, search, meta, report)
-            written += files
-            tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
-        except Exception as error:  # the runs and their tables are written; say what is missing
-            self.report_error = f"{type(error).__name__}: {error}"
-        runs = tables["runs"]
-        failed = runs[runs["status"] != "completed"].to_dict("records")
-        names = [p.label() for p in self.study.concrete_policies()]
-        return StudyOutcome(self.out, StudyTables(tables, iterations), len(ids), self.stages.reused, failed, search, written,
-                            self.report_error, names)
+        return finish_folder(self.folder_task(report))
+
+    def folder_task(self, report: bool = True) -> FolderTask:
+        """What `finish` does, as data: a sweep hands its points' to the worker processes."""
+        return FolderTask(self.out, self.store.root, list(dict.fromkeys(self.asked)), list(self.search_results),
+                          self._describe(), report, [p.label() for p in self.study.concrete_policies()],
+                          self.stages.reused)
 
     def _describe(self) -> dict[str, Any]:
         return {
@@ -218,6 +203,46 @@ class StudyRunner:
             "figure_formats": list(self.study.figure_formats),
             "base_scenario": self.plan.repetitions[0].scenario,
         }
+
+
+@dataclass(frozen=True)
+class FolderTask:
+    """A study's (or sweep point's) folder to write from its stored runs (`finish_folder`)."""
+
+    out: Path
+    store: Path
+    run_ids: list[str]  # in the order the stages asked for them
+    search_results: list[dict[str, Any]]
+    meta: dict[str, Any]  # study.json
+    report: bool
+    policies: list[str]  # names, in the study's order
+    runs_reused: int
+
+
+def finish_folder(task: FolderTask) -> StudyOutcome:
+    """The tables, analysis and (with `task.report`) figures and report of a study or point, from
+    its stored runs; a failed analysis or report is said in the outcome (the tables stay)."""
+    out = task.out
+    out.mkdir(parents=True, exist_ok=True)
+    store = RunStore(task.store)
+    search = pd.DataFrame(task.search_results) if task.search_results else None
+    tables, iterations = store.tables(task.run_ids, out / ITERATIONS_FILE, _search_winners(search))
+    written = write_tables(tables, out) + [iterations.path]
+    if search is not None:
+        written += write_tables({"search": search}, out)
+    (out / "study.json").write_text(json.dumps(task.meta, indent=2) + "\n")
+    written.append(out / "study.json")
+    report_error = None
+    try:
+        files, results = write_results(out, tables, iterations, search, task.meta, task.report)
+        written += files
+        tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
+    except Exception as error:  # the runs and their tables are written; say what is missing
+        report_error = f"{type(error).__name__}: {error}"
+    runs = tables["runs"]
+    failed = runs[runs["status"] != "completed"].to_dict("records")
+    return StudyOutcome(out, StudyTables(tables, iterations), len(task.run_ids), task.runs_reused, failed, search,
+                        written, report_error, task.policies)
 
 
 def _search_winners(search: pd.DataFrame | None) -> list[tuple[str, str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from rich.console import Console
 
 from qoslab.study.model import Study
 from qoslab.study.outcome import OutcomeView
-from qoslab.study.runner import StudyRunner
+from qoslab.study.runner import StudyOutcome, StudyRunner, finish_folder
 from qoslab.study.stages import Stages, StageWaiting
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
@@ -85,6 +86,8 @@ class SweepRunner:
         self._failed: list[dict[str, Any]] = []
         self._errors: dict[int, str] = {}
         self._total = 0
+        # Points whose folders are being written (by a worker, or None: here when collected).
+        self._finishing: list[tuple[int, StudyRunner, Future[StudyOutcome] | None]] = []
 
     def run(self) -> SweepOutcome | None:
         """Runs the points chunk by chunk (each chunk's first stages in one batch), finishing each
@@ -96,6 +99,7 @@ class SweepRunner:
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
             for chunk in self._chunks():
                 blocked += self._run_chunk(chunk)
+            self._collect_points()
             if self.stages.task is not None:
                 if blocked:  # later stages this task could not start: the array must run again
                     raise StageWaiting(f"later stages of {len(blocked)} sweep point(s)",
@@ -139,14 +143,31 @@ class SweepRunner:
                 blocked.append(waiting)
             self.stages.waiting = None
         if self.stages.task is None:
-            for index, runner, _ in chunk:
-                self._finish_point(index, runner)
+            # The previous chunk's points, finished meanwhile; this chunk's go to the workers
+            # (finishing a point costs more than its short runs: the driver would set the pace).
+            self._collect_points()
+            submit = getattr(self.executor, "submit", None)
+            report = self.study.point_reports
+            self._finishing = [(index, runner, submit(finish_folder, runner.folder_task(report)) if submit else None)
+                               for index, runner, _ in chunk]
         return blocked
 
-    def _finish_point(self, index: int, runner: StudyRunner) -> None:
-        """The point's folder (a report of its own only with point_reports); only its summary
-        rows stay in memory."""
-        outcome = runner.finish(report=self.study.point_reports)
+    def _collect_points(self) -> None:
+        """Each point handed to the workers, in point order, as its folder is written; a point
+        whose worker was lost (or any other failure there) is finished here instead, which
+        repeats a real error where it happened."""
+        for index, runner, future in self._finishing:
+            report = self.study.point_reports
+            try:
+                outcome = future.result() if future is not None else runner.finish(report)
+            except Exception:  # noqa: BLE001 - done again here: the same error, if it is one
+                outcome = runner.finish(report)
+            self._finish_point(index, outcome)
+        self._finishing = []
+
+    def _finish_point(self, index: int, outcome: StudyOutcome) -> None:
+        """The point's folder is written (a report of its own only with point_reports); only its
+        summary rows stay in memory."""
         self._total += outcome.runs_total
         self._failed += [{"point": index, **row} for row in outcome.failed]
         if outcome.report_error:

@@ -6,17 +6,23 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from qoslab.extras import require
 from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
 
+T = TypeVar("T")
+R = TypeVar("R")
+
 
 class Executor(Protocol):
+    """Runs specs. An executor may also offer `submit(fn, arg) -> Future`, other work on its
+    workers beside the runs (LocalExecutor): a sweep writes its points' folders there."""
+
     workers: int
 
     def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]: ...
@@ -76,10 +82,8 @@ class LocalExecutor:
                     record = failed_record(spec, f"{type(error).__name__}: {error}")
                 yield record
             return
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_die_with_parent, initargs=(os.getpid(),))
-        submitted = {self._pool.submit(execute, spec): spec for spec in specs}
+        pool = self._ensure_pool()
+        submitted = {pool.submit(execute, spec): spec for spec in specs}
         pending: set[Future[RunRecord]] = set(submitted)
         broken = False
         try:
@@ -99,10 +103,29 @@ class LocalExecutor:
             if broken or any(isinstance(f.exception(), BrokenProcessPool) for f in submitted if f.done() and not f.cancelled()):
                 self.close()  # a dead pool cannot take more work; the next stage makes a new one
 
+    def _ensure_pool(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
+                                             initializer=_die_with_parent, initargs=(os.getpid(),))
+        return self._pool
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+    def submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
+        """`fn(arg)` in a worker process beside the runs (with one worker, here, at once): a sweep
+        finishes its points' folders there, so that the driver is not what limits a sweep of
+        short runs."""
+        if self.workers == 1:
+            done: Future[R] = Future()
+            try:
+                done.set_result(fn(arg))
+            except Exception as error:  # handed over as the pool would hand it over
+                done.set_exception(error)
+            return done
+        return self._ensure_pool().submit(fn, arg)
 
 
 class NoLiveWorker(RuntimeError):
