@@ -171,3 +171,65 @@ def test_points_finished_by_the_workers_give_the_same_tables(tmp_path, monkeypat
     lossy = make().run(tmp_path / "lossy", executor=LosesWorkers(1)).tables["sweep"]
     pd.testing.assert_frame_equal(inline, lossy)
     assert len(here) == 3  # each point finished again by the driver
+
+
+def _die(_):
+    import os
+
+    os._exit(1)  # a worker lost while doing other work than a run (killed for memory, say)
+
+
+def _double(x):
+    return 2 * x
+
+
+def test_a_pool_broken_outside_a_batch_of_runs_is_replaced():
+    from concurrent.futures.process import BrokenProcessPool
+
+    from qoslab.sweep.execute import RunSpec
+    from two_jobs import DATA
+
+    pool = LocalExecutor(2)
+    try:
+        with pytest.raises(BrokenProcessPool):
+            pool.submit(_die, 0).result()
+        assert pool.submit(_double, 21).result() == 42
+        with pytest.raises(BrokenProcessPool):
+            pool.submit(_die, 0).result()
+        specs = [RunSpec(run_id=f"r{i}", repetition=0, seed=1, policy="default", mode="shared", alone_job=None,
+                         scenario=DATA, source="t.toml") for i in range(2)]
+        records = list(pool.run(specs))
+        assert [r["run"]["status"] for r in records] == ["completed", "completed"]
+    finally:
+        pool.close()
+
+
+def test_without_workers_of_its_own_a_failing_point_stops_the_sweep_at_once(tmp_path, monkeypatch):
+    """An executor that cannot take other work (Dask, Slurm): the driver writes each folder, once;
+    an error there stops the sweep before the next chunk's runs."""
+    import qoslab.study.runner as runner
+    import qoslab.study.sweep_runner as sweep_runner
+
+    class RunsOnly:  # no submit
+        def __init__(self):
+            self.inner, self.workers, self.batches = LocalExecutor(1), 1, 0
+
+        def run(self, specs):
+            self.batches += 1
+            return self.inner.run(specs)
+
+        def close(self):
+            self.inner.close()
+
+    calls = []
+
+    def broken(self, report=True):
+        calls.append(self.out)
+        raise OSError("disk full")
+
+    monkeypatch.setattr(sweep_runner, "CHUNK_RUNS", 3)  # a chunk a point
+    monkeypatch.setattr(runner.StudyRunner, "finish", broken)
+    executor = RunsOnly()
+    with pytest.raises(OSError, match="disk full"):
+        study(sweep=[{"key": "jobs[0].workload.bytes", "values": [4096, 65536]}]).run(tmp_path / "s", executor=executor)
+    assert len(calls) == 1 and executor.batches == 1

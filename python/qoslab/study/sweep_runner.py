@@ -6,14 +6,14 @@ point's tables (and with point_reports its figures and report) in its own folder
 lazily), and across points the small tables `sweep.parquet` (per point and policy),
 `sweep_slowdown.parquet` (per point, policy and job) and, with GPCNeT canaries,
 `sweep_gpcnet.parquet` (per point, policy and canary test: GPCNeT's congestion impact factors).
-The driver holds one chunk's specs and one point's tables at a time, so its memory does not grow
+The driver holds one chunk's specs and at most its points' tables at a time, so its memory does not grow
 with the number of points."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,8 +86,6 @@ class SweepRunner:
         self._failed: list[dict[str, Any]] = []
         self._errors: dict[int, str] = {}
         self._total = 0
-        # Points whose folders are being written (by a worker, or None: here when collected).
-        self._finishing: list[tuple[int, StudyRunner, Future[StudyOutcome] | None]] = []
 
     def run(self) -> SweepOutcome | None:
         """Runs the points chunk by chunk (each chunk's first stages in one batch), finishing each
@@ -99,7 +97,6 @@ class SweepRunner:
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
             for chunk in self._chunks():
                 blocked += self._run_chunk(chunk)
-            self._collect_points()
             if self.stages.task is not None:
                 if blocked:  # later stages this task could not start: the array must run again
                     raise StageWaiting(f"later stages of {len(blocked)} sweep point(s)",
@@ -143,27 +140,40 @@ class SweepRunner:
                 blocked.append(waiting)
             self.stages.waiting = None
         if self.stages.task is None:
-            # The previous chunk's points, finished meanwhile; this chunk's go to the workers
-            # (finishing a point costs more than its short runs: the driver would set the pace).
-            self._collect_points()
-            submit = getattr(self.executor, "submit", None)
-            report = self.study.point_reports
-            self._finishing = [(index, runner, submit(finish_folder, runner.folder_task(report)) if submit else None)
-                               for index, runner, _ in chunk]
+            self._finish_points([(index, runner) for index, runner, _ in chunk])
         return blocked
 
-    def _collect_points(self) -> None:
-        """Each point handed to the workers, in point order, as its folder is written; a point
-        whose worker was lost (or any other failure there) is finished here instead, which
-        repeats a real error where it happened."""
-        for index, runner, future in self._finishing:
-            report = self.study.point_reports
-            try:
-                outcome = future.result() if future is not None else runner.finish(report)
-            except Exception:  # noqa: BLE001 - done again here: the same error, if it is one
-                outcome = runner.finish(report)
-            self._finish_point(index, outcome)
-        self._finishing = []
+    def _finish_points(self, points: list[tuple[int, StudyRunner]]) -> None:
+        """Each point's folder, in point order. With local workers they write them, all at once
+        (finishing a point costs more than its short runs: on the driver alone it would set the
+        pace of a sweep); a point whose worker failed is finished here, which repeats a real error
+        where it happened. Every folder is written before the next chunk's runs start, so no
+        worker reads a run the driver is storing again."""
+        report = self.study.point_reports
+        submit = getattr(self.executor, "submit", None)
+        if submit is None:
+            for index, runner in points:
+                self._finish_point(index, runner.finish(report))
+            return
+        futures: list[Future[StudyOutcome] | None] = [submit(finish_folder, runner.folder_task(report))
+                                                     for _, runner in points]
+        try:
+            for i, (index, runner) in enumerate(points):
+                future, futures[i] = futures[i], None  # its outcome is let go once taken
+                assert future is not None
+                try:
+                    outcome = future.result()
+                except Exception as error:  # noqa: BLE001 - done again here: the same error, if it is one
+                    self.console.print(f"point {index}: its worker failed ({type(error).__name__}: {error}); "
+                                       "writing its folder here", style="yellow")
+                    outcome = runner.finish(report)
+                self._finish_point(index, outcome)
+        finally:
+            # Stopped early (Ctrl-C, an error): no worker goes on writing after the study's folder is let go.
+            left = [f for f in futures if f is not None]
+            for future in left:
+                future.cancel()
+            wait(left)
 
     def _finish_point(self, index: int, outcome: StudyOutcome) -> None:
         """The point's folder is written (a report of its own only with point_reports); only its

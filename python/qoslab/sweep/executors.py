@@ -82,8 +82,11 @@ class LocalExecutor:
                     record = failed_record(spec, f"{type(error).__name__}: {error}")
                 yield record
             return
-        pool = self._ensure_pool()
-        submitted = {pool.submit(execute, spec): spec for spec in specs}
+        try:
+            submitted = {self._ensure_pool().submit(execute, spec): spec for spec in specs}
+        except BrokenProcessPool:  # a worker died since the last batch (doing other work): a new pool
+            self.close()
+            submitted = {self._ensure_pool().submit(execute, spec): spec for spec in specs}
         pending: set[Future[RunRecord]] = set(submitted)
         broken = False
         try:
@@ -125,7 +128,11 @@ class LocalExecutor:
             except Exception as error:  # handed over as the pool would hand it over
                 done.set_exception(error)
             return done
-        return self._ensure_pool().submit(fn, arg)
+        try:
+            return self._ensure_pool().submit(fn, arg)
+        except BrokenProcessPool:  # a worker died outside a batch of runs: a new pool
+            self.close()
+            return self._ensure_pool().submit(fn, arg)
 
 
 class NoLiveWorker(RuntimeError):
