@@ -46,6 +46,16 @@ def engine() -> Any:
 TABLES = ("links", "messages", "ranks", "interference", "port_counters", "ccti", "cc_marks")
 
 
+class _Table:
+    """A RunResult attribute that is its table of the same name (`RunResult.table`)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, result: RunResult, owner: type | None = None) -> pa.Table | None:
+        return result.table(self.name)
+
+
 class RunResult:
     """A run's summary and tables. The engine's tables stay as it handed them over until one is
     asked for (then it becomes a pyarrow Table, once): writing them needs no pyarrow
@@ -76,31 +86,15 @@ class RunResult:
 
     @property
     def links(self) -> pa.Table:
+        """Per link and VL (every run has it)."""
         return cast("pa.Table", self.table("links"))
 
-    @property
-    def messages(self) -> pa.Table | None:
-        return self.table("messages")
-
-    @property
-    def ranks(self) -> pa.Table | None:
-        return self.table("ranks")
-
-    @property
-    def interference(self) -> pa.Table | None:
-        return self.table("interference")
-
-    @property
-    def port_counters(self) -> pa.Table | None:
-        return self.table("port_counters")
-
-    @property
-    def ccti(self) -> pa.Table | None:
-        return self.table("ccti")
-
-    @property
-    def cc_marks(self) -> pa.Table | None:
-        return self.table("cc_marks")
+    messages = _Table()
+    ranks = _Table()
+    interference = _Table()
+    port_counters = _Table()
+    ccti = _Table()
+    cc_marks = _Table()
 
     def save(self, out_dir: str | Path) -> Path:
         """Writes summary.json, links.parquet and (when there are any) messages.parquet,

@@ -152,8 +152,7 @@ pub enum WriteError {
 /// Writes `columns` (all of one length) to `path` as one Parquet file. On failure the partial
 /// file is removed.
 pub fn write(path: &str, columns: &[ColumnSpec]) -> Result<(), WriteError> {
-    check(columns).map_err(WriteError::Columns)?;
-    let prepared: Vec<Prepared> = columns.iter().map(|c| prepare(c).expect("checked")).collect();
+    let prepared = check(columns).map_err(WriteError::Columns)?;
     let rows = prepared.first().map_or(0, |p| p.rows);
     let fields = columns.iter().zip(&prepared).map(|(c, p)| field(c, p).map(Arc::new)).collect::<Result<Vec<_>, _>>();
     let fields = fields.map_err(WriteError::Columns)?;
@@ -174,8 +173,9 @@ pub fn write(path: &str, columns: &[ColumnSpec]) -> Result<(), WriteError> {
     result.map_err(|e| WriteError::File(None, e))
 }
 
-/// Every column has a known dtype, whole values, the table's length, and names for each index.
-fn check(columns: &[ColumnSpec]) -> Result<(), String> {
+/// Every column has a known dtype, whole values, the table's length, and names for each index:
+/// each column's dtype and length.
+fn check(columns: &[ColumnSpec]) -> Result<Vec<Prepared>, String> {
     let prepared: Vec<Prepared> = columns.iter().map(prepare).collect::<Result<_, _>>()?;
     let rows = prepared.first().map_or(0, |p| p.rows);
     if let Some((c, p)) = columns.iter().zip(&prepared).find(|(_, p)| p.rows != rows) {
@@ -201,7 +201,7 @@ fn check(columns: &[ColumnSpec]) -> Result<(), String> {
             _ => {}
         }
     }
-    Ok(())
+    Ok(prepared)
 }
 
 fn write_file(

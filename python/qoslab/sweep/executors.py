@@ -82,11 +82,7 @@ class LocalExecutor:
                     record = failed_record(spec, f"{type(error).__name__}: {error}")
                 yield record
             return
-        try:
-            submitted = {self._ensure_pool().submit(execute, spec): spec for spec in specs}
-        except BrokenProcessPool:  # a worker died since the last batch (doing other work): a new pool
-            self.close()
-            submitted = {self._ensure_pool().submit(execute, spec): spec for spec in specs}
+        submitted = {self._pool_submit(execute, spec): spec for spec in specs}
         pending: set[Future[RunRecord]] = set(submitted)
         broken = False
         try:
@@ -128,9 +124,12 @@ class LocalExecutor:
             except Exception as error:  # handed over as the pool would hand it over
                 done.set_exception(error)
             return done
+        return self._pool_submit(fn, arg)
+
+    def _pool_submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         try:
             return self._ensure_pool().submit(fn, arg)
-        except BrokenProcessPool:  # a worker died outside a batch of runs: a new pool
+        except BrokenProcessPool:  # a worker died outside a batch of runs (a point's folder): a new pool
             self.close()
             return self._ensure_pool().submit(fn, arg)
 
