@@ -49,10 +49,6 @@ class EngineTable:
         _, _, dtype, data, _ = self.columns[0]
         return len(data) // int(dtype[2:])
 
-    @property
-    def column_names(self) -> list[str]:
-        return [c[0] for c in self.columns]
-
     def write(self, path: str | Path) -> None:
         """The table as a Parquet file at `path` (removed again if writing fails: OSError)."""
         from qoslab.simulate import write_parquet
