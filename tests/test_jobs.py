@@ -71,12 +71,25 @@ def test_explicit_hosts_and_sharing():
     ([job("a", workload={"kind": "all-to-all", "iterations": 0})], "jobs[0].workload.iterations", "greater than"),
     ([job("a", collectives={"allreduce": "tree"})], "jobs[0].collectives.allreduce", "recursive-doubling"),
     ([job("a", sl=16)], "jobs[0].sl", "less than or equal to 15"),
+    # The hints list each table's keys, down to the workload and SL policy of the kind given
+    # (scenario.py loads the job models only for a scenario with jobs; these come from jobs.TABLES).
+    ([job("a", colour="red")], "jobs[0].colour", "unknown key (expected one of: name, nodes, ranks_per_node,"),
+    ([job("a", workload={"kind": "all-to-all", "size": 4})], "jobs[0].workload.size",
+     "unknown key (expected one of: kind, bytes, iterations,"),
+    ([job("a", sl_policy={"kind": "spread", "sls": [1, 2], "x": 1})], "jobs[0].sl_policy.x",
+     "unknown key (expected one of: kind, sls, by)"),
 ])
 def test_bad_jobs_name_the_key(jobs, key, text):
     with pytest.raises(ScenarioError) as caught:
         scenario(*jobs)
     message = str(caught.value)
     assert key in message and text in message, message
+
+
+@pytest.mark.parametrize("jobs, text", [({"name": "a"}, "expected a list"), ([3], "expected a table")])
+def test_jobs_of_the_wrong_type_name_the_key(jobs, text):
+    with pytest.raises(ScenarioError, match=r"jobs(\[0\])?: " + text):
+        Scenario.from_dict({"jobs": jobs})
 
 
 def test_mpi_keys_are_checked():

@@ -2,7 +2,8 @@
 0.17 s, most of a short run's wall time), matplotlib, pyarrow.compute (about 30 ms) or
 pyarrow.parquet with its file systems (pyarrow.fs, ssl: about 15 ms); a run without jobs, port
 counters or interference attribution imports neither numpy nor pyarrow (about 0.1 s): the engine
-writes its tables (qoslab.tables, tests/test_tables.py). The tables Python computes are written by
+writes its tables (qoslab.tables, tests/test_tables.py); nor, without jobs, the job, workload and
+skeleton models (about 30 ms of model building). The tables Python computes are written by
 qoslab.arrow, byte for byte as pq.write_table would."""
 
 import shutil
@@ -93,7 +94,7 @@ def test_a_run_without_jobs_imports_neither_numpy_nor_pyarrow(tmp_path, text):
     shutil.copy(GOLDEN / "routing-deadlock" / "ring.ibnetdiscover", tmp_path)
     scenario = tmp_path / "open-loop.toml"
     scenario.write_text(text)
-    unwanted = (*UNWANTED, "numpy", "pyarrow")
+    unwanted = (*UNWANTED, "numpy", "pyarrow", "qoslab.jobs", "qoslab.workloads", "qoslab.skeletons")
     done = subprocess.run([sys.executable, "-c", CHECK.replace("UNWANTED", repr(unwanted)), str(scenario),
                            str(tmp_path / "out")],
                           capture_output=True, text=True, check=False)

@@ -1,17 +1,17 @@
-"""The scenario's ``[[jobs]]`` and ``[mpi]`` tables: MPI jobs, their placement keys, collective
-algorithms, and the MPI layer's parameters. With scenario.py and the workload models, the only
-place their defaults live.
+"""The scenario's ``[[jobs]]`` table: MPI jobs, their placement keys, collective algorithms and
+SL policies. With the workload models, the only place their defaults live. Loaded only when a
+scenario has jobs (scenario.py validates them through `JOBS`).
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from qoslab.errors import problem
 from qoslab.host_lists import Hosts
-from qoslab.workloads import AnyWorkload
+from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS, AnyWorkload
 
 
 class _Table(BaseModel):
@@ -168,18 +168,20 @@ class Job(_Table):
         return self
 
 
-class Mpi(_Table):
-    """The MPI layer: protocol switch-over, control message size, intra-node path."""
+# How scenario.py validates [[jobs]] (it loads this module only for a scenario with jobs).
+JOBS: TypeAdapter[list[Job]] = TypeAdapter(list[Job])
 
-    eager_threshold_bytes: Annotated[int, Field(ge=0, lt=2**63)] = 16384
-    control_bytes: Annotated[int, Field(ge=0, le=4096)] = 64
-    shm_latency_ns: Annotated[float, Field(ge=0, allow_inf_nan=False)] = 300.0
-    shm_gbps: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 160.0
 
-    def engine(self) -> dict[str, Any]:
-        return {
-            "eager_threshold_bytes": self.eager_threshold_bytes,
-            "control_bytes": self.control_bytes,
-            "shm_latency_ns": float(self.shm_latency_ns),
-            "shm_gbps": float(self.shm_gbps),
-        }
+def _kind(model: type[BaseModel]) -> str:
+    return str(get_args(model.model_fields["kind"].annotation)[0])
+
+
+# Where each table under [[jobs]] has its allowed keys (scenario.py's "unknown key" hints), by its
+# path below jobs, and the union tags pydantic puts in error locations, which the errors leave out.
+TABLES: dict[tuple[str, ...], type[BaseModel]] = {
+    (): Job,
+    ("collectives",): Collectives,
+    **{("sl_policy", _kind(model)): model for model in SL_POLICY_MODELS},
+    **{("workload", _kind(model)): model for model in ALL_MODELS},
+}
+SKIP_LOC = [("workload", kind) for kind in WORKLOAD_KINDS] + [("sl_policy", kind) for kind in SL_POLICY_KINDS]

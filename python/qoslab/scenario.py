@@ -1,8 +1,9 @@
 """The scenario file as pydantic models: validation, every default, and the engine config.
 
 The tables have modules of their own: scenario_network.py (``[fabric]``, ``[topology]``,
-``[routing]``), scenario_qos.py (``[qos]``), scenario_run.py (``[[traffic]]``, ``[run]``), jobs.py
-and the workload models (``[[jobs]]``, ``[mpi]``); scenario_files.py reads the TOML and applies
+``[routing]``), scenario_qos.py (``[qos]``), scenario_run.py (``[[traffic]]``, ``[run]``),
+scenario_mpi.py (``[mpi]``), jobs.py and the workload models (``[[jobs]]``, loaded only for a
+scenario with jobs); scenario_files.py reads the TOML and applies
 ``--set``. This module holds the Scenario that joins them (the checks across tables that Python
 owns, the values derived from them), what a study's run id hashes, and where a table's keys are
 for error messages. Every name it held before the split can still be imported from it.
@@ -17,16 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal, get_args
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, Field, PlainValidator, PrivateAttr, ValidationError, model_validator
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
 from qoslab.host_lists import expand_hosts, has_names, resolve_names
-from qoslab.jobs import SL_POLICY_KINDS, SL_POLICY_MODELS, Collectives, Job, Mpi
 from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.scenario_cc import CongestionControl
 from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
+from qoslab.scenario_mpi import Mpi
 from qoslab.scenario_network import (
     DATA_VL_CHOICES,
     DEFAULT_PORT_BUFFER_BYTES,
@@ -60,10 +61,10 @@ from qoslab.scenario_qos import (
 )
 from qoslab.scenario_run import JOBS_TIME_LIMIT_US, OPEN_LOOP_DURATION_US, OPEN_LOOP_WARMUP_US, Load, Run, Traffic
 from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
-from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS
 
 if TYPE_CHECKING:
     from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
+    from qoslab.jobs import Job
 
 # What other modules, tests and scripts import from here, wherever it now lives.
 __all__ = [
@@ -76,6 +77,18 @@ __all__ = [
 ]
 
 
+def _validate_jobs(value: Any) -> list[Any]:
+    """[[jobs]] through jobs.py's models, which (with the workload and skeleton models) are loaded
+    only for a scenario that has jobs: a third of the model classes a run without them would
+    build at every start (docs/design/engine.md, "Start-up"). Errors keep their places
+    (jobs[0].workload...): pydantic nests a ValidationError raised here under the field."""
+    if isinstance(value, list) and not value:
+        return value
+    from qoslab.jobs import JOBS
+
+    return JOBS.validate_python(value)
+
+
 class Scenario(_Table):
     name: str | None = None
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
@@ -84,7 +97,10 @@ class Scenario(_Table):
     routing: Routing = Field(default_factory=Routing)
     qos: Qos = Field(default_factory=Qos)
     traffic: list[Traffic] = Field(default_factory=list)
-    jobs: list[Job] = Field(default_factory=list)
+    if TYPE_CHECKING:
+        jobs: list[Job] = Field(default_factory=list)
+    else:
+        jobs: Annotated[list[Any], PlainValidator(_validate_jobs)] = Field(default_factory=list)
     mpi: Mpi = Field(default_factory=Mpi)
     run: Run = Field(default_factory=Run)
     congestion_control: CongestionControl = Field(default_factory=CongestionControl)
@@ -470,7 +486,7 @@ def run_identity(resolved: dict[str, Any]) -> dict[str, Any]:
 
 
 # Where a table's allowed keys are, for "unknown key" hints. Paths as pydantic reports them,
-# list indices removed and the topology kind kept.
+# list indices removed and the topology kind kept; those under [[jobs]] are jobs.py's (TABLES).
 _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     (): Scenario,
     ("fabric",): Fabric,
@@ -484,24 +500,25 @@ _TABLES: dict[tuple[str, ...], type[BaseModel]] = {
     ("qos", "swe"): PortQos,
     ("traffic",): Traffic,
     ("run",): Run,
-    ("jobs",): Job,
-    ("jobs", "collectives"): Collectives,
-    **{("jobs", "sl_policy", get_args(model.model_fields["kind"].annotation)[0]): model for model in SL_POLICY_MODELS},
     ("mpi",): Mpi,
-    **{("jobs", "workload", get_args(model.model_fields["kind"].annotation)[0]): model for model in ALL_MODELS},
 }
 
 
 def _allowed_keys(parent: tuple[Any, ...]) -> list[str] | None:
-    model = _TABLES.get(tuple(p for p in parent if isinstance(p, str)))
+    path = tuple(p for p in parent if isinstance(p, str))
+    if path[:1] == ("jobs",):  # only reached when there are jobs, so jobs.py is loaded
+        from qoslab.jobs import TABLES
+
+        model = TABLES.get(path[1:])
+    else:
+        model = _TABLES.get(path)
     return list(model.model_fields) if model else None
 
 
 def _scenario_error(error: ValidationError, source: str | None) -> ScenarioError:
-    return from_validation_error(
-        error,
-        source,
-        skip_loc=[("topology", kind) for kind in TOPOLOGY_KINDS] + [("workload", kind) for kind in WORKLOAD_KINDS]
-        + [("sl_policy", kind) for kind in SL_POLICY_KINDS],
-        allowed=_allowed_keys,
-    )
+    skip_loc = [("topology", kind) for kind in TOPOLOGY_KINDS]
+    if any(e["loc"][:1] == ("jobs",) for e in error.errors()):
+        from qoslab.jobs import SKIP_LOC
+
+        skip_loc += SKIP_LOC
+    return from_validation_error(error, source, skip_loc=skip_loc, allowed=_allowed_keys)
