@@ -164,8 +164,8 @@ def test_a_stored_study_resumes_without_running_again(tmp_path, monkeypatch):
 
 def test_an_interrupted_study_keeps_what_finished(tmp_path):
     class StopAfterTwo(LocalExecutor):
-        def run(self, specs):
-            for n, record in enumerate(super().run(specs)):
+        def run_into(self, specs, store):  # what a stage calls on local workers
+            for n, record in enumerate(super().run_into(specs, store)):
                 yield record
                 if n == 1:
                     raise KeyboardInterrupt

@@ -204,6 +204,39 @@ def test_a_pool_broken_outside_a_batch_of_runs_is_replaced():
         pool.close()
 
 
+def test_local_workers_store_their_runs_as_the_driver_would(tmp_path):
+    """run_into: each worker stores its run itself and hands back None (a record's tables do not
+    cross to the driver); what it stores is what the driver stores from `run`. A worker that
+    cannot store its run hands back an error record, which the driver stores."""
+    from qoslab.sweep.execute import RunSpec
+    from qoslab.sweep.store import RunStore
+    from two_jobs import DATA
+
+    specs = [RunSpec(run_id=f"r{i}", repetition=i, seed=1 + i, policy="default", mode="shared", alone_job=None,
+                     scenario=DATA, source="t.toml") for i in range(3)]
+    by_workers, by_driver = RunStore(tmp_path / "workers"), RunStore(tmp_path / "driver")
+    pool = LocalExecutor(2)
+    try:
+        assert list(pool.run_into(specs, by_workers)) == [None] * 3
+        for record in pool.run(specs):
+            by_driver.put(record)
+        (tmp_path / "a-file").write_text("")
+        unwritable = RunStore(tmp_path / "unwritable")
+        unwritable.root = tmp_path / "a-file"  # a worker's mkdir fails there
+        failed = list(pool.run_into(specs[:2], unwritable))
+    finally:
+        pool.close()
+    for spec in specs:
+        mine, theirs = by_workers.get(spec.run_id), by_driver.get(spec.run_id)
+        assert mine.keys() == theirs.keys()
+        assert mine["iterations"].equals(theirs["iterations"]) and mine["iterations"].num_rows > 0
+        assert {k: v for k, v in mine["run"].items() if k != "wall_seconds"} == \
+            {k: v for k, v in theirs["run"].items() if k != "wall_seconds"}
+        assert mine["jobs"] == theirs["jobs"] and mine["scenario"] == theirs["scenario"]
+    assert [r["run"]["run_id"] for r in failed] == ["r0", "r1"]
+    assert all(r["run"]["status"] == "error" and "the worker running it failed" in r["run"]["error"] for r in failed)
+
+
 def test_without_workers_of_its_own_a_failing_point_stops_the_sweep_at_once(tmp_path, monkeypatch):
     """An executor that cannot take other work (Dask, Slurm): the driver writes each folder, once;
     an error there stops the sweep before the next chunk's runs."""

@@ -94,8 +94,12 @@ class Stages:
         ) as progress:
             task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=len(specs),
                                      completed=len(specs) - len(todo))
-            for record in self.executor.run(todo):
-                self.store.put(record)
+            # Local workers store their runs themselves (run_into); other executors hand them back.
+            run_into = getattr(self.executor, "run_into", None)
+            records = run_into(todo, self.store) if run_into is not None else self.executor.run(todo)
+            for record in records:
+                if record is not None:
+                    self.store.put(record)
                 self.ran += 1
                 progress.advance(task)
 
