@@ -86,10 +86,16 @@ def test_bad_jobs_name_the_key(jobs, key, text):
     assert key in message and text in message, message
 
 
-@pytest.mark.parametrize("jobs, text", [({"name": "a"}, "expected a list"), ([3], "expected a table")])
+@pytest.mark.parametrize("jobs, text", [({"name": "a"}, "expected a list"), ([3], "expected a table"),
+                                        ((), "expected a list"), ((job("a"),), "expected a list")])
 def test_jobs_of_the_wrong_type_name_the_key(jobs, text):
     with pytest.raises(ScenarioError, match=r"jobs(\[0\])?: " + text):
         Scenario.from_dict({"jobs": jobs})
+
+
+def test_a_scenario_keeps_a_jobs_list_of_its_own():
+    given: list = []
+    assert Scenario(jobs=given).jobs is not given
 
 
 def test_mpi_keys_are_checked():

@@ -204,26 +204,30 @@ def test_a_pool_broken_outside_a_batch_of_runs_is_replaced():
         pool.close()
 
 
+def _specs(count):
+    from qoslab.sweep.execute import RunSpec
+
+    return [RunSpec(run_id=f"r{i}", repetition=i, seed=1 + i, policy="default", mode="shared", alone_job=None,
+                    scenario=SCENARIO, source="t.toml") for i in range(count)]
+
+
 def test_local_workers_store_their_runs_as_the_driver_would(tmp_path):
     """run_into: each worker stores its run itself and hands back None (a record's tables do not
     cross to the driver); what it stores is what the driver stores from `run`. A worker that
-    cannot store its run hands back an error record, which the driver stores."""
-    from qoslab.sweep.execute import RunSpec
+    cannot store its run hands the record back whole, for the driver to store (and to stop the
+    study if it cannot either), and does not make a deleted store again."""
     from qoslab.sweep.store import RunStore
-    from two_jobs import DATA
 
-    specs = [RunSpec(run_id=f"r{i}", repetition=i, seed=1 + i, policy="default", mode="shared", alone_job=None,
-                     scenario=DATA, source="t.toml") for i in range(3)]
+    specs = _specs(3)
     by_workers, by_driver = RunStore(tmp_path / "workers"), RunStore(tmp_path / "driver")
     pool = LocalExecutor(2)
     try:
         assert list(pool.run_into(specs, by_workers)) == [None] * 3
         for record in pool.run(specs):
             by_driver.put(record)
-        (tmp_path / "a-file").write_text("")
-        unwritable = RunStore(tmp_path / "unwritable")
-        unwritable.root = tmp_path / "a-file"  # a worker's mkdir fails there
-        failed = list(pool.run_into(specs[:2], unwritable))
+        deleted = RunStore(tmp_path / "deleted")
+        deleted.root.rmdir()
+        handed_back = list(pool.run_into(specs[:2], deleted))
     finally:
         pool.close()
     for spec in specs:
@@ -233,8 +237,71 @@ def test_local_workers_store_their_runs_as_the_driver_would(tmp_path):
         assert {k: v for k, v in mine["run"].items() if k != "wall_seconds"} == \
             {k: v for k, v in theirs["run"].items() if k != "wall_seconds"}
         assert mine["jobs"] == theirs["jobs"] and mine["scenario"] == theirs["scenario"]
-    assert [r["run"]["run_id"] for r in failed] == ["r0", "r1"]
-    assert all(r["run"]["status"] == "error" and "the worker running it failed" in r["run"]["error"] for r in failed)
+    # In the order the runs finish.
+    assert sorted((r["run"]["run_id"], r["run"]["status"]) for r in handed_back) == [("r0", "completed"), ("r1", "completed")]
+    assert not deleted.root.exists()
+
+
+def test_a_stage_runs_a_run_asked_for_twice_once(tmp_path):
+    """A sweep's chunk asks for the same alone run at every point the swept key leaves it alone:
+    it runs once (two workers storing one run at the same moment would collide)."""
+    from qoslab.study.stages import Stages
+    from qoslab.sweep.store import RunStore
+
+    class Counts(LocalExecutor):
+        def run_into(self, specs, store):
+            self.asked = [s.run_id for s in specs]
+            return super().run_into(specs, store)
+
+    executor = Counts(1)
+    specs = _specs(2)
+    Stages(RunStore(tmp_path / "runs"), executor, None, progress=False).run([*specs, *specs, specs[0]], "twice")
+    assert executor.asked == ["r0", "r1"]
+
+
+def test_a_worker_failure_does_not_replace_a_run_its_worker_stored(tmp_path):
+    """A pool that breaks fails every run in flight, including one whose worker had just stored it:
+    the stored run is kept, not replaced by the error record the driver makes."""
+    from qoslab.study.stages import Stages
+    from qoslab.sweep.execute import execute, failed_record
+    from qoslab.sweep.store import RunStore
+
+    class StoresThenFails:
+        workers = 2
+
+        def run_into(self, specs, store):
+            for spec in specs:
+                store.put(execute(spec))
+                yield failed_record(spec, "the worker running it failed: BrokenProcessPool")
+
+    store = RunStore(tmp_path / "runs")
+    Stages(store, StoresThenFails(), None, progress=False).run(_specs(1), "broken")
+    assert store.finished("r0") and store.get("r0")["run"]["status"] == "completed"
+
+
+def test_a_run_stored_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
+    """put writes aside and renames; a run another process renamed into place first is kept and
+    this copy dropped (no error, no staging folder left)."""
+    import os
+
+    import qoslab.sweep.store as store_module
+    from qoslab.sweep.execute import execute
+    from qoslab.sweep.store import RunStore
+
+    store = RunStore(tmp_path / "runs")
+    record = execute(_specs(1)[0])
+    real_replace = os.replace
+
+    def another_writer_first(src, dst):
+        real_replace(src, dst)  # the other process's copy lands ...
+        os.makedirs(src)
+        open(os.path.join(src, "record.json"), "w").close()
+        real_replace(src, dst)  # ... and this one's rename onto it fails (not empty)
+
+    monkeypatch.setattr(store_module.os, "replace", another_writer_first)
+    store.put(record)
+    assert store.finished("r0")
+    assert [p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith(".staging")] == []
 
 
 def test_without_workers_of_its_own_a_failing_point_stops_the_sweep_at_once(tmp_path, monkeypatch):

@@ -168,8 +168,9 @@ class Job(_Table):
         return self
 
 
-# How scenario.py validates [[jobs]] (it loads this module only for a scenario with jobs).
-JOBS: TypeAdapter[list[Job]] = TypeAdapter(list[Job])
+# How scenario.py validates [[jobs]] (it loads this module only for a scenario with jobs): strict,
+# as the scenario's own fields are, so a tuple or a set is refused as it was in the Scenario model.
+JOBS: TypeAdapter[list[Job]] = TypeAdapter(list[Job], config=ConfigDict(strict=True))
 
 
 def _kind(model: type[BaseModel]) -> str:

@@ -83,7 +83,7 @@ def _validate_jobs(value: Any) -> list[Any]:
     build at every start (docs/design/engine.md, "Start-up"). Errors keep their places
     (jobs[0].workload...): pydantic nests a ValidationError raised here under the field."""
     if isinstance(value, list) and not value:
-        return value
+        return []  # a list of its own, as pydantic's validation makes one
     from qoslab.jobs import JOBS
 
     return JOBS.validate_python(value)

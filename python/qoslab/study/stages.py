@@ -63,24 +63,24 @@ class Stages:
         stage in the progress bar. Nothing is shown when every run is stored already."""
         if self.waiting is not None:
             raise self.waiting
-        todo = []
+        todo: dict[str, RunSpec] = {}  # by run id: a batch may ask for one run twice (a sweep's alone runs)
         for spec in specs:
             if self.store.finished(spec.run_id):
                 self.reused += 1
             elif spec.run_id not in self.unapplied:
-                todo.append(spec)
+                todo.setdefault(spec.run_id, spec)
         self._report_damaged()
         if not todo:
             return
-        others = []
+        others: list[RunSpec] = []
         if self.collect:
-            others, todo = todo, []
+            others, todo = list(todo.values()), {}
         elif self.task is not None:
             index, count = self.task
-            others = [s for s in todo if task_of(s.run_id, count) != index]
-            todo = [s for s in todo if task_of(s.run_id, count) == index]
+            others = [s for s in todo.values() if task_of(s.run_id, count) != index]
+            todo = {i: s for i, s in todo.items() if task_of(i, count) == index}
         if todo:
-            self._execute(specs, todo, what)
+            self._execute(specs, list(todo.values()), what)
         missing = [s for s in others if not self.store.finished(s.run_id)]
         if missing:
             self.waiting = StageWaiting(what, len(missing), self.ran)
@@ -98,7 +98,9 @@ class Stages:
             run_into = getattr(self.executor, "run_into", None)
             records = run_into(todo, self.store) if run_into is not None else self.executor.run(todo)
             for record in records:
-                if record is not None:
+                # A worker's failure comes back as an error record; if that worker had already
+                # stored its finished run (a pool that broke meanwhile), the run is kept.
+                if record is not None and not (run_into is not None and self.store.finished(record["run"]["run_id"])):
                     self.store.put(record)
                 self.ran += 1
                 progress.advance(task)

@@ -152,11 +152,10 @@ class SweepRunner:
         worker reads a run the driver is storing again."""
         report = self.study.point_reports
         submit = getattr(self.executor, "submit", None)
-        finished: list[tuple[int, StudyOutcome]] = []
+        finished: list[tuple[int, dict[str, pd.DataFrame]]] = []  # each point's summary tables, for _add_rows
         if submit is None:
             for index, runner in points:
-                finished.append((index, runner.finish(report)))
-                self._finish_point(*finished[-1])
+                finished.append(self._finish_point(index, runner.finish(report)))
             self._add_rows(finished)
             return
         futures: list[Future[StudyOutcome] | None] = [submit(finish_folder, runner.folder_task(report))
@@ -171,8 +170,7 @@ class SweepRunner:
                     self.console.print(f"point {index}: its worker failed ({type(error).__name__}: {error}); "
                                        "writing its folder here", style="yellow")
                     outcome = runner.finish(report)
-                self._finish_point(index, outcome)
-                finished.append((index, outcome))
+                finished.append(self._finish_point(index, outcome))
             self._add_rows(finished)
         finally:
             # Stopped early (Ctrl-C, an error): no worker goes on writing after the study's folder is let go.
@@ -181,20 +179,22 @@ class SweepRunner:
                 future.cancel()
             wait(left)
 
-    def _finish_point(self, index: int, outcome: StudyOutcome) -> None:
+    def _finish_point(self, index: int, outcome: StudyOutcome) -> tuple[int, dict[str, pd.DataFrame]]:
         """The point's folder is written (a report of its own only with point_reports): its runs,
-        failures and report error are counted; its summary rows are added with its chunk's."""
+        failures and report error are counted; what is kept of it are the tables its chunk's
+        summary rows come from (the rest of its outcome is let go)."""
         self._total += outcome.runs_total
         self._failed += [{"point": index, **row} for row in outcome.failed]
         if outcome.report_error:
             self._errors[index] = outcome.report_error
+        return index, {name: outcome.tables[name] for name in SUMMARY_TABLES if name in outcome.tables}
 
-    def _add_rows(self, finished: list[tuple[int, StudyOutcome]]) -> None:
+    def _add_rows(self, finished: list[tuple[int, dict[str, pd.DataFrame]]]) -> None:
         """A chunk's summary rows (its points' policies, per-job slowdowns and GPCNeT factors,
         each with the point and its swept values), built once for the chunk: pandas on each
         point's few rows alone cost the driver more than the point's runs (about 10 ms a point)."""
-        for name, into in (("policies", self._summary), ("slowdown", self._slowdown), ("gpcnet", self._gpcnet)):
-            parts = [(index, outcome.tables[name]) for index, outcome in finished if name in outcome.tables]
+        for name, into in zip(SUMMARY_TABLES, (self._summary, self._slowdown, self._gpcnet)):
+            parts = [(index, tables[name]) for index, tables in finished if name in tables]
             if not parts:
                 continue
             points = np.repeat([index for index, _ in parts], [len(table) for _, table in parts])
@@ -227,6 +227,9 @@ class SweepRunner:
         return SweepOutcome(self.out, tables, self._total, self.stages.reused, self._failed, self.keys, self._errors)
 
 
+# What a point's summary rows come from: its per-policy table, its per-repetition slowdowns, its
+# GPCNeT factors.
+SUMMARY_TABLES = ("policies", "slowdown", "gpcnet")
 # Per (policy, job) of a point: the mean slowdown over repetitions and its interval.
 SLOWDOWN_COLUMNS = ("policy", "job", "slowdown_mean", "slowdown_ci95_low", "slowdown_ci95_high", "slowdown_repetitions")
 

@@ -1,6 +1,7 @@
 """Where a study's runs execute: local worker processes (every core by default), or a Dask
 cluster, either an existing scheduler or a Slurm allocation through dask-jobqueue. Every
-executor yields records as runs finish, in any order; the caller stores each at once."""
+executor yields records as runs finish, in any order; the caller stores each at once (local
+workers can store their own: LocalExecutor.run_into)."""
 
 from __future__ import annotations
 
@@ -79,12 +80,13 @@ class LocalExecutor:
             yield record
 
     def run_into(self, specs: Sequence[RunSpec], store: RunStore) -> Iterator[RunRecord | None]:
-        """As `run`, but each worker stores its run in `store` itself and hands back None: only
-        what failed in a worker (a record the driver makes) comes back to be stored. A record's
+        """As `run`, but each worker stores its run in `store` itself and hands back None: only a
+        run whose worker failed (a record the driver makes) or could not store it comes back to be
+        stored, besides every run when they run here (one worker, or one run). A record's
         tables then never cross to the driver, which with runs of a few milliseconds would
         otherwise spend about a third of its time storing them and slow the workers it shares
-        the cores with (docs/study.md, "Sweeps of many runs")."""
-        return self._run(specs, str(store.root))
+        the cores with (docs/study.md, "Sweeps")."""
+        return self._run(specs, str(store.root.resolve()))  # workers may not share the driver's directory
 
     def _run(self, specs: Sequence[RunSpec], root: str | None) -> Iterator[RunRecord | None]:
         if not specs:
@@ -247,10 +249,17 @@ def scheduler_security(address: str, security: Any = None) -> tuple[Any, list[st
     return security, []
 
 
-def execute_into(task: tuple[RunSpec, str]) -> None:
-    """A worker's run stored by the worker (LocalExecutor.run_into): the spec and the run store's folder."""
+def execute_into(task: tuple[RunSpec, str]) -> RunRecord | None:
+    """A worker's run stored by the worker (LocalExecutor.run_into): the spec and the run store's
+    folder. A record it could not store goes back to the driver, which stores it as before (and
+    stops the study if it cannot either), rather than a finished run being reported as failed."""
     spec, root = task
-    RunStore(root).put(execute(spec))
+    record = execute(spec)
+    try:
+        RunStore(root, create=False).put(record)
+    except Exception:  # noqa: BLE001 - any failure to store: the driver's turn
+        return record
+    return None
 
 
 def _record(future: Any, spec: RunSpec) -> Any:

@@ -25,9 +25,12 @@ ITERATIONS = "iterations.parquet"
 
 
 class RunStore:
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, create: bool = True):
+        """The store at `root`, created unless `create` is False (a worker storing its run: a store
+        deleted meanwhile is not made again)."""
         self.root = Path(root)
-        self.root.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
         self.damaged: list[str] = []  # run folders found unreadable (and so run again)
 
     def has(self, run_id: str) -> bool:
@@ -50,15 +53,22 @@ class RunStore:
         # Process ids repeat across the nodes of an array job: the host's name keeps stagings apart.
         staging = self.root / f".staging-{run_id}-{socket.gethostname()}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
-        staging.mkdir(parents=True)
+        staging.mkdir()
         pq.write_table(record["iterations"], staging / ITERATIONS)
         meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario", "interference", "vl_levels")
                 if key in record}
         # One line: an indented dump takes json's pure-Python encoder, about 2 ms a run on the driver.
         (staging / RECORD).write_text(json.dumps(meta, allow_nan=True) + "\n")
         if final.exists():  # a failed run stored earlier and now re-run
-            shutil.rmtree(final)
-        os.replace(staging, final)
+            shutil.rmtree(final, ignore_errors=True)
+        try:
+            os.replace(staging, final)
+        except OSError:
+            # Another process stored this run between the two steps (a worker that went on with
+            # it after its stage stopped): the run is stored either way, this copy is dropped.
+            shutil.rmtree(staging, ignore_errors=True)
+            if not (final / RECORD).is_file():
+                raise
 
     def get(self, run_id: str) -> RunRecord:
         """The stored record; DamagedRun (naming the folder) if it cannot be read whole."""
