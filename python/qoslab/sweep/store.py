@@ -84,9 +84,6 @@ class RunStore:
                              "the study again to redo it") from None
         return meta
 
-    def run_ids(self) -> list[str]:
-        return sorted(p.name for p in self.root.iterdir() if p.is_dir() and (p / RECORD).is_file())
-
     def tables(self, run_ids: Iterable[str], iterations_to: Path,
                copies: Sequence[tuple[str, str]] = ()) -> tuple[dict[str, pd.DataFrame], IterationsFile]:
         """runs, jobs, levels, interference and vl_levels of the given runs, tidy, and their
