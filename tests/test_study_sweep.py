@@ -279,28 +279,35 @@ def test_a_worker_failure_does_not_replace_a_run_its_worker_stored(tmp_path):
     assert store.finished("r0") and store.get("r0")["run"]["status"] == "completed"
 
 
-def test_a_run_stored_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch):
-    """put writes aside and renames; a run another process renamed into place first is kept and
-    this copy dropped (no error, no staging folder left)."""
+@pytest.mark.parametrize("theirs", ["completed", "error"])
+def test_a_finished_run_stored_by_another_process_meanwhile_is_kept(tmp_path, monkeypatch, theirs):
+    """put writes aside and renames. A finished run another process renamed into place first is
+    kept and this copy dropped (no error, no staging folder left); a failed one there is not taken
+    for this run: the put fails, saying so, rather than losing the run it was given."""
     import os
 
     import qoslab.sweep.store as store_module
-    from qoslab.sweep.execute import execute
+    from qoslab.sweep.execute import execute, failed_record
     from qoslab.sweep.store import RunStore
 
     store = RunStore(tmp_path / "runs")
-    record = execute(_specs(1)[0])
+    spec = _specs(1)[0]
+    record = execute(spec)
+    other = RunStore(tmp_path / "other")
+    other.put(record if theirs == "completed" else failed_record(spec, "lost"))
     real_replace = os.replace
 
     def another_writer_first(src, dst):
-        real_replace(src, dst)  # the other process's copy lands ...
-        os.makedirs(src)
-        open(os.path.join(src, "record.json"), "w").close()
+        real_replace(other.root / "r0", dst)  # the other process's copy lands ...
         real_replace(src, dst)  # ... and this one's rename onto it fails (not empty)
 
     monkeypatch.setattr(store_module.os, "replace", another_writer_first)
-    store.put(record)
-    assert store.finished("r0")
+    if theirs == "completed":
+        store.put(record)
+        assert store.finished("r0")
+    else:
+        with pytest.raises(OSError):
+            store.put(record)
     assert [p.name for p in (tmp_path / "runs").iterdir() if p.name.startswith(".staging")] == []
 
 

@@ -60,14 +60,19 @@ class RunStore:
         # One line: an indented dump takes json's pure-Python encoder, about 2 ms a run on the driver.
         (staging / RECORD).write_text(json.dumps(meta, allow_nan=True) + "\n")
         if final.exists():  # a failed run stored earlier and now re-run
-            shutil.rmtree(final, ignore_errors=True)
+            try:
+                shutil.rmtree(final)
+            except FileNotFoundError:  # removed by another writer meanwhile
+                pass
         try:
             os.replace(staging, final)
         except OSError:
             # Another process stored this run between the two steps (a worker that went on with
-            # it after its stage stopped): the run is stored either way, this copy is dropped.
+            # it after its stage stopped): if that one is finished it is kept and this copy is
+            # dropped; anything else (a failed record there, a folder that cannot be replaced)
+            # is this put's error.
             shutil.rmtree(staging, ignore_errors=True)
-            if not (final / RECORD).is_file():
+            if not self.finished(run_id):
                 raise
 
     def get(self, run_id: str) -> RunRecord:
