@@ -260,23 +260,100 @@ def test_a_stage_runs_a_run_asked_for_twice_once(tmp_path):
 
 
 def test_a_worker_failure_does_not_replace_a_run_its_worker_stored(tmp_path):
-    """A pool that breaks fails every run in flight, including one whose worker had just stored it:
-    the stored run is kept, not replaced by the error record the driver makes."""
+    """A pool that breaks fails every run in flight, including one whose worker had just stored
+    it: with workers storing their runs, that run is kept (nothing comes back to store), and any
+    other failed run comes back as an error record."""
+    from concurrent.futures import Future
+    from concurrent.futures.process import BrokenProcessPool
+
+    from qoslab.sweep.execute import execute
+    from qoslab.sweep.executors import _outcome
+    from qoslab.sweep.store import RunStore
+
+    stored, lost = _specs(2)
+    store = RunStore(tmp_path / "runs")
+    store.put(execute(stored))
+    for spec, root, kept in ((stored, str(store.root), True), (lost, str(store.root), False), (stored, None, False)):
+        failed: Future = Future()
+        failed.set_exception(BrokenProcessPool("a worker died"))
+        outcome = _outcome(failed, spec, root)
+        if kept:
+            assert outcome is None
+        else:
+            assert outcome["run"]["status"] == "error" and "BrokenProcessPool" in outcome["run"]["error"]
+    assert store.get("r0")["run"]["status"] == "completed" and store.damaged == []
+
+
+def test_a_stage_looks_each_run_up_once(tmp_path, monkeypatch):
     from qoslab.study.stages import Stages
+    from qoslab.sweep.store import RunStore
+
+    store = RunStore(tmp_path / "runs")
+    looked_up = []
+    monkeypatch.setattr(store, "finished", lambda run_id: looked_up.append(run_id) or False)
+    specs = _specs(2)
+    Stages(store, LocalExecutor(1), None, progress=False).run([*specs, *specs, specs[0]], "twice")
+    assert looked_up == ["r0", "r1"]
+
+
+def test_a_failed_put_leaves_nothing_half_written(tmp_path, monkeypatch):
+    """A write that fails, or a failed run's folder that cannot be removed for its re-run: put
+    raises and leaves no staging folder (the stored record, if any, stays as it was)."""
+    import shutil
+
+    import qoslab.sweep.store as store_module
     from qoslab.sweep.execute import execute, failed_record
     from qoslab.sweep.store import RunStore
 
-    class StoresThenFails:
-        workers = 2
-
-        def run_into(self, specs, store):
-            for spec in specs:
-                store.put(execute(spec))
-                yield failed_record(spec, "the worker running it failed: BrokenProcessPool")
-
     store = RunStore(tmp_path / "runs")
-    Stages(store, StoresThenFails(), None, progress=False).run(_specs(1), "broken")
-    assert store.finished("r0") and store.get("r0")["run"]["status"] == "completed"
+    spec = _specs(1)[0]
+    record = execute(spec)
+    store.put(failed_record(spec, "lost"))
+
+    def no_space(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module.pq, "write_table", no_space)
+        with pytest.raises(OSError, match="No space"):
+            store.put(record)
+    real_rmtree = shutil.rmtree
+
+    def stuck(path, *args, **kwargs):
+        if path == store.root / "r0":
+            raise PermissionError(13, "Permission denied", str(path))
+        real_rmtree(path, *args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(store_module.shutil, "rmtree", stuck)
+        with pytest.raises(PermissionError):
+            store.put(record)
+    assert [p.name for p in store.root.iterdir()] == ["r0"]
+    assert store.get("r0")["run"]["status"] == "error"
+
+
+def test_a_pool_started_elsewhere_writes_where_the_study_is(tmp_path, monkeypatch):
+    """A reused pool's workers keep the directory they started in: the runs and point folders
+    they write go where the study's (relative) out names from the driver's directory."""
+    from qoslab.sweep.store import RunStore
+
+    here, elsewhere = tmp_path / "here", tmp_path / "elsewhere"
+    here.mkdir()
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    pool = LocalExecutor(2)
+    try:
+        assert list(pool.run_into(_specs(2), RunStore("warm"))) == [None, None]  # the workers start here
+        monkeypatch.chdir(here)
+        assert list(pool.run_into(_specs(2), RunStore("direct"))) == [None, None]  # stored by the workers, here
+        outcome = study(sweep=[{"key": "jobs[0].workload.bytes", "values": [4096, 65536]}]).run("out", executor=pool)
+    finally:
+        pool.close()
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["warm"]
+    assert (here / "direct" / "r0").is_dir() and (here / "direct" / "r1").is_dir()
+    assert outcome.runs_total > 0 and len(list((here / "out" / "runs").iterdir())) > 0
+    for point in (0, 1):
+        assert (here / "out" / "points" / f"point={point}" / "slowdown.parquet").is_file()
 
 
 @pytest.mark.parametrize("theirs", ["completed", "error"])

@@ -63,9 +63,15 @@ class Stages:
         stage in the progress bar. Nothing is shown when every run is stored already."""
         if self.waiting is not None:
             raise self.waiting
-        todo: dict[str, RunSpec] = {}  # by run id: a batch may ask for one run twice (a sweep's alone runs)
+        # By run id: a batch may ask for one run several times (a sweep's alone runs, which the
+        # swept key leaves as they are); each is looked up and run once, and counted as reused
+        # each time it is asked for.
+        stored: dict[str, bool] = {}
+        todo: dict[str, RunSpec] = {}
         for spec in specs:
-            if self.store.finished(spec.run_id):
+            if spec.run_id not in stored:
+                stored[spec.run_id] = self.store.finished(spec.run_id)
+            if stored[spec.run_id]:
                 self.reused += 1
             elif spec.run_id not in self.unapplied:
                 todo.setdefault(spec.run_id, spec)
@@ -80,27 +86,26 @@ class Stages:
             others = [s for s in todo.values() if task_of(s.run_id, count) != index]
             todo = {i: s for i, s in todo.items() if task_of(i, count) == index}
         if todo:
-            self._execute(specs, list(todo.values()), what)
+            self._execute(len(stored), list(todo.values()), what)
         missing = [s for s in others if not self.store.finished(s.run_id)]
         if missing:
             self.waiting = StageWaiting(what, len(missing), self.ran)
             if self.collect:
                 raise self.waiting
 
-    def _execute(self, specs: Sequence[RunSpec], todo: list[RunSpec], what: str) -> None:
+    def _execute(self, runs: int, todo: list[RunSpec], what: str) -> None:
+        """Runs `todo`, storing each; the progress bar counts the stage's `runs` (each run once)."""
         with Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=self.console, disable=not self.show_progress, transient=False,
         ) as progress:
-            task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=len(specs),
-                                     completed=len(specs) - len(todo))
+            task = progress.add_task(f"{what} ({self.executor.workers} workers)", total=runs,
+                                     completed=runs - len(todo))
             # Local workers store their runs themselves (run_into); other executors hand them back.
             run_into = getattr(self.executor, "run_into", None)
             records = run_into(todo, self.store) if run_into is not None else self.executor.run(todo)
             for record in records:
-                # A worker's failure comes back as an error record; if that worker had already
-                # stored its finished run (a pool that broke meanwhile), the run is kept.
-                if record is not None and not (run_into is not None and self.store.finished(record["run"]["run_id"])):
+                if record is not None:
                     self.store.put(record)
                 self.ran += 1
                 progress.advance(task)

@@ -114,7 +114,7 @@ class LocalExecutor:
                     # Dropped once handed on: a finished future holds its record (a run's tables).
                     future = batch.pop(0)
                     broken = broken or isinstance(future.exception(), BrokenProcessPool)
-                    yield _record(future, submitted.pop(future))
+                    yield _outcome(future, submitted.pop(future), root)
         finally:
             for future in pending:
                 future.cancel()
@@ -260,6 +260,16 @@ def execute_into(task: tuple[RunSpec, str]) -> RunRecord | None:
     except Exception:  # noqa: BLE001 - any failure to store: the driver's turn
         return record
     return None
+
+
+def _outcome(future: Future[RunRecord | None], spec: RunSpec, root: str | None) -> RunRecord | None:
+    """What a pooled run hands on: its record, or None for one its worker stored (run_into). A
+    worker that raised or died gives an error record, unless (run_into) the run is stored finished
+    already: a pool that breaks fails every run in flight, including one whose worker had just
+    stored it, which is kept rather than replaced by the error."""
+    if root is not None and future.exception() is not None and RunStore(root, create=False).finished(spec.run_id):
+        return None
+    return _record(future, spec)
 
 
 def _record(future: Any, spec: RunSpec) -> Any:

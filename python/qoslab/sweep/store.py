@@ -48,32 +48,34 @@ class RunStore:
             return False
 
     def put(self, record: RunRecord) -> None:
+        """Stores the record whole or not at all: written aside, then renamed into place. Whatever
+        fails on the way leaves no staging folder behind and raises, except a rename that finds
+        the run stored finished by another process meanwhile (a worker that went on with it
+        after its stage stopped): that one is kept and this copy dropped."""
         run_id = record["run"]["run_id"]
         final = self.root / run_id
         # Process ids repeat across the nodes of an array job: the host's name keeps stagings apart.
         staging = self.root / f".staging-{run_id}-{socket.gethostname()}-{os.getpid()}"
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir()
-        pq.write_table(record["iterations"], staging / ITERATIONS)
-        meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario", "interference", "vl_levels")
-                if key in record}
-        # One line: an indented dump takes json's pure-Python encoder, about 2 ms a run on the driver.
-        (staging / RECORD).write_text(json.dumps(meta, allow_nan=True) + "\n")
-        if final.exists():  # a failed run stored earlier and now re-run
-            try:
-                shutil.rmtree(final)
-            except FileNotFoundError:  # removed by another writer meanwhile
-                pass
         try:
-            os.replace(staging, final)
-        except OSError:
-            # Another process stored this run between the two steps (a worker that went on with
-            # it after its stage stopped): if that one is finished it is kept and this copy is
-            # dropped; anything else (a failed record there, a folder that cannot be replaced)
-            # is this put's error.
-            shutil.rmtree(staging, ignore_errors=True)
-            if not self.finished(run_id):
-                raise
+            pq.write_table(record["iterations"], staging / ITERATIONS)
+            meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario", "interference", "vl_levels")
+                    if key in record}
+            # One line: an indented dump takes json's pure-Python encoder, about 2 ms a run on the driver.
+            (staging / RECORD).write_text(json.dumps(meta, allow_nan=True) + "\n")
+            if final.exists():  # a failed run stored earlier and now re-run
+                try:
+                    shutil.rmtree(final)
+                except FileNotFoundError:  # removed by another writer meanwhile
+                    pass
+            try:
+                os.replace(staging, final)
+            except OSError:
+                if not self.finished(run_id):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)  # gone once renamed; else nothing half-written stays
 
     def get(self, run_id: str) -> RunRecord:
         """The stored record; DamagedRun (naming the folder) if it cannot be read whole."""
