@@ -184,9 +184,8 @@ class StudyRunner:
 
     def folder_task(self, report: bool = True) -> FolderTask:
         """What `finish` does, as data: a sweep hands its points' to the worker processes."""
-        # Absolute: a reused pool's workers keep the directory they started in.
-        return FolderTask(self.out.resolve(), self.store.root.resolve(), list(dict.fromkeys(self.asked)),
-                          list(self.search_results),
+        # Absolute, as the store's root is: a reused pool's workers keep the directory they started in.
+        return FolderTask(self.out.absolute(), self.store.root, list(dict.fromkeys(self.asked)), list(self.search_results),
                           self._describe(), report, [p.label() for p in self.study.concrete_policies()],
                           self.stages.reused)
 

@@ -86,7 +86,7 @@ class LocalExecutor:
         tables then never cross to the driver, which with runs of a few milliseconds would
         otherwise spend about a third of its time storing them and slow the workers it shares
         the cores with (docs/study.md, "Sweeps")."""
-        return self._run(specs, str(store.root.resolve()))  # workers may not share the driver's directory
+        return self._run(specs, str(store.root))
 
     def _run(self, specs: Sequence[RunSpec], root: str | None) -> Iterator[RunRecord | None]:
         if not specs:

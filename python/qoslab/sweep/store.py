@@ -27,8 +27,9 @@ ITERATIONS = "iterations.parquet"
 class RunStore:
     def __init__(self, root: str | Path, create: bool = True):
         """The store at `root`, created unless `create` is False (a worker storing its run: a store
-        deleted meanwhile is not made again)."""
-        self.root = Path(root)
+        deleted meanwhile is not made again). Its path is absolute: the worker processes that
+        store runs or read them may have started in another directory."""
+        self.root = Path(root).absolute()
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
         self.damaged: list[str] = []  # run folders found unreadable (and so run again)
