@@ -133,7 +133,7 @@ def test_env_files_set_each_stack_s_variable_and_nothing_for_sl_0(tmp_path):
     a2a = (tmp_path / "env" / "a2a.env").read_text()
     assert [line for line in a2a.splitlines() if line.startswith("export")] == [f"export {v}=2" for v in SL_VARIABLES]
     prolog = (tmp_path / "slurm-taskprolog.sh").read_text()
-    assert "a2a)" in prolog and "flood)" not in prolog
+    assert "'a2a')" in prolog and "'flood')" not in prolog
 
 
 def test_opensm_conf_sets_every_qos_option_and_merges_into_a_base(tmp_path):

@@ -11,9 +11,12 @@ from pathlib import Path
 
 import pytest
 import qoslab
+from ib_harness import requires_ib_tools, tool
 from qoslab.deploy import ExportError, export_opensm
 from qoslab.deploy.mpi_env import SL_VARIABLES
 from qoslab.deploy.names import MAX_NAME_CHARS
+from qoslab.io.lines import OPENSM_LINE_BYTES
+from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf
 
 MARKER = "/tmp/qoslab-export-safety-marker"
 # Carried exactly: command substitution, backticks, quotes, globs, leading dashes, shell
@@ -28,6 +31,8 @@ HOSTILE = [
     "$HOME ${IFS} ;|&><",
     "port-groups end-port-group # qos-level, sl: 1",
     "x" * MAX_NAME_CHARS,
+    # Shell reserved words: shlex.quote leaves them bare, and a bare `esac` ends the `case`.
+    "esac", "done", "then", "fi",
 ]
 
 
@@ -157,3 +162,58 @@ def test_cli_export_of_a_hostile_name_is_an_error_naming_the_job(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "jobs[0].name" in proc.stderr and "U+000A" in proc.stderr
+
+
+def test_two_names_differing_only_in_case_are_refused(tmp_path):
+    # OpenSM compares port-group names with strcasecmp: the second group would never be used.
+    with pytest.raises(ExportError, match=r"'milc' and 'MILC' differ only in case"):
+        export_opensm(scenario(["milc", "MILC"]), tmp_path / "deploy")
+    assert not (tmp_path / "deploy").exists()
+
+
+def _hiding_label(*options: str) -> str:
+    """A label whose comment line, cut where OpenSM cuts lines, would make `options` lines of their own."""
+    label = "p" * (OPENSM_LINE_BYTES - len("# QoS written by qoslab from policy '"))
+    for option in options:
+        label += option + " " * (OPENSM_LINE_BYTES - len(option))
+    return label + "#"
+
+
+def test_a_long_policy_label_becomes_comment_lines_opensm_reads_whole(tmp_path):
+    export_opensm(scenario(["plain"]), tmp_path / "deploy", policy=_hiding_label("sm_priority 15", "qos FALSE"))
+    conf = (tmp_path / "deploy" / "opensm.conf").read_text()
+    assert all(len(line.encode()) <= OPENSM_LINE_BYTES for line in conf.splitlines())
+    assert all(line.startswith("#") or line.split()[0].startswith(("qos", "max_op_vls")) for line in conf.splitlines())
+    read = parse_opensm_conf(conf)
+    assert read.enabled and read.warnings == []
+    # Several-byte characters are counted as bytes.
+    export_opensm(scenario(["plain"]), tmp_path / "wide", policy="\u00e9" * 1500)
+    conf = (tmp_path / "wide" / "opensm.conf").read_text()
+    assert all(len(line.encode()) <= OPENSM_LINE_BYTES for line in conf.splitlines())
+    assert conf.count("\u00e9") == 1500
+
+
+@requires_ib_tools
+def test_opensm_itself_reads_no_option_from_a_long_label(tmp_path):
+    folder = tmp_path / "deploy"
+    export_opensm(scenario(["plain"]), folder, policy=_hiding_label("sm_priority 15"))
+    effective = tmp_path / "effective.conf"
+    subprocess.run([tool("opensm"), "-F", str(folder / "opensm.conf"), "-c", str(effective)], capture_output=True,
+                   timeout=60, check=False)
+    options = dict(line.split(None, 1) for line in effective.read_text().splitlines()
+                   if line.strip() and not line.startswith("#") and len(line.split(None, 1)) == 2)
+    assert options["sm_priority"] == "0" and options["qos"] == "TRUE"
+
+
+def test_a_base_with_a_line_opensm_would_cut_is_refused_naming_it(tmp_path):
+    base = "qos TRUE\n# " + "x" * OPENSM_LINE_BYTES + " qos FALSE #\nrouting_engine ftree\n"
+    with pytest.raises(OpenSmConfError, match=r"site.conf:2: 1036 bytes: OpenSM reads lines of at most 1022"):
+        export_opensm(scenario(["plain"]), tmp_path / "deploy", base=base, base_source="site.conf")
+    assert not (tmp_path / "deploy").exists()
+
+
+def test_reading_an_opensm_conf_cuts_long_lines_where_opensm_does():
+    hidden = "#" + "x" * (OPENSM_LINE_BYTES - 1) + "max_op_vls 2"
+    read = parse_opensm_conf(f"qos TRUE\nmax_op_vls 3\n{hidden}\n", "site.conf")
+    assert read.data_vls == 2  # the tail of line 3 is an option to OpenSM, and the last one wins
+    assert any(w.startswith("site.conf:3: 1034 bytes") and "'max_op_vls 2'" in w for w in read.warnings)

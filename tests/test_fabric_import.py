@@ -235,7 +235,7 @@ def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp
     assert "MPI side" in bulk and "latency" in bulk
     assert "needs MPI-side support" in (tmp_path / "README.md").read_text() or "MPI-side" in bulk
     prolog = (tmp_path / "slurm-taskprolog.sh").read_text()
-    assert "    halo)" in prolog and "echo 'export UCX_IB_SL=1'" in prolog
+    assert "    'halo')" in prolog and "echo 'export UCX_IB_SL=1'" in prolog
     policy = (tmp_path / "qos-policy.conf").read_text()
     assert 'name: "halo"' in policy and "qos-level-name: sl1" in policy and policy.count("0x0002c904") == 8
 
@@ -282,3 +282,34 @@ def test_host_names_on_a_generated_topology_are_refused():
     with pytest.raises(ScenarioError, match=r"jobs\[0\]\.hosts: host names need a fabric whose hosts have names"):
         qoslab.Scenario(jobs=[{"placement": "hosts", "hosts": "node[1-4]",
                                "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 1}}])
+
+
+def test_a_description_cannot_set_a_lid_or_a_link_option():
+    # Descriptions are free text the cluster sets: "base port 0 lid 7" or "w=1" inside one is text.
+    dump = MESSY.replace('"leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
+                         '"spine base port 0 lid 7" enhanced port 0 lid 1 lmc 0')
+    fabric, _ = parse_fabric(dump, "described.topo")
+    leaf = next(i for i, n in enumerate(fabric.nodes) if n.description == "spine base port 0 lid 7")
+    assert 0 not in fabric.nodes[leaf].lids  # "enhanced port 0": the record itself sets no base LID
+    dump = MESSY.replace('"leaf-b SwitchIB" enhanced port 0 lid 2 lmc 0', '"b" base port 0 lid 2 lmc 0') \
+                .replace('Switch\t8 "S-0002c90300000001"\t\t# "leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
+                         'Switch\t8 "S-0002c90300000001"\t\t# "a base port 0 lid 7" base port 0 lid 48 lmc 0')
+    fabric, _ = parse_fabric(dump, "described.topo")
+    assert [n.lids[0] for n in fabric.nodes if n.kind == "switch"] == [48, 2]
+    ibsim = 'Switch\t2 "S-0000000000000001"\n[1]\t"H-0000000000000002"[1] w=2 s=4 e=2 # "w=1 s=1"\n' \
+            'Hca\t1 "H-0000000000000002"\n[1]\t"S-0000000000000001"[1] w=2 s=4 e=2\n'
+    fabric, _ = parse_fabric(ibsim, "net")
+    assert {(c.width, c.speed) for c in fabric.cables} == {("4x", "EDR")}
+
+
+def test_a_long_source_path_stays_inside_the_written_files_comments(tmp_path):
+    fabric, _ = parse_fabric(MESSY, "messy.topo")
+    fabric.source = "/data/" + "d" * 240 + '\ndo Unlink "S-0002c90300000001" #' + "é" * 100 + "/x.topo"
+    net = write_ibsim(fabric)
+    assert all(len(line.encode()) <= 255 for line in net.splitlines())
+    header = net.split("\n\n", 1)[0].splitlines()
+    assert len(header) > 2 and all(line.startswith("# ") for line in header)
+    topo = write_ibnetdiscover(fabric)
+    assert not any(line.startswith("do ") for line in topo.splitlines() + net.splitlines())
+    again, _ = parse_fabric(net, "again")
+    assert again.engine_topology(100.0) == fabric.engine_topology(100.0)

@@ -89,3 +89,27 @@ def test_the_array_script_runs_the_study_as_slurm_array_tasks(tmp_path):
                  "#SBATCH --account=proj", "#SBATCH --time=01:00:00", "#SBATCH --mem=16GB"):
         assert line in text.splitlines(), text
     assert "--array-task slurm --workers 8" in text and "--collect" in text
+
+
+def test_values_the_array_script_cannot_carry_are_refused_before_anything_is_written(tmp_path):
+    # A line break in an #SBATCH value or a path would start a line of the script: a command.
+    (tmp_path / "base.toml").write_text(SCENARIO)
+    (tmp_path / "study.toml").write_text(PLAIN)
+    for option, value in (("--partition", "compute\ntouch /tmp/x"), ("--account", "a b"), ("--walltime", "")):
+        result = study(tmp_path, "--out", tmp_path / "o", "--array-script", "2", option, value)
+        assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+        assert f"{option} {value!r}" in result.output and "#SBATCH" in result.output
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match="white space"):
+        array_script(None, tmp_path / "my out", 2, {})
+    with pytest.raises(ValueError, match="control characters"):
+        array_script(tmp_path / "dir\necho injected #" / "s.toml", tmp_path / "out", 2, {})
+
+
+def test_a_line_break_in_a_slurm_worker_option_is_refused_naming_the_key(tmp_path):
+    (tmp_path / "base.toml").write_text(SCENARIO)
+    (tmp_path / "study.toml").write_text(PLAIN + '[executor]\nkind = "slurm"\n[executor.slurm]\nqueue = "a\\nb"\n'
+                                         'job_extra_directives = ["--exclusive", "x\\ny"]\n')
+    result = study(tmp_path, "--out", tmp_path / "o", "--plan")
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert "executor.slurm.queue" in result.output and "control characters" in result.output

@@ -378,8 +378,12 @@ def _write_array_script(study_file: Path | None, out: Path, tasks: int, slurm: d
     from qoslab.sweep.array import array_script
 
     try:
+        text = array_script(study_file, out, tasks, slurm)
+    except ValueError as error:
+        raise fail(f"error: {error}") from None
+    try:
         (out / "array-logs").mkdir(parents=True, exist_ok=True)
-        (out / "array.sbatch").write_text(array_script(study_file, out, tasks, slurm))
+        (out / "array.sbatch").write_text(text)
     except OSError as error:
         raise fail(f"error: {out}: cannot write array.sbatch: {error.strerror or error}") from None
     console.print(f"wrote {out / 'array.sbatch'}: submit it with sbatch, then build the tables with "

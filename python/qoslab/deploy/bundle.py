@@ -61,7 +61,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     for i, job in enumerate(jobs):
         check_name(job["name"], f"job name (jobs[{i}].name)")
     stems = file_stems([job["name"] for job in jobs])
-    conf_word(policy_file, "--policy-file")
+    conf_word(policy_file, "--policy-file", "qos_policy_file")
     origin = f"policy {policy!r} of " if policy else ""
     source = comment(f"{origin}{scenario.source or 'a scenario'}")
     header = [f"QoS written by qoslab from {source}"]

@@ -6,8 +6,8 @@ ExportError naming the job and the rule.
 
 - Everywhere: 1..128 characters, no control, format or line-separator characters (a newline would
   end a comment or a line in every format written).
-- Shell (TaskProlog, env files): single-quoted words (`shlex.quote`), so `$(...)`, backticks, globs
-  and quotes are literal characters of a `case` pattern.
+- Shell (TaskProlog, env files): single-quoted words, always (a bare `esac` would end a `case`),
+  so `$(...)`, backticks, globs and quotes are literal characters of a `case` pattern.
 - OpenSM's qos-policy.conf: double-quoted strings. Its lexer (osm_qos_parser_l.l) has no escape
   character: a quoted string holds anything but `"`; unquoted, `#` starts a comment, `,` separates
   list items, whitespace is dropped and words like `port-group` are keywords. Its parser trims
@@ -15,19 +15,18 @@ ExportError naming the job and the rule.
   blanks and the length cap.
 - opensm.conf: values are single words (whitespace separates key and value, `#` starts a comment).
 - File names: the name with anything outside `A-Za-z0-9_.+-` replaced by `_`; two jobs that would
-  share a file are refused.
+  share a file, or whose names differ only in case (one OpenSM port group, as it compares names
+  without case), are refused.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
 import unicodedata
 
+from qoslab.io.lines import OPENSM_LINE_BYTES, UNWRITABLE, comment, fits
+
 MAX_NAME_CHARS = 128
-# Cc control, Cf format (e.g. U+202E, which reorders what a reader sees), Cs lone surrogates (no
-# UTF-8), Zl/Zp line and paragraph separators (line breaks to many readers).
-_UNWRITABLE = {"Cc", "Cf", "Cs", "Zl", "Zp"}
 _FILE_CHARS = re.compile(r"[^A-Za-z0-9_.+-]")
 
 
@@ -37,7 +36,7 @@ class ExportError(ValueError):
 
 def _unwritable(text: str) -> str | None:
     for ch in text:
-        if unicodedata.category(ch) in _UNWRITABLE:
+        if unicodedata.category(ch) in UNWRITABLE:
             label = unicodedata.name(ch, "") or "control character"
             return f"U+{ord(ch):04X} ({label.lower()})"
     return None
@@ -58,8 +57,10 @@ def check_name(name: str, what: str) -> str:
 
 
 def shell_word(text: str) -> str:
-    """`text` as one literal shell word (also a literal `case` pattern)."""
-    return shlex.quote(text)
+    """`text` as one literal shell word (also a literal `case` pattern), always single-quoted:
+    `shlex.quote` leaves plain words bare, and a bare `esac` where a `case` pattern starts ends the
+    statement."""
+    return "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def opensm_string(text: str, what: str) -> str:
@@ -75,18 +76,16 @@ def opensm_string(text: str, what: str) -> str:
     return f'"{text}"'
 
 
-def conf_word(value: str, key: str) -> str:
-    """`value` as the value of an opensm.conf option: one word without '#'."""
+def conf_word(value: str, what: str, option: str) -> str:
+    """`value` as the value of opensm.conf's `option`: one word without '#', on a line OpenSM reads whole."""
     bad = _unwritable(value)
     if not value or bad or any(ch.isspace() for ch in value) or "#" in value:
-        raise ExportError(f"{key} {value!r}: opensm.conf takes it as one word: expected no white space, '#' or "
+        raise ExportError(f"{what} {value!r}: opensm.conf takes it as one word: expected no white space, '#' or "
                           f"control characters{f' (found {bad})' if bad else ''}")
+    if not fits(f"{option} {value}", OPENSM_LINE_BYTES):
+        raise ExportError(f"{what}: {len(value.encode())} bytes; OpenSM reads opensm.conf lines of at most "
+                          f"{OPENSM_LINE_BYTES} bytes and would cut the '{option}' line")
     return value
-
-
-def comment(text: str) -> str:
-    """`text` for a comment line: characters that would end the line are written as \\uXXXX escapes."""
-    return "".join(f"\\u{ord(ch):04x}" if unicodedata.category(ch) in _UNWRITABLE else ch for ch in text)
 
 
 def markdown_cell(text: str) -> str:
@@ -97,14 +96,24 @@ def markdown_cell(text: str) -> str:
 def file_stems(names: list[str]) -> dict[str, str]:
     """A file name stem for each job name; refuses two jobs that would share one."""
     stems: dict[str, str] = {}
-    owner: dict[str, str] = {}
+    owner: dict[str, str] = {}  # by the stem without case: the job that has it
     for name in names:
         stem = _FILE_CHARS.sub("_", name)
         if stem[0] in ".-":  # no hidden files, nothing a command takes for an option
             stem = "_" + stem
-        if stem in owner:
-            raise ExportError(f"jobs {owner[stem]!r} and {name!r} would both be written to env/{stem}.env; "
-                              "rename one of them")
-        owner[stem] = name
+        # Compared without case: OpenSM matches qos-policy.conf port-group names without case
+        # (strcasecmp: the second of two such groups is never used), and so do some file systems.
+        key = stem.lower()
+        if key in owner:
+            first = owner[key]
+            if first.lower() == name.lower():
+                raise ExportError(f"jobs {first!r} and {name!r} differ only in case: OpenSM compares qos-policy.conf "
+                                  "port-group names without case (the second group would never be used); rename "
+                                  "one of them")
+            shared = (f"would both be written to env/{stem}.env" if stems[first] == stem else
+                      f"would be written to env/{stems[first]}.env and env/{stem}.env, one file where file names "
+                      "ignore case")
+            raise ExportError(f"jobs {first!r} and {name!r} {shared}; rename one of them")
+        owner[key] = name
         stems[name] = stem
     return stems

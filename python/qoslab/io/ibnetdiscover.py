@@ -25,6 +25,7 @@ from qoslab.io.fabric import (
     Fabric,
     Node,
 )
+from qoslab.io.lines import IBSIM_LINE_BYTES, comment, comment_lines
 
 
 class FabricFileError(FileLineError):
@@ -118,7 +119,8 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             pending_guid = None
             ids[ident] = len(nodes)
             nodes.append(Node(kind, node_guid, description, count, line=number))
-            base_lid = _BASE_LID.search(rest)
+            # After the description: a description is free text the cluster sets ("... lid 7").
+            base_lid = _BASE_LID.search(rest, described.end() if described else 0)
             if kind == "switch" and base_lid and int(base_lid[1]):
                 nodes[-1].lids[0] = int(base_lid[1])
             current = len(nodes) - 1
@@ -175,7 +177,7 @@ def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[
             warnings.append(f"{source}:{line}: link type {width}{speed} is unknown; it runs at fabric.link_gbps")
             return None, None
         return width, speed
-    options = {k: int(v) for k, v in _OPTION.findall(rest)}
+    options = {k: int(v) for k, v in _OPTION.findall(rest.split("#", 1)[0])}  # not from a comment
     if not options:
         return None, None
     width = _IBSIM_WIDTHS.get(options.get("w", 2))
@@ -247,15 +249,16 @@ def _links_by_port(fabric: Fabric) -> dict[tuple[int, int], tuple[tuple[int, int
 def write_ibsim(fabric: Fabric) -> str:
     """An ibsim net file: switches, then CAs, every link from both ends, fixed GUIDs."""
     ends = _links_by_port(fabric)
-    out = [f"# ibsim net file written by qoslab from {fabric.source}", "# start with: ibsim -s <this file>", ""]
+    out = [*comment_lines(f"ibsim net file written by qoslab from {fabric.source}", IBSIM_LINE_BYTES),
+           "# start with: ibsim -s <this file>", ""]
     order = sorted(range(len(fabric.nodes)), key=lambda i: fabric.nodes[i].kind != "switch")
     names = {**fabric.switch_names(), **{i: fabric.host_name(i) for i, n in enumerate(fabric.nodes) if n.kind == "ca"}}
     for i in order:
         n = fabric.nodes[i]
         directive = "switchguid" if n.kind == "switch" else "caguid"
         header = "Switch" if n.kind == "switch" else "Hca"
-        # ibsim reads lines into 256 bytes: keep descriptions short.
-        desc = names[i][:60].replace('"', "'")
+        # ibsim reads lines into 256 bytes: keep descriptions short (bytes, escapes counted).
+        desc = comment(names[i][:60]).replace('"', "'").encode()[:120].decode(errors="ignore")
         out += [f"{directive}=0x{n.guid:016x}", f'{header}\t{n.ports} "{n.ident}"\t# "{desc}"']
         for port in range(1, n.ports + 1):
             if (i, port) in ends:
@@ -269,7 +272,7 @@ def write_ibnetdiscover(fabric: Fabric) -> str:
     """Text in `ibnetdiscover`'s default format (no LIDs are assigned: they print as 0)."""
     ends = _links_by_port(fabric)
     names = {**fabric.switch_names(), **{i: fabric.host_name(i) for i, n in enumerate(fabric.nodes) if n.kind == "ca"}}
-    out = ["#", f"# Topology file: written by qoslab from {fabric.source}", "#", ""]
+    out = ["#", f"# Topology file: written by qoslab from {comment(fabric.source)}", "#", ""]
 
     def link(cable: Cable) -> str:
         return f"{cable.width}{cable.speed}" if cable.width else "??" + "???"

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from qoslab.errors import FileLineError
-from qoslab.io.opensm_cc import LINE_LIMIT, OpenSmCcError, cc_option, parse_cc
+from qoslab.io.lines import OPENSM_LINE_BYTES, comment_lines, fits, reader_lines
+from qoslab.io.opensm_cc import OpenSmCcError, cc_option, parse_cc
 
 PORT_TYPES = {"ca": "qos_ca_", "swe": "qos_swe_"}
 FIELDS = ("max_vls", "high_limit", "vlarb_high", "vlarb_low", "sl2vl")
@@ -56,8 +57,8 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
     """The QoS options of opensm.conf for `tables` = {"ca": {...}, "swe": {...}} with keys
     sl2vl, vlarb_high, vlarb_low, high_limit (qoslab's resolved [qos] per port type): every QoS
     option OpenSM has, so that merged into any opensm.conf (merge_opensm_conf) nothing is left to
-    a default."""
-    lines = [f"# {h}" for h in (header or [])]
+    a default. `header`: comment text, split into lines OpenSM reads whole."""
+    lines = [line for h in (header or []) for line in comment_lines(h, OPENSM_LINE_BYTES)]
     lines += ["qos TRUE", f"qos_policy_file {policy_file}",
               f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
               f"max_op_vls {MAX_OP_VLS[data_vls]}"]
@@ -92,7 +93,14 @@ def merge_opensm_conf(base: str, ours: str, source: str = "<base>") -> str:
     """`base` (a site's opensm.conf, or OpenSM's `opensm -c` template) with each option of `ours`
     set: an option the base already has is replaced where it stands (its later repeats, which
     OpenSM would let win, are commented out), the others are added at the end; every other line
-    of the base is kept as it is."""
+    of the base is kept as it is. A base line longer than OpenSM reads is refused: OpenSM would
+    read its tail as a line of its own (an option hidden in a comment), which the merge cannot
+    keep as it is and still mean what it shows."""
+    for number, raw in enumerate(base.splitlines(), start=1):
+        if not fits(raw, OPENSM_LINE_BYTES):
+            raise OpenSmConfError(source, number, f"{len(raw.encode())} bytes: OpenSM reads lines of at most "
+                                  f"{OPENSM_LINE_BYTES} bytes and takes the rest for a line of its own (here "
+                                  f"{reader_lines(raw, OPENSM_LINE_BYTES)[1][:60]!r}...); split or shorten the line")
     ours_lines = [line for line in ours.splitlines() if line.split("#", 1)[0].strip()]
     ours_by_key = {line.split()[0]: line for line in ours_lines}
     out = base.splitlines()
@@ -248,10 +256,15 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     warnings: list[str] = []
     known = opensm_option_names()
     unknown: list[tuple[int, str]] = []
+    # Read as OpenSM reads it: a line longer than its buffer is taken as several lines.
+    pieces = [(number, piece) for number, raw in enumerate(text.splitlines(), start=1)
+              for piece in reader_lines(raw, OPENSM_LINE_BYTES)]
     for number, raw in enumerate(text.splitlines(), start=1):
-        if len(raw) > LINE_LIMIT and raw.split("#", 1)[0].strip():
-            warnings.append(f"{source}:{number}: {len(raw)} characters: OpenSM reads lines of at most {LINE_LIMIT} "
-                            "and takes the rest for a new (unknown) line")
+        if not fits(raw, OPENSM_LINE_BYTES):
+            warnings.append(f"{source}:{number}: {len(raw.encode())} bytes: OpenSM reads lines of at most "
+                            f"{OPENSM_LINE_BYTES} bytes and takes the rest for lines of their own, read so here "
+                            f"(the first: {reader_lines(raw, OPENSM_LINE_BYTES)[1][:60]!r}...)")
+    for number, raw in pieces:
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue

@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Any
 
 from qoslab.errors import FileLineError
+from qoslab.io.lines import OPENSM_LINE_BYTES, fits
 from qoslab.scenario_cc import MAX_CCT_ENTRIES, SL_COUNT, CongestionControl
 
-LINE_LIMIT = 1022  # OpenSM reads a line with fgets(line, 1023): the rest is read as a new line
 # Per-SL options: `cc_ca_cong_setting_<field> <sl> <value>`, with the field's largest value.
 PER_SL = {"ccti_timer": 0xFFFF, "ccti_increase": 0xFF, "trigger_threshold": 0xFF, "ccti_min": 0xFF}
 # Single-value numeric options: (largest value, how OpenSM writes it).
@@ -52,9 +52,9 @@ def cc_lines(cc: CongestionControl) -> list[str]:
     for sl in cc.controlled_sls():
         lines += [f"cc_ca_cong_setting_{name} {sl} {getattr(cc, 'ca_cong_setting_' + name)[sl]}" for name in PER_SL]
     cct = f"cc_cct {','.join(f'{s}:{m}' for s, m in cc.cct)}"
-    if len(cct) > LINE_LIMIT:
+    if not fits(cct, OPENSM_LINE_BYTES):
         raise ValueError(f"congestion_control.cct: {len(cct)} characters as an OpenSM line; OpenSM reads at most "
-                         f"{LINE_LIMIT} and would cut it (use smaller multipliers or fewer entries)")
+                         f"{OPENSM_LINE_BYTES} and would cut it (use smaller multipliers or fewer entries)")
     lines.append(cct)
     return lines
 

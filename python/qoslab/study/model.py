@@ -15,6 +15,7 @@ from pydantic import (
     Field,
     PrivateAttr,
     ValidationError,
+    field_validator,
     model_validator,
 )
 
@@ -40,6 +41,21 @@ class ExecutorConfig(_Table):
     slurm: dict[str, Any] = Field(default_factory=dict)  # dask_jobqueue.SLURMCluster keywords
     # dask and slurm: a study whose cluster has had no worker this long stops, saying so.
     no_worker_timeout_s: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 600.0
+
+    @field_validator("slurm")
+    @classmethod
+    def _one_line_each(cls, slurm: dict[str, Any]) -> dict[str, Any]:
+        # dask-jobqueue writes these into a job script's lines: a line break would start a command.
+        def check(value: Any, key: str) -> None:
+            if isinstance(value, str) and not all(ch.isprintable() or ch == "\t" for ch in value):
+                raise problem(f"{value!r}: control characters (a line break) cannot go into a job script's line",
+                              key)
+            for item in value if isinstance(value, list) else value.values() if isinstance(value, dict) else ():
+                check(item, key)
+
+        for key, value in slurm.items():
+            check(value, key)
+        return slurm
 
     @model_validator(mode="after")
     def _keys_of_kind(self) -> ExecutorConfig:

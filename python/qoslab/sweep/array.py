@@ -37,14 +37,27 @@ def parse_array_task(text: str, env: Mapping[str, str] | None = None) -> tuple[i
 SBATCH_OPTIONS = (("queue", "--partition"), ("account", "--account"), ("walltime", "--time"), ("memory", "--mem"))
 
 
+def _sbatch_word(value: str, what: str) -> str:
+    """`value` for an `#SBATCH --flag=value` line: sbatch splits those at white space, and a line
+    break would start a line of the script (a command)."""
+    if not value or any(ch.isspace() or not ch.isprintable() for ch in value):
+        raise ValueError(f"{what} {value!r}: an #SBATCH option of the array script: expected one word, without "
+                         "white space or control characters")
+    return value
+
+
 def array_script(study_file: Path | None, out: Path, tasks: int, slurm: dict[str, Any]) -> str:
     """An sbatch script for a job array of `tasks` tasks running `study_file` into `out`, each
-    on `cores` cores (one run per core)."""
+    on `cores` cores (one run per core). Raises ValueError for a value the script cannot carry."""
     cores = int(slurm.get("cores", 1))
+    logs = _sbatch_word(str(out.resolve() / "array-logs" / "%A_%a.out"), "--out")
+    if study_file is not None and not str(study_file.resolve()).isprintable():
+        raise ValueError(f"{str(study_file)!r}: the study file's path has control characters, which the array "
+                         "script cannot carry")
     lines = ["#!/bin/bash", "#SBATCH --job-name=qoslab-study", f"#SBATCH --array=0-{tasks - 1}",
-             "#SBATCH --ntasks=1", f"#SBATCH --cpus-per-task={cores}",
-             f"#SBATCH --output={out.resolve() / 'array-logs' / '%A_%a.out'}"]
-    lines += [f"#SBATCH {flag}={slurm[key]}" for key, flag in SBATCH_OPTIONS if slurm.get(key) is not None]
+             "#SBATCH --ntasks=1", f"#SBATCH --cpus-per-task={cores}", f"#SBATCH --output={logs}"]
+    lines += [f"#SBATCH {flag}={_sbatch_word(str(slurm[key]), '--partition' if key == 'queue' else '--' + key)}"
+              for key, flag in SBATCH_OPTIONS if slurm.get(key) is not None]
     command = [sys.executable, "-m", "qoslab.cli", "study"]
     command += [str(study_file.resolve())] if study_file is not None else []
     command += ["--out", str(out.resolve()), "--array-task", "slurm", "--workers", str(cores)]
