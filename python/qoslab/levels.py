@@ -4,6 +4,7 @@ switches of level l): level l holds the links between levels l-1 and l, "up" tow
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _NODE = re.compile(r"^(?:H\d+|S(\d+)-\d+)$")
 
@@ -16,6 +17,7 @@ def node_level(name: str) -> int | None:
     return int(match[1]) if match[1] else 0
 
 
+@lru_cache(maxsize=1 << 16)  # a sweep's runs ask for the same fabric's links again and again
 def link_level(src: str, dst: str) -> tuple[int, str] | None:
     """(level, "up" or "down") of the link src -> dst; None where the names carry no levels."""
     a, b = node_level(src), node_level(dst)

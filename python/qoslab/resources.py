@@ -12,6 +12,9 @@ BASE_BYTES = 160 * 2**20
 RANK_BYTES = 2048
 NODE_BYTES = 16384  # a host or switch with its ports and per-VL lines
 MESSAGE_BYTES = 32
+# A packet (32 bytes) in a slab that grows by doubling: up to twice that at its peak. Messages
+# are cut into packets when created, so a traffic table holds every queued message's packets.
+PACKET_BYTES = 64
 
 
 def available_memory_bytes() -> int | None:
@@ -26,8 +29,9 @@ def available_memory_bytes() -> int | None:
     return None
 
 
-def estimated_bytes(nodes: int, ranks: int, messages_at_once: int) -> int:
-    return BASE_BYTES + nodes * NODE_BYTES + ranks * RANK_BYTES + messages_at_once * MESSAGE_BYTES
+def estimated_bytes(nodes: int, ranks: int, messages_at_once: int, packets_queued: int = 0) -> int:
+    return (BASE_BYTES + nodes * NODE_BYTES + ranks * RANK_BYTES + messages_at_once * MESSAGE_BYTES
+            + packets_queued * PACKET_BYTES)
 
 
 def describe_bytes(count: float) -> str:

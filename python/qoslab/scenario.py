@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field, PlainValidator, PrivateAttr, ValidationEr
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
 from qoslab.host_lists import expand_hosts, has_names, resolve_names
-from qoslab.resources import available_memory_bytes, describe_bytes, estimated_bytes
+from qoslab.resources import PACKET_BYTES, available_memory_bytes, describe_bytes, estimated_bytes
 from qoslab.scenario_cc import CongestionControl
 from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
 from qoslab.scenario_mpi import Mpi
@@ -453,11 +453,22 @@ class Scenario(_Table):
         # An all-to-all workload posts every message at once: P * (P - 1) of them.
         at_once = sum(r * (r - 1) for r, job in zip(ranks, self.jobs) if job.workload.kind == "all-to-all")
         switches = getattr(self.topology, "switch_count", lambda: 0)()
-        need = estimated_bytes(self.host_count() + switches, sum(ranks), at_once)
+        # Open-loop and saturating sources: every queued message's packets can wait at once.
+        count = self.host_count()
+        queued = [len(expand_hosts(t.hosts, count)) * (t.saturate_depth if t.load == "saturate" else t.max_queued_messages)
+                  * max(1, -(-t.message_bytes // self.fabric.mtu_bytes)) for t in self.traffic]
+        need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued))
         if need > available:
-            detail = f"{sum(ranks):,} ranks" + (f", {at_once:,} all-to-all messages posted at once" if at_once else "")
+            detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
+                                *([f"{at_once:,} all-to-all messages posted at once"] if at_once else []),
+                                *([f"up to {sum(queued):,} packets queued by [[traffic]]"] if sum(queued) else [])])
+            largest = max(range(len(queued)), key=queued.__getitem__, default=None)
+            if largest is not None and queued[largest] * PACKET_BYTES > need // 2:
+                where = f"traffic[{largest}]"
+            else:
+                where = "jobs" if self.jobs else "topology"
             raise problem(f"this run would need about {describe_bytes(need)} ({detail}), but this machine has "
-                          f"{describe_bytes(available)} available; make it smaller", "jobs" if self.jobs else "topology")
+                          f"{describe_bytes(available)} available; make it smaller", where)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -1,6 +1,15 @@
 //! The engine config: the fully resolved scenario Python hands over as JSON (no defaults here).
 
 use crate::sim::attribution::ON_WIRE_MAX_PS;
+
+/// One byte takes at least a picosecond (the engine's time step), so no packet leaves in zero time.
+pub const MAX_LINK_GBPS: f64 = 8000.0;
+/// Latencies beyond a second are no fabric's, and keep every time far inside the event list's range.
+pub const MAX_LATENCY_NS: f64 = 1e9;
+/// 2^55 ps (about 36 s): half the event list's time range (`queue::MAX_EVENT_TIME`, 2^56 ps).
+pub const MAX_DURATION_US: f64 = 36_028_797.0;
+/// Packets the traffic tables may hold waiting at once (ids are 32-bit; a margin for MPI traffic).
+pub const MAX_QUEUED_PACKETS: u64 = 1 << 31;
 use serde::Deserialize;
 
 #[derive(Debug, Clone, Deserialize)]
@@ -472,11 +481,19 @@ impl EngineConfig {
     /// re-checked so the engine is safe to drive directly.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let f = &self.fabric;
-        if !(f.link_gbps > 0.0 && f.link_gbps.is_finite()) {
-            return Err(ConfigError::new("fabric.link_gbps", "expected a positive number"));
+        if !(f.link_gbps > 0.0 && f.link_gbps <= MAX_LINK_GBPS) {
+            return Err(ConfigError::new(
+                "fabric.link_gbps",
+                format!("expected a rate in (0, {MAX_LINK_GBPS}] (above it a byte takes less than a picosecond, the engine's time step)"),
+            ));
         }
-        if f.link_latency_ns < 0.0 || f.switch_latency_ns < 0.0 {
-            return Err(ConfigError::new("fabric", "latencies must be >= 0"));
+        for (name, ns) in [("link_latency_ns", f.link_latency_ns), ("switch_latency_ns", f.switch_latency_ns)] {
+            if !(0.0..=MAX_LATENCY_NS).contains(&ns) {
+                return Err(ConfigError::new(
+                    format!("fabric.{name}"),
+                    format!("expected 0 to {MAX_LATENCY_NS} ns (one second), got {ns}"),
+                ));
+            }
         }
         if ![256, 512, 1024, 2048, 4096].contains(&f.mtu_bytes) {
             return Err(ConfigError::new("fabric.mtu_bytes", "expected 256, 512, 1024, 2048 or 4096"));
@@ -551,6 +568,23 @@ impl EngineConfig {
             if t.max_queued_messages == 0 {
                 return Err(ConfigError::new(key("max_queued_messages"), "expected at least 1"));
             }
+            // A message is cut into its packets when it is created, each numbered in 32 bits.
+            let packets = t.message_bytes.div_ceil(f.mtu_bytes as u64);
+            let queued = if t.load.is_some() { t.max_queued_messages } else { t.saturate_depth } as u64;
+            let at_once = (t.hosts.len() as u64).saturating_mul(queued).saturating_mul(packets);
+            if at_once > MAX_QUEUED_PACKETS {
+                return Err(ConfigError::new(
+                    key("message_bytes"),
+                    format!(
+                        "{} senders x {queued} queued messages x {packets} packets of {} bytes = {at_once} packets could \
+                         wait at once, beyond the engine's {MAX_QUEUED_PACKETS}: use smaller messages or fewer queued \
+                         ones ({})",
+                        t.hosts.len(),
+                        f.mtu_bytes,
+                        if t.load.is_some() { "max_queued_messages" } else { "saturate_depth" }
+                    ),
+                ));
+            }
         }
         for (i, job) in self.jobs.iter().enumerate() {
             let size = job.hosts.len() as u64 * job.ranks_per_node as u64;
@@ -560,6 +594,12 @@ impl EngineConfig {
         #[allow(clippy::neg_cmp_op_on_partial_ord)] // NaN fails it too, as it must
         if !(r.duration_us > 0.0) {
             return Err(ConfigError::new("run.duration_us", "expected a positive duration"));
+        }
+        if r.duration_us > MAX_DURATION_US {
+            return Err(ConfigError::new(
+                "run.duration_us",
+                format!("at most {MAX_DURATION_US} (2^55 ps: the event list's time range, with room for what is in flight at the end)"),
+            ));
         }
         if !(r.warmup_us >= 0.0 && r.warmup_us < r.duration_us) {
             return Err(ConfigError::new("run.warmup_us", "expected 0 <= warmup_us < duration_us"));

@@ -56,6 +56,11 @@ impl Rate {
         self.gbps
     }
 
+    /// Picoseconds a byte takes on the wire, unrounded (mean gaps of traffic sources).
+    pub fn ps_per_byte(&self) -> f64 {
+        self.ps_per_byte
+    }
+
     /// Time to put `bytes` on the wire, rounded to the nearest picosecond.
     #[inline]
     pub fn serialization(&self, bytes: u32) -> Time {

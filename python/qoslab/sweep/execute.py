@@ -155,14 +155,15 @@ def vl_level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
     if links is None or links.num_rows == 0 or "src" not in links.column_names:
         return []
     totals: dict[tuple[int, str, int], dict[str, Any]] = {}
-    for row in links.select(["link", "src", "dst", "vl", "bytes", "busy_ns"]).to_pylist():
-        level = link_level(row["src"], row["dst"])
+    columns = (links.column(name).to_pylist() for name in ("link", "src", "dst", "vl", "bytes", "busy_ns"))
+    for link, src, dst, vl, sent, busy in zip(*columns, strict=True):
+        level = link_level(src, dst)
         if level is None:
             continue
-        entry = totals.setdefault((*level, int(row["vl"])), {"bytes": 0, "busy_ns": 0.0, "links": set()})
-        entry["bytes"] += int(row["bytes"])
-        entry["busy_ns"] += float(row["busy_ns"])
-        entry["links"].add(row["link"])
+        entry = totals.setdefault((*level, int(vl)), {"bytes": 0, "busy_ns": 0.0, "links": set()})
+        entry["bytes"] += int(sent)
+        entry["busy_ns"] += float(busy)
+        entry["links"].add(link)
     return [{**spec.row(), "level": lv, "direction": d, "vl": vl, "bytes": e["bytes"], "links": len(e["links"]),
              "busy_ns": e["busy_ns"]} for (lv, d, vl), e in sorted(totals.items())]
 
@@ -171,17 +172,17 @@ def level_rows(spec: RunSpec, links: pa.Table) -> list[dict[str, Any]]:
     """Bytes per tree level and direction: level l holds the links between levels l-1 and l."""
     if links is None or links.num_rows == 0 or "src" not in links.column_names:
         return []
-    table = links.select(["link", "src", "dst", "bytes", "busy_ns"]).to_pylist()
     totals: dict[tuple[int, str], dict[str, Any]] = {}
-    for row in table:
-        key = link_level(row["src"], row["dst"])
+    columns = (links.column(name).to_pylist() for name in ("link", "src", "dst", "bytes", "busy_ns"))
+    for link, src, dst, sent, busy in zip(*columns, strict=True):
+        key = link_level(src, dst)
         if key is None:
             continue
         entry = totals.setdefault(key, {"bytes": 0, "busy_ns": 0.0, "links": set()})
-        entry["bytes"] += int(row["bytes"])
-        entry["busy_ns"] += float(row["busy_ns"])
-        if row["bytes"]:
-            entry["links"].add(row["link"])
+        entry["bytes"] += int(sent)
+        entry["busy_ns"] += float(busy)
+        if sent:
+            entry["links"].add(link)
     return [
         {**spec.row(), "level": level, "direction": direction, "bytes": e["bytes"],
          "links_used": len(e["links"]), "busy_ns": e["busy_ns"]}

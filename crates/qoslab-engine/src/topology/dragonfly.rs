@@ -92,6 +92,24 @@ impl DragonflyPlus {
                 "expected at least 1: groups need global links",
             ));
         }
+        // Sizes checked in 64 bits before anything is built (a switch's ports, the ports of all).
+        let (leaf_ports, spine_ports) =
+            (hosts_per_leaf as u64 + spines as u64, leaves as u64 + global_per_spine as u64);
+        for (name, ports, what) in
+            [("hosts_per_leaf", leaf_ports, "a leaf"), ("global_links_per_spine", spine_ports, "a spine")]
+        {
+            if ports > u16::MAX as u64 {
+                return Err(ConfigError::new(
+                    key(name),
+                    format!("{what} switch would have {ports} ports; at most {} are modelled", u16::MAX),
+                ));
+            }
+        }
+        let all_ports =
+            groups as u64 * (leaves as u64 * (hosts_per_leaf as u64 * 2 + spines as u64) + spines as u64 * spine_ports);
+        if all_ports > 1 << 28 {
+            return Err(ConfigError::new("topology", format!("Dragonfly+ too large: {all_ports} ports")));
+        }
         let slots = spines * global_per_spine;
         if !slots.is_multiple_of(groups - 1) || slots < groups - 1 {
             return Err(ConfigError::new(
@@ -412,5 +430,20 @@ mod tests {
         assert!(e.message.contains("split evenly"), "{}", e.message);
         assert!(DragonflyPlus::build(3, 2, 2, 2, 0).is_err());
         assert!(DragonflyPlus::build(1, 2, 2, 2, 2).is_err());
+    }
+
+    #[test]
+    fn sizes_beyond_what_is_modelled_are_refused_before_anything_is_built() {
+        // Each once wrapped a 32-bit port counter (a panic) or asked for gigabytes.
+        for (sizes, key) in [
+            ((2, 1, 1, 2, 1 << 31), "topology.global_links_per_spine"),
+            ((3, 2, 2, 70_000, 2), "topology.hosts_per_leaf"),
+            ((3, 1, 2, 1, 1 << 30), "topology.global_links_per_spine"),
+            ((65_535, 1, 1, 1, 65_534), "topology"),
+        ] {
+            let (g, l, s, p, h) = sizes;
+            let e = DragonflyPlus::build(g, l, s, p, h).err().unwrap();
+            assert_eq!(e.key, key, "{}", e.message);
+        }
     }
 }
