@@ -140,3 +140,9 @@ def test_per_pair_sl2vl_on_a_wide_switch_allocates_only_the_pairs_given():
         "print(qoslab.simulate(s).summary['conservation']['ok'])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "True", done.stderr[-2000:]
+
+
+def test_an_mpi_message_too_large_to_number_its_packets_is_refused():
+    with pytest.raises(ScenarioError, match=r"jobs\[0\]\.workload\.bytes: expected less than 549755813888"):
+        qoslab.Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+                        jobs=[{"name": "a", "nodes": 2, "workload": {"kind": "ping-pong", "bytes": 2**44}}])
