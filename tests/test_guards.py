@@ -98,7 +98,7 @@ TINY = {"topology": {"kind": "single-switch", "hosts": 2}, "run": {"duration_us"
     ({"fabric": {"link_gbps": 17000.0}, "traffic": [{"load": 0.5}]}, "fabric.link_gbps", "(0, 8000]"),
     ({"fabric": {"link_latency_ns": 1.9e16}}, "fabric.link_latency_ns", "one second"),
     ({"fabric": {"switch_latency_ns": 2e9}}, "fabric.switch_latency_ns", "one second"),
-    ({"run": {"duration_us": 1e9, "warmup_us": 0.0}}, "run.duration_us", "2^55 ps"),
+    ({"run": {"duration_us": 1e11, "warmup_us": 0.0}}, "run.duration_us", "2^55 ps"),
     # 2^44 + 4096 bytes: its packet count once wrapped in 32 bits (one packet a message).
     ({"traffic": [{"load": "saturate", "message_bytes": 2**44 + 4096}]}, "traffic[0]", "packets queued"),
     ({"traffic": [{"load": "saturate", "saturate_depth": 2**32 - 1}]}, "traffic[0]", "packets"),

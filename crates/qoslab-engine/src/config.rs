@@ -6,8 +6,8 @@ use crate::sim::attribution::ON_WIRE_MAX_PS;
 pub const MAX_LINK_GBPS: f64 = 8000.0;
 /// Latencies beyond a second are no fabric's, and keep every time far inside the event list's range.
 pub const MAX_LATENCY_NS: f64 = 1e9;
-/// 2^55 ps (about 36 s): half the event list's time range (`queue::MAX_EVENT_TIME`, 2^56 ps).
-pub const MAX_DURATION_US: f64 = 36_028_797.0;
+/// 2^55 ps (about ten hours): half the event list's time range (`queue::MAX_EVENT_TIME`, 2^56 ps).
+pub const MAX_DURATION_US: f64 = 36_028_797_018.0;
 /// Packets the traffic tables may hold waiting at once (ids are 32-bit; a margin for MPI traffic).
 pub const MAX_QUEUED_PACKETS: u64 = 1 << 31;
 use serde::Deserialize;
