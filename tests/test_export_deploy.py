@@ -147,7 +147,9 @@ def test_opensm_conf_sets_every_qos_option_and_merges_into_a_base(tmp_path):
     base = ("# site settings\nrouting_engine dfsssp,minhop\nsm_priority 15\nqos FALSE\nqos_swe_vlarb_low 0:4\n"
             "log_flags 0x03\nqos FALSE\n")
     merged = merge_opensm_conf(base, ours, "site.conf")
-    lines = merged.splitlines()
+    # Our header first (what wrote the file, from what), then the base, options set in place.
+    assert merged.startswith("# qoslab test\n\n")
+    lines = merged.splitlines()[2:]
     assert lines[:3] == ["# site settings", "routing_engine dfsssp,minhop", "sm_priority 15"]
     assert lines[3] == "qos TRUE" and lines[4].startswith("qos_swe_vlarb_low 0:32,1:255") and lines[5] == "log_flags 0x03"
     assert lines[6].startswith("# qos FALSE")  # a later repeat OpenSM would let win, commented out
@@ -167,7 +169,8 @@ def test_cli_base_merge_warns_about_routing_engines_that_use_vls(tmp_path):
     assert result.exit_code == 0, result.output
     assert "routing_engine nue assigns SL2VL" in result.stderr
     merged = (tmp_path / "d" / "opensm.conf").read_text()
-    assert merged.startswith("routing_engine nue\nsm_priority 3\n") and "\nqos TRUE\n" in merged
+    assert merged.startswith("# QoS written by qoslab from ") and "\n\nrouting_engine nue\nsm_priority 3\n" in merged
+    assert "\nqos TRUE\n" in merged
     base.write_bytes(b"\x00\x01binary")
     result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--base", str(base),
                                                       "--out", str(tmp_path / "e")])
@@ -187,3 +190,31 @@ def test_a_merge_into_opensm_s_own_template_reads_back_as_the_simulated_tables(t
     read = parse_opensm_conf(merged, "merged")
     assert read.enabled and read.tables["swe"]["vlarb_low"] == [(0, 32), (1, 255)]
     assert read.tables["swe"]["sl2vl"] == [0, 1] * 8
+
+
+def test_a_merged_opensm_conf_keeps_the_vlarb_capability_note_and_the_export_warns(tmp_path):
+    # Weights above 255 split over entries: 12 low entries, beyond the 8 many ports program.
+    scenario = qoslab.Scenario(**{**SCENARIO, "qos": {"vlarb_low": "0:254,1:254,2:9,3:1" + ",0:254" * 8}})
+    template = "qos FALSE\nqos_ca_vlarb_low 0:4\nqos_swe_vlarb_low 0:4\nqos_vlarb_low 0:4\nqos_sw0_vlarb_low 0:4\n" \
+               "qos_rtr_vlarb_low 0:4\n"
+    for base in (None, template):
+        bundle = export_opensm(scenario, tmp_path / str(base is None), base=base)
+        conf = (tmp_path / str(base is None) / "opensm.conf").read_text()
+        assert "# note: 12 vlarb_low entries" in conf and conf.startswith("# QoS written by qoslab")
+        assert any(w.startswith("qos.swe.vlarb_low: 12 VLArb entries") for w in bundle.warnings), bundle.warnings
+
+
+def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):
+    rank_policies_first(study_out, ["per-job[a2a=1 flood=0]", "default"])
+    table = pd.read_parquet(study_out / "policies.parquet")
+    table.loc[table["policy"] == "default", "total_contention_us"] = 0.0  # tied with the first
+    table.to_parquet(study_out / "policies.parquet")
+    choice = study_scenario(study_out, None, 0)
+    assert choice.policy == "per-job[a2a=1 flood=0]" and "tied with 'default'" in choice.why
+    result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    assert f"of the study in {study_out}" in (tmp_path / "d" / "opensm.conf").read_text().splitlines()[0]
+    refused = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--set", "fabric.data_vls=8",
+                                       "--out", str(tmp_path / "e")])
+    assert refused.exit_code == 2 and "--set" in refused.stderr and "study folder" in refused.stderr
+    assert not (tmp_path / "e").exists()

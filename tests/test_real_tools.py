@@ -265,3 +265,25 @@ def test_real_perfquery_output_reads_as_counter_dumps_of_the_discovered_fabric(r
     assert discovered.lid(switch, 1) == lid
     host = next(i for i, n in enumerate(discovered.nodes) if n.description == "H0")
     assert discovered.lid(host, 1) == host_lids["H0"]
+
+
+REAL_DUMP = Path(__file__).resolve().parents[2] / "shared" / "real-data" / "ibnetdiscover" / "bee-cluster-2023.topo"
+
+
+@pytest.mark.skipif(not REAL_DUMP.exists(), reason=f"{REAL_DUMP} is not here (../shared/real-data)")
+def test_a_real_dumps_port_guids_survive_the_ibsim_export(tmp_path):
+    """The exported qos-policy.conf names HCA port GUIDs; in this dump a port's GUID is its node's,
+    which ibsim (port p: caguid + p) can only give when the net file's caguid is one lower."""
+    from qoslab.io.ibnetdiscover import read_fabric, write_ibsim
+
+    dump, _ = read_fabric(REAL_DUMP)
+    net = tmp_path / "fabric.net"
+    net.write_text(write_ibsim(dump))
+    fabric = Fabric(tmp_path)
+    try:
+        fabric.start_ibsim(net)
+        discovered, _ = parse_fabric(fabric.run("ibnetdiscover"), "ibnetdiscover")
+    finally:
+        fabric.close()
+    guids = sorted(n.port_guid(1) for n in dump.nodes if n.kind == "ca")
+    assert len(guids) == 96 and sorted(n.port_guid(1) for n in discovered.nodes if n.kind == "ca") == guids

@@ -497,6 +497,10 @@ def export_opensm_command(
                 read_opensm_conf(base)  # refuses a binary or non-OpenSM file by name
                 base_text = base.read_text()
             if source.is_dir():
+                if overrides:
+                    raise fail(f"error: --set: {source} is a study folder, whose policies are exported as they were "
+                               "simulated; change the study's scenario and run it again (--set applies to a "
+                               "scenario file)")
                 choice = study_scenario(source, policy, repetition)
                 scenario, label = choice.scenario, choice.policy
                 console.print(Text(f"exporting policy {label!r}: {choice.why}"))

@@ -31,6 +31,7 @@ from qoslab.deploy.names import (
     shell_word,
 )
 from qoslab.io.opensm import (
+    COMMON_VLARB_CAP,
     enables_congestion_control,
     merge_opensm_conf,
     routing_engine_warnings,
@@ -87,6 +88,12 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         # Nothing written: `congestion_control FALSE` would switch off a site's own setting on --base.
         conf += "# congestion control: not simulated ([congestion_control] is off); OpenSM's setting is left as it is\n"
     warnings: list[str] = []
+    for port, table in tables.items():
+        for name in ("vlarb_high", "vlarb_low"):
+            if len(table[name]) > COMMON_VLARB_CAP:
+                warnings.append(f"qos.{port}.{name}: {len(table[name])} VLArb entries, as simulated; ports whose VLArb "
+                                f"capability is {COMMON_VLARB_CAP} (ibsim's, and many switches') program only the first "
+                                f"{COMMON_VLARB_CAP}, which share the link differently (qoslab check prints both)")
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)
@@ -219,7 +226,8 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
                "and `smpquery vlarb <lid> <port>`.",
                f"3. Give each job its SL: source `env/<job>.env` ({variables}; nothing for SL 0, every stack's "
                "default), `srun --export=ALL,UCX_IB_SL=<sl>`, or install `slurm-taskprolog.sh` as TaskProlog "
-               "(it matches jobs by name, literally). Stacks that ask the subnet manager for PathRecords "
+               "(it matches jobs by name, literally: submit with `sbatch -J <job>` or `srun -J <job>`, since a job's "
+               "default name is its script's). Stacks that ask the subnet manager for PathRecords "
                "(rdma_cm, MVAPICH2 with MV2_PATH_SL_QUERY=1) get their SL from `qos-policy.conf` instead.",
                "", "Matching by job name is a convenience, not access control: any user may name a job like one "
                "of these and get its SL. Where priority must be earned, give SLs by Slurm account or QOS instead.",

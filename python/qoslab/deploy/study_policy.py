@@ -68,13 +68,17 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     if ranked.empty:
         raise ExportError(f"{table}: no policy finished; name one with --policy")
     passed_over: list[str] = []
-    for name in (str(p) for p in ranked["policy"]):
+    contention = dict(zip((str(p) for p in ranked["policy"]), ranked["total_contention_us"], strict=True))
+    for name in contention:
         scenario = _scenario(study_out, name, repetition)
         jobs = scenario.resolved()["jobs"]
         if all(deployment(job).by_configuration for job in jobs):
             why = "the least total contention among policies standard MPI settings can deploy"
             if passed_over:
                 why += f" (better, but needing MPI-side support: {', '.join(passed_over)}; export them with --policy)"
+            tied = [repr(other) for other, us in contention.items() if other != name and us == contention[name]]
+            if tied:
+                why += f"; tied with {', '.join(tied)}, taken as the first listed (name another with --policy)"
             return Choice(scenario, name, why)
         passed_over.append(repr(name))
     raise ExportError(f"{study_out}: no policy of this study can be deployed by configuration alone (each needs "
@@ -88,4 +92,6 @@ def _scenario(study_out: Path, policy: str, repetition: int) -> Scenario:
         raise ExportError(f"{study_out}: no stored run of policy {policy!r} with its scenario")
     if repetition not in found:
         raise ExportError(f"{study_out}: policy {policy!r} has no repetition {repetition} (stored: {sorted(found)})")
-    return Scenario.from_dict(found[repetition])
+    scenario = Scenario.from_dict(found[repetition])
+    scenario._source = f"the study in {study_out}"  # what the exported files say they came from
+    return scenario

@@ -257,9 +257,18 @@ def write_ibsim(fabric: Fabric) -> str:
         n = fabric.nodes[i]
         directive = "switchguid" if n.kind == "switch" else "caguid"
         header = "Switch" if n.kind == "switch" else "Hca"
+        # ibsim gives a CA's port p the GUID caguid + p: the base is chosen so that the ports keep
+        # the GUIDs the fabric has (a dump's port 1 often has the node's own GUID), which the
+        # exported qos-policy.conf names; the node GUID then reads one lower in ibsim.
+        base = n.guid if n.kind == "switch" else n.port_guid(1) - 1
+        kept = n.kind == "switch" or all(n.port_guid(p) == base + p for p in range(1, n.ports + 1))
+        if not kept:
+            out += comment_lines(f"note: ibsim cannot give {names[i]}'s ports their GUIDs ("
+                                 + ", ".join(f"{n.port_guid(p):#x}" for p in range(1, n.ports + 1))
+                                 + "); a qos-policy.conf naming them will not match in ibsim", IBSIM_LINE_BYTES)
         # ibsim reads lines into 256 bytes: keep descriptions short (bytes, escapes counted).
         desc = comment(names[i][:60]).replace('"', "'").encode()[:120].decode(errors="ignore")
-        out += [f"{directive}=0x{n.guid:016x}", f'{header}\t{n.ports} "{n.ident}"\t# "{desc}"']
+        out += [f"{directive}=0x{base:016x}", f'{header}\t{n.ports} "{n.ident}"\t# "{desc}"']
         for port in range(1, n.ports + 1):
             if (i, port) in ends:
                 (peer, peer_port), cable = ends[(i, port)]

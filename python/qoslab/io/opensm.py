@@ -101,6 +101,10 @@ def merge_opensm_conf(base: str, ours: str, source: str = "<base>") -> str:
             raise OpenSmConfError(source, number, f"{len(raw.encode())} bytes: OpenSM reads lines of at most "
                                   f"{OPENSM_LINE_BYTES} bytes and takes the rest for a line of its own (here "
                                   f"{reader_lines(raw, OPENSM_LINE_BYTES)[1][:60]!r}...); split or shorten the line")
+    # Our header (what wrote the file, from what) and notes lead the merged file too.
+    ours_all = ours.splitlines()
+    first_option = next((i for i, line in enumerate(ours_all) if line.split("#", 1)[0].strip()), len(ours_all))
+    header = ours_all[:first_option] + [line for line in ours_all[first_option:] if line.startswith("# note:")]
     ours_lines = [line for line in ours.splitlines() if line.split("#", 1)[0].strip()]
     ours_by_key = {line.split()[0]: line for line in ours_lines}
     out = base.splitlines()
@@ -114,9 +118,8 @@ def merge_opensm_conf(base: str, ours: str, source: str = "<base>") -> str:
                 seen.add(key)
     missing = [line for line in ours_lines if line.split()[0] not in seen]
     if missing:
-        comments = [line for line in ours.splitlines() if line.startswith("# ") and "qoslab" in line][:1]
-        out += ["", "# QoS options added by qoslab", *comments, *missing]
-    return "\n".join(out) + "\n"
+        out += ["", "# QoS options added by qoslab", *missing]
+    return "\n".join([*header, "", *out] if header else out) + "\n"
 
 
 def routing_engine_warnings(conf: str, source: str) -> list[str]:
