@@ -273,3 +273,10 @@ def test_study_without_file_runs_the_default_study(tmp_path):
     assert totals["per-rank[milc,0.1,slowest-sends]"] < totals["default"] < totals["per-job[milc high]"]
     page = (out / "report.html").read_text()
     assert "The best policy by total contention is" in page
+
+
+def test_an_undefined_figure_prints_as_a_dash_not_nan():
+    # vs_default_pct is undefined when the default policy has no contention at all.
+    from qoslab.cli_render import fmt
+
+    assert fmt(float("nan")) == "-" and fmt(None) == "-" and fmt(2.5) == "2.5" and fmt(12345.0) == "12,345"

@@ -47,6 +47,8 @@ def fmt(value: Any, scale: float = 1.0, digits: int = 3) -> str:
         return "yes" if value else "no"
     if isinstance(value, int):
         return f"{value:,}"
+    if isinstance(value, float) and value != value:  # NaN: not defined (e.g. % of a zero baseline)
+        return "-"
     if isinstance(value, float):
         return f"{value / scale:.{digits}g}" if abs(value / scale) < 10 ** digits else f"{value / scale:,.0f}"
     return str(value)
