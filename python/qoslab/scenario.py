@@ -16,6 +16,8 @@ or a shorthand. The rules on resolved values are the engine's: a scenario asks i
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -443,6 +445,17 @@ class Scenario(_Table):
         return key
 
 
+    def _queued_messages(self, t: Any) -> int:
+        """The most messages a sender of traffic table `t` can hold queued: its saturate_depth, or
+        for an open-loop source its max_queued_messages, but never more than arrive during the run."""
+        if t.load == "saturate":
+            return int(t.saturate_depth)
+        packets = max(1, -(-t.message_bytes // self.fabric.mtu_bytes))
+        wire_ps = (t.message_bytes + packets * self.fabric.header_bytes) * 8000.0 / self.fabric.link_gbps
+        duration_us = self.run.duration_us
+        assert duration_us is not None  # resolved by RunConfig before the scenario's checks
+        return int(min(t.max_queued_messages, math.ceil(duration_us * 1e6 * t.load / wire_ps) + 1))
+
     def _check_memory(self) -> None:
         """Refuses a run whose estimated peak memory exceeds what this machine has available
         (resources.py holds the estimate and says where its figures come from)."""
@@ -455,7 +468,7 @@ class Scenario(_Table):
         switches = getattr(self.topology, "switch_count", lambda: 0)()
         # Open-loop and saturating sources: every queued message's packets can wait at once.
         count = self.host_count()
-        queued = [len(expand_hosts(t.hosts, count)) * (t.saturate_depth if t.load == "saturate" else t.max_queued_messages)
+        queued = [len(expand_hosts(t.hosts, count)) * self._queued_messages(t)
                   * max(1, -(-t.message_bytes // self.fabric.mtu_bytes)) for t in self.traffic]
         need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued))
         if need > available:

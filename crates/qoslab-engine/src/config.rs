@@ -570,7 +570,15 @@ impl EngineConfig {
             }
             // A message is cut into its packets when it is created, each numbered in 32 bits.
             let packets = t.message_bytes.div_ceil(f.mtu_bytes as u64);
-            let queued = if t.load.is_some() { t.max_queued_messages } else { t.saturate_depth } as u64;
+            let queued = match t.load {
+                // An open-loop source queues at most what arrives during the run.
+                Some(load) => {
+                    let wire = t.message_bytes as f64 + packets as f64 * f.header_bytes as f64;
+                    let arrivals = self.run.duration_us * 1e6 * load / (wire * 8000.0 / f.link_gbps);
+                    (t.max_queued_messages as u64).min(arrivals.ceil() as u64 + 1)
+                }
+                None => t.saturate_depth as u64,
+            };
             let at_once = (t.hosts.len() as u64).saturating_mul(queued).saturating_mul(packets);
             if at_once > MAX_QUEUED_PACKETS {
                 return Err(ConfigError::new(
