@@ -230,3 +230,16 @@ def test_a_restarting_job_whose_run_takes_no_time_finishes_once():
     jobs = simulate(scenario).summary["jobs"]
     assert jobs["solo"]["completed"] and jobs["solo"]["runtime_us"] == 0
     assert jobs["pairs"]["completed"] and jobs["pairs"]["runtime_us"] > 0
+
+
+@pytest.mark.parametrize("workload", [
+    {"kind": "random-pairs", "bytes": 64, "iterations": 65},
+    {"kind": "gpcnet-rr-bandwidth", "bytes": 64, "iterations": 65, "iterations_per_ring": 1},
+])
+def test_a_restarted_job_with_more_iterations_than_its_kept_draws_runs(workload):
+    # Its random pairings or rings beyond the last 64 were dropped; a restart asked for them again.
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4},
+                        jobs=[{"name": "a", "nodes": 2, "workload": {"kind": "all-to-all", "bytes": 65536, "iterations": 20}},
+                              {"name": "b", "nodes": 2, "workload": workload}])
+    jobs = qoslab.simulate(s).summary["jobs"]
+    assert jobs["a"]["completed"] and jobs["b"]["runs_completed"] >= 2, jobs["b"]

@@ -90,9 +90,12 @@ fn compute(out: &mut Vec<Op>, us: f64) {
 }
 
 /// One random ring per slice, drawn in ring order from the job's name-keyed stream (so the
-/// draws never depend on which rank asks first). With a `window`, only the last rings are kept.
+/// draws never depend on which rank asks first). With a `window`, only the last rings are kept;
+/// a restarted job asking for a dropped ring again has its rings drawn again from the start, so
+/// every run of the job uses the same rings.
 struct Rings {
     slices: Slices,
+    start: Pcg64Mcg,
     rng: Pcg64Mcg,
     window: Option<usize>,
     first: u32,
@@ -102,11 +105,15 @@ struct Rings {
 
 impl Rings {
     fn new(slices: Slices, rng: Pcg64Mcg, window: Option<usize>) -> Rings {
-        Rings { slices, rng, window, first: 0, kept: VecDeque::new() }
+        Rings { slices, start: rng.clone(), rng, window, first: 0, kept: VecDeque::new() }
     }
 
     /// (left, right) neighbours of `rank` on ring `ring` of its slice, as job ranks.
     fn neighbours(&mut self, ring: u32, rank: u32) -> (u32, u32) {
+        if ring < self.first {
+            (self.rng, self.first) = (self.start.clone(), 0);
+            self.kept.clear();
+        }
         while self.first + self.kept.len() as u32 <= ring {
             let n = self.slices.nodes;
             let draw = (0..self.slices.per_node)
@@ -489,6 +496,16 @@ mod tests {
         let g = s.group();
         assert_eq!((0..5).map(|p| g.member(7, p)).collect::<Vec<_>>(), vec![1, 4, 7, 10, 13]);
         assert_eq!((0..5).map(|p| s.member(1, p)).collect::<Vec<_>>(), vec![1, 4, 7, 10, 13]);
+    }
+
+    #[test]
+    fn a_restarted_job_gets_its_dropped_rings_again() {
+        // A window of 64 rings: a restart asks for ring 0 after ring 99 (it underflowed).
+        let s = Slices::of(&shape(6, 1));
+        let mut rings = Rings::new(s, stream_rng(3, 51, 0), Some(64));
+        let first: Vec<(u32, u32)> = (0..100).map(|r| rings.neighbours(r, 0)).collect();
+        let again: Vec<(u32, u32)> = (0..100).map(|r| rings.neighbours(r, 0)).collect();
+        assert_eq!(first, again);
     }
 
     #[test]

@@ -347,9 +347,12 @@ impl Program for RandomPairs {
 }
 
 /// Per-iteration random permutations of a job's ranks, drawn once per iteration in iteration
-/// order (so the draws do not depend on which rank asks first) and dropped once far behind.
+/// order (so the draws do not depend on which rank asks first) and dropped once far behind. A
+/// restarted job asks for its iterations again from 0: they are drawn again from the start, so
+/// every run of the job pairs its ranks alike, however many iterations it has.
 pub struct SharedDraws {
     size: u32,
+    start: Pcg64Mcg,
     rng: Pcg64Mcg,
     drawn: u32,
     cache: HashMap<u32, Vec<u32>>,
@@ -357,10 +360,15 @@ pub struct SharedDraws {
 
 impl SharedDraws {
     pub fn new(shape: JobShape) -> SharedDraws {
-        SharedDraws { size: shape.size, rng: shape.rng, drawn: 0, cache: HashMap::new() }
+        SharedDraws { size: shape.size, start: shape.rng.clone(), rng: shape.rng, drawn: 0, cache: HashMap::new() }
     }
 
     pub fn permutation(&mut self, iter: u32) -> &[u32] {
+        if iter < self.drawn && !self.cache.contains_key(&iter) {
+            // Dropped: a new run of the job. Its draws are the first run's, made again.
+            (self.rng, self.drawn) = (self.start.clone(), 0);
+            self.cache.clear();
+        }
         while self.drawn <= iter {
             let mut order: Vec<u32> = (0..self.size).collect();
             order.shuffle(&mut self.rng);
@@ -478,5 +486,17 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_restarted_job_draws_its_iterations_again_beyond_the_kept_window() {
+        // 100 iterations, more than the 64 kept: a restart asks for iteration 0 again (it panicked).
+        use crate::traffic::stream_rng;
+        let shape = JobShape { size: 6, ranks_per_node: 1, rng: stream_rng(1, 50, 0), named_rng: stream_rng(1, 51, 0) };
+        let mut draws = SharedDraws::new(shape);
+        let first: Vec<Vec<u32>> = (0..100).map(|i| draws.permutation(i).to_vec()).collect();
+        let again: Vec<Vec<u32>> = (0..100).map(|i| draws.permutation(i).to_vec()).collect();
+        assert_eq!(first, again);
+        assert_ne!(first[0], first[1], "each iteration draws its own pairing");
     }
 }
