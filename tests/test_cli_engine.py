@@ -2,6 +2,10 @@
 
 import importlib
 import json
+import shutil
+import signal
+import subprocess
+import time
 
 import pyarrow.parquet as pq
 import pytest
@@ -280,3 +284,22 @@ def test_an_undefined_figure_prints_as_a_dash_not_nan():
     from qoslab.cli_render import fmt
 
     assert fmt(float("nan")) == "-" and fmt(None) == "-" and fmt(2.5) == "2.5" and fmt(12345.0) == "12,345"
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_run_stopped_by_a_signal_writes_what_it_measured(tmp_path, sig):
+    """SIGTERM is what Slurm sends at a job's time limit: the run stops as on Ctrl-C, keeping its
+    partial results (before, SIGTERM ended the process and nothing was written)."""
+    toml = tmp_path / "long.toml"
+    toml.write_text('[topology]\nkind = "xgft"\nm = [8, 4]\nw = [1, 2]\n[[traffic]]\nload = 0.8\n'
+                    '[run]\nduration_us = 400000\n')
+    qoslab_cli = shutil.which("qoslab")
+    assert qoslab_cli
+    proc = subprocess.Popen([qoslab_cli, "run", str(toml), "--out", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    summary = tmp_path / "out" / "summary.json"
+    time.sleep(3)  # started, and simulating (the whole run takes minutes)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "partial results written" in err, err
+    assert json.loads(summary.read_text())["interrupted"] is True

@@ -3,6 +3,7 @@ commands print is cli_render.py's. No `from __future__ import annotations`: type
 every command's annotations from strings on each start (a few ms of start-up)."""
 
 import json
+import signal
 from collections.abc import Iterator
 from contextlib import contextmanager
 from enum import StrEnum
@@ -658,7 +659,14 @@ def validate(
         raise fail(f"{failed} of {len(checks)} checks failed", 1)
 
 
+def _terminated(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
+    # SIGTERM (Slurm at a job's time limit, `kill`) stops a command as Ctrl-C does: a run writes
+    # what it measured so far, a study keeps its finished runs, and the exit code says so.
+    signal.signal(signal.SIGTERM, _terminated)
     app()
 
 

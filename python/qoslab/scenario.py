@@ -17,7 +17,6 @@ or a shorthand. The rules on resolved values are the engine's: a scenario asks i
 from __future__ import annotations
 
 import math
-
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
