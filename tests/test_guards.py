@@ -91,11 +91,16 @@ def test_a_text_file_with_no_opensm_option_is_refused_and_unknown_keys_are_flagg
 
 
 TINY = {"topology": {"kind": "single-switch", "hosts": 2}, "run": {"duration_us": 1.0, "warmup_us": 0.0}}
+PINGPONG = {"name": "p", "nodes": 1, "ranks_per_node": 2, "workload": {"kind": "ping-pong"}}
 
 
 @pytest.mark.parametrize("keys, key, words", [
     # A byte shorter than the engine's picosecond: a gap of 0 ps once hung the run for good.
-    ({"fabric": {"link_gbps": 17000.0}, "traffic": [{"load": 0.5}]}, "fabric.link_gbps", "(0, 8000]"),
+    ({"fabric": {"link_gbps": 17000.0}, "traffic": [{"load": 0.5}]}, "fabric.link_gbps", "0.001 to 8000 Gb/s"),
+    # A byte time beyond the clock's range: results came back as if the link were infinitely fast.
+    ({"fabric": {"link_gbps": 1e-300}}, "fabric.link_gbps", "0.001 to 8000 Gb/s"),
+    ({"mpi": {"shm_gbps": 1e-300}, "jobs": [PINGPONG]}, "mpi.shm_gbps", "0.001 to 8000 Gb/s"),
+    ({"mpi": {"shm_latency_ns": 1e30}, "jobs": [PINGPONG]}, "mpi.shm_latency_ns", "one second"),
     ({"fabric": {"link_latency_ns": 1.9e16}}, "fabric.link_latency_ns", "one second"),
     ({"fabric": {"switch_latency_ns": 2e9}}, "fabric.switch_latency_ns", "one second"),
     ({"run": {"duration_us": 1e11, "warmup_us": 0.0}}, "run.duration_us", "2^55 ps"),

@@ -4,6 +4,8 @@ use crate::sim::attribution::ON_WIRE_MAX_PS;
 
 /// One byte takes at least a picosecond (the engine's time step), so no packet leaves in zero time.
 pub const MAX_LINK_GBPS: f64 = 8000.0;
+/// 1 Mb/s: a 4 KiB packet then takes 33 ms, still far inside the event list's time range.
+pub const MIN_GBPS: f64 = 0.001;
 /// Latencies beyond a second are no fabric's, and keep every time far inside the event list's range.
 pub const MAX_LATENCY_NS: f64 = 1e9;
 /// 2^55 ps (about ten hours): half the event list's time range (`queue::MAX_EVENT_TIME`, 2^56 ps).
@@ -481,19 +483,12 @@ impl EngineConfig {
     /// re-checked so the engine is safe to drive directly.
     pub fn validate(&self) -> Result<(), ConfigError> {
         let f = &self.fabric;
-        if !(f.link_gbps > 0.0 && f.link_gbps <= MAX_LINK_GBPS) {
-            return Err(ConfigError::new(
-                "fabric.link_gbps",
-                format!("expected a rate in (0, {MAX_LINK_GBPS}] (above it a byte takes less than a picosecond, the engine's time step)"),
-            ));
-        }
-        for (name, ns) in [("link_latency_ns", f.link_latency_ns), ("switch_latency_ns", f.switch_latency_ns)] {
-            if !(0.0..=MAX_LATENCY_NS).contains(&ns) {
-                return Err(ConfigError::new(
-                    format!("fabric.{name}"),
-                    format!("expected 0 to {MAX_LATENCY_NS} ns (one second), got {ns}"),
-                ));
-            }
+        check_rate("fabric.link_gbps", f.link_gbps)?;
+        check_latency("fabric.link_latency_ns", f.link_latency_ns)?;
+        check_latency("fabric.switch_latency_ns", f.switch_latency_ns)?;
+        if let Some(mpi) = &self.mpi {
+            check_rate("mpi.shm_gbps", mpi.shm_gbps)?;
+            check_latency("mpi.shm_latency_ns", mpi.shm_latency_ns)?;
         }
         if ![256, 512, 1024, 2048, 4096].contains(&f.mtu_bytes) {
             return Err(ConfigError::new("fabric.mtu_bytes", "expected 256, 512, 1024, 2048 or 4096"));
@@ -623,6 +618,28 @@ impl EngineConfig {
         }
         Ok(())
     }
+}
+
+/// A data rate the engine's picosecond clock can time: a byte takes at least a picosecond, and a
+/// full packet at most a few tens of milliseconds.
+fn check_rate(key: &str, gbps: f64) -> Result<(), ConfigError> {
+    if !(MIN_GBPS..=MAX_LINK_GBPS).contains(&gbps) {
+        return Err(ConfigError::new(
+            key,
+            format!(
+                "expected a rate from {MIN_GBPS} to {MAX_LINK_GBPS} Gb/s (above, a byte would take less than a \
+                 picosecond, the engine's time step), got {gbps}"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn check_latency(key: &str, ns: f64) -> Result<(), ConfigError> {
+    if !(0.0..=MAX_LATENCY_NS).contains(&ns) {
+        return Err(ConfigError::new(key, format!("expected 0 to {MAX_LATENCY_NS} ns (one second), got {ns}")));
+    }
+    Ok(())
 }
 
 fn check_sl2vl(key: &str, table: &[u8], qos_vls: u8, data_vls: u8, layers: u8) -> Result<(), ConfigError> {

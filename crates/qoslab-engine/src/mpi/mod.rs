@@ -353,12 +353,7 @@ impl Mpi {
                 messages_sent: 0,
             });
         }
-        if !(cfg.shm_gbps > 0.0 && cfg.shm_gbps.is_finite()) {
-            return Err(ConfigError::new("mpi.shm_gbps", "expected a positive number"));
-        }
-        if cfg.shm_latency_ns < 0.0 {
-            return Err(ConfigError::new("mpi.shm_latency_ns", "expected a latency >= 0"));
-        }
+        // Rates and latencies: checked with the rest of the config (`EngineConfig::validate`).
         let active = ranks.len() as u32;
         Ok(Mpi {
             eager_threshold: cfg.eager_threshold_bytes,
