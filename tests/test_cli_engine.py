@@ -303,3 +303,15 @@ def test_a_run_stopped_by_a_signal_writes_what_it_measured(tmp_path, sig):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130 and "partial results written" in err, err
     assert json.loads(summary.read_text())["interrupted"] is True
+
+
+def test_set_can_mend_what_the_file_alone_lacks(tmp_path):
+    # The file alone is refused (its default warm-up exceeds its duration); --set is applied first.
+    toml = tmp_path / "short.toml"
+    toml.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n[[traffic]]\nload = 0.3\n[run]\nduration_us = 5\n')
+    alone = CliRunner().invoke(app, ["check", str(toml)])
+    assert alone.exit_code == 2 and "run.warmup_us" in alone.stderr
+    mended = CliRunner().invoke(app, ["check", str(toml), "--set", "run.warmup_us=0"])
+    assert mended.exit_code == 0, mended.output
+    bad = CliRunner().invoke(app, ["check", str(toml), "--set", "run.warmup_us=9"])
+    assert bad.exit_code == 2 and "(from --set)" in bad.stderr

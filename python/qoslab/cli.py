@@ -114,8 +114,7 @@ def warn(scenario: Scenario) -> None:
 
 
 def load(path: Path, overrides: list[str] | None) -> Scenario:
-    scenario = Scenario.from_toml(path)
-    return scenario.with_overrides(overrides) if overrides else scenario
+    return Scenario.from_toml(path, overrides or ())
 
 
 def _version_option(value: bool) -> None:

@@ -133,24 +133,28 @@ class Scenario(_Table):
         return scenario
 
     @classmethod
-    def from_toml(cls, path: str | Path) -> Scenario:
-        return cls.from_dict(read_toml(path), str(path))
+    def from_toml(cls, path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
+        """The scenario of a TOML file, with ``KEY=VALUE`` overrides (see `with_overrides`)
+        applied before it is checked, so that an override can mend what the file alone lacks."""
+        return cls._overridden(read_toml(path), list(overrides), str(path))
 
     def with_overrides(self, items: Iterable[str]) -> Scenario:
         """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
         the value is read as a TOML value, or else taken as a string."""
-        items = list(items)
-        data = self.given()
+        return Scenario._overridden(self.given(), list(items), self._source)
+
+    @classmethod
+    def _overridden(cls, data: dict[str, Any], items: list[str], source: str | None) -> Scenario:
         keys = []
         for item in items:
             key, sep, raw = item.partition("=")
             key = key.strip()
             if not sep or not key:
-                raise ScenarioError([("--set", f"expected KEY=VALUE, got {show(item)}")], self._source)
-            _assign(data, key, _parse_value(raw.strip()), self._source)
+                raise ScenarioError([("--set", f"expected KEY=VALUE, got {show(item)}")], source)
+            _assign(data, key, _parse_value(raw.strip()), source)
             keys.append(key)
         try:
-            return Scenario.from_dict(data, self._source)
+            return cls.from_dict(data, source)
         except ScenarioError as error:
             marked = [(k, f"{m} (from --set)" if _same_key(k, keys) else m) for k, m in error.problems]
             raise ScenarioError(marked, error.source) from None
