@@ -313,3 +313,10 @@ def test_a_long_source_path_stays_inside_the_written_files_comments(tmp_path):
     assert not any(line.startswith("do ") for line in topo.splitlines() + net.splitlines())
     again, _ = parse_fabric(net, "again")
     assert again.engine_topology(100.0) == fabric.engine_topology(100.0)
+
+
+def test_a_link_width_outside_the_tables_is_an_unknown_link_type_not_a_crash():
+    for width in ("3x", "0x", "16x", "99x"):
+        dump = MESSY.replace("lid 4 4xDDR   ", f"lid 4 {width}DDR")
+        fabric, warnings = parse_fabric(dump, "odd.topo")
+        assert any(f"link type {width}DDR is unknown" in w for w in warnings), warnings

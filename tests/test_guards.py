@@ -3,6 +3,8 @@ refused by name, defaults named as defaults (issue 16, "Bad input")."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import qoslab
 from qoslab import resources
@@ -151,3 +153,32 @@ def test_an_mpi_message_too_large_to_number_its_packets_is_refused():
     with pytest.raises(ScenarioError, match=r"jobs\[0\]\.workload\.bytes: expected less than 549755813888"):
         qoslab.Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
                         jobs=[{"name": "a", "nodes": 2, "workload": {"kind": "ping-pong", "bytes": 2**44}}])
+
+
+def test_files_that_are_not_scenarios_are_refused_not_read_whole(tmp_path):
+    deep = tmp_path / "deep.toml"
+    deep.write_text("x = " + "[" * 600 + "1" + "]" * 600 + "\n")
+    for path, words in ((deep, "nested too deeply"), (Path("/dev/zero"), "larger than 64 MiB")):
+        result = CliRunner().invoke(app, ["check", str(path)])
+        assert result.exit_code == 2 and words in result.stderr and "Traceback" not in result.output, result.output
+
+
+def test_bad_command_line_values_are_refused_before_any_work(tmp_path):
+    result = CliRunner().invoke(app, ["validate", "--write", str(tmp_path)])
+    assert result.exit_code == 2 and "is a directory" in result.stderr
+    result = CliRunner().invoke(app, ["validate", "--write", str(tmp_path / "no" / "v.md")])
+    assert result.exit_code == 2 and "does not exist" in result.stderr
+    dump = tmp_path / "d.txt"
+    dump.write_text("")
+    for interval in ("nan", "inf", "0"):
+        result = CliRunner().invoke(app, ["compare-counters", str(tmp_path), str(dump), str(dump), "--interval", interval])
+        assert result.exit_code == 2 and "--interval" in result.stderr, result.output
+
+
+@pytest.mark.parametrize("seeds, words", [("[]", "at least 1"), ("[1, 1]", "seed 1 is listed twice")])
+def test_study_seeds_must_be_distinct_and_given(tmp_path, seeds, words):
+    (tmp_path / "study.toml").write_text(f'seeds = {seeds}\n[scenario]\n[scenario.topology]\nkind = "single-switch"\n'
+                                         'hosts = 4\n[[scenario.jobs]]\nname = "a"\nnodes = 2\n'
+                                         'workload = {kind = "ping-pong"}\n[[policies]]\nkind = "default"\n')
+    result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--plan", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "seeds" in result.stderr and words in result.stderr, result.output

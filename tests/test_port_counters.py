@@ -113,6 +113,11 @@ def test_compare_counters_sets_measured_beside_simulated(tmp_path):
     assert table["real_wait"].to_numpy() == pytest.approx(table["simulated_wait"].to_numpy(), abs=1e-6)
     h0 = table[table["node"] == "H0"].iloc[0]
     assert h0["real_wait"] == pytest.approx(0.5, abs=0.01) and h0["real_utilisation"] == pytest.approx(0.5, abs=0.01)
+    assert "above 100%" not in result.stderr
+    # An interval a thousand times too short: measured utilisation beyond the link's, flagged.
+    short = CliRunner().invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"),
+                                     str(tmp_path / "after.txt"), "--interval", "3e-7", "--out", str(tmp_path / "s")])
+    assert short.exit_code == 0 and "measured above 100% of their link" in short.stderr, short.output
 
 
 @pytest.mark.parametrize("mangle, words", [

@@ -1216,3 +1216,11 @@ def test_real_otf2_split_pairs_and_one_rank_communicators():
     # Between ranks, the fabric carries every send whose destination is another rank.
     between = [s for r in range(prog.ranks) for s in sends[r] if s[1] != r]
     assert len(payload(messages)) >= len([s for s in between if s[2] > 0])
+
+
+def test_a_meta_file_claiming_a_billion_ranks_is_refused_without_listing_them(tmp_path):
+    anchor = write_dumpi(tmp_path / "t", dumpi_pair())
+    (tmp_path / "t" / "app.meta").write_text("hostname=testhost\nnumprocs=999999999\nfileprefix=app\n")
+    with pytest.raises(ScenarioError, match=r"999999999 ranks but the dumpi2ascii files of 999999997 are missing "
+                                            r"\(ranks 2-10001, \.\.\.: app-0002\.txt"):
+        read_trace(anchor, key="jobs[0].workload.path")

@@ -614,14 +614,14 @@ def compare_counters_command(
 
     from qoslab.counters import CounterDumpError, compare, comparison_figure, read_dump
 
+    if not 0 < interval < float("inf"):  # NaN fails too
+        raise fail(f"error: --interval: expected the seconds between {before} and {after} (> 0), got {interval:g}")
+    if tick_bytes < 1:
+        raise fail(f"error: --tick-bytes: expected a positive number of bytes, got {tick_bytes}")
     counters = run_out / "port_counters.parquet"
     if not counters.is_file():
         raise fail(f"error: {counters}: missing; run the scenario with run.port_counters = true "
                    f"(qoslab run SCENARIO --set run.port_counters=true --out {run_out})")
-    if interval <= 0:
-        raise fail(f"error: --interval: expected the seconds between {before} and {after} (> 0), got {interval:g}")
-    if tick_bytes < 1:
-        raise fail(f"error: --tick-bytes: expected a positive number of bytes, got {tick_bytes}")
     try:
         summary = json.loads((run_out / "summary.json").read_text())
         window_ns = summary["window_ns"][1] - summary["window_ns"][0]
@@ -630,6 +630,11 @@ def compare_counters_command(
         raise fail(f"error: {error}") from None
     except (OSError, ValueError, KeyError) as error:
         raise fail(f"error: {run_out}: cannot read the run's summary or counters ({error})") from None
+    over = table[table["real_utilisation"] > 1.01]
+    if len(over):
+        err_console.print(Text(f"warning: {len(over)} port(s) measured above 100% of their link (up to "
+                               f"{over['real_utilisation'].max():.0%}): is --interval ({interval:g} s) the time "
+                               "between the two dumps?", style="yellow"))
     try:
         out.mkdir(parents=True, exist_ok=True)
         table.to_csv(out / "comparison.csv", index=False)
@@ -648,11 +653,18 @@ def validate(
     """Check the engine against closed-form results (latency, bandwidth, arbitration, queueing)."""
     from qoslab import validation
 
+    if write is not None and (write.is_dir() or not write.parent.is_dir()):
+        what = "is a directory" if write.is_dir() else f"its folder {write.parent} does not exist"
+        raise fail(f"error: --write {write}: {what}; expected a Markdown file to write")
     checks = validation.run_all()
     print_validation(checks)
     if write is not None:
-        header = write.read_text().split(validation.TABLE_MARKER)[0] if write.exists() else ""
-        write.write_text(header + validation.TABLE_MARKER + "\n\n" + validation.markdown(checks))
+        try:
+            header = write.read_text().split(validation.TABLE_MARKER)[0] if write.exists() else ""
+            write.write_text(header + validation.TABLE_MARKER + "\n\n" + validation.markdown(checks))
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else error
+            raise fail(f"error: --write {write}: cannot write the results there: {reason}") from None
     failed = sum(not c.ok for c in checks)
     if failed:
         raise fail(f"{failed} of {len(checks)} checks failed", 1)

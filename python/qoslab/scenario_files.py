@@ -42,11 +42,19 @@ class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# Scenario and study files are a few KB; traces, dumps and host lists are read by their own readers.
+MAX_TOML_BYTES = 64 << 20
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
     """Reads a TOML file; every failure is a ScenarioError naming the file (and line)."""
     source = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8")
+        with Path(path).open("rb") as file:  # at most the cap: a device or a huge file is not read whole
+            data = file.read(MAX_TOML_BYTES + 1)
+        if len(data) > MAX_TOML_BYTES:
+            raise ScenarioError([("", f"larger than {MAX_TOML_BYTES >> 20} MiB: not a scenario or study file")], source)
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ScenarioError([("", "file not found")], source) from None
     except IsADirectoryError:
@@ -57,6 +65,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ScenarioError([("", f"cannot read: {error.strerror or error}")], source) from None
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise ScenarioError([("", "TOML nested too deeply to read")], source) from None
     except tomllib.TOMLDecodeError as error:
         message = str(error)
         match = re.match(r"^(.*) \(at line (\d+), column (\d+)\)$", message)

@@ -173,7 +173,7 @@ def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[
     found = _LINK.search(rest)
     if found:
         width, speed = found[1], found[2]
-        if width == "??" or speed == "???":
+        if width == "??" or speed == "???" or width not in WIDTH_LANES:
             warnings.append(f"{source}:{line}: link type {width}{speed} is unknown; it runs at fabric.link_gbps")
             return None, None
         return width, speed

@@ -196,7 +196,7 @@ class Study(StudyFile):
     # ones compared; their placement is drawn once per repetition and shared by every run of it.
     scenario: str | dict[str, Any]
     repetitions: Annotated[int, Field(ge=1, le=10000)] = 1  # repetition r uses seed = scenario seed + r
-    seeds: list[Annotated[int, Field(ge=0, lt=2**64)]] | None = None  # explicit seeds instead
+    seeds: Annotated[list[Annotated[int, Field(ge=0, lt=2**64)]], Field(min_length=1)] | None = None  # explicit seeds instead
     policies: Annotated[list[AnyPolicy], Field(min_length=1)]
     executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
     # Scenario keys to sweep (docs/study.md, "Sweeps"): every combination ("grid") or the i-th
@@ -256,6 +256,9 @@ class Study(StudyFile):
             raise self._error("scenario", "nothing to compare: the scenario has no [[jobs]] (a study compares MPI jobs)")
         if self.seeds is not None and "repetitions" in self.model_fields_set:
             raise self._error("seeds", "give either repetitions or seeds, not both")
+        if self.seeds is not None and len(set(self.seeds)) < len(self.seeds):
+            twice = next(seed for seed in self.seeds if self.seeds.count(seed) > 1)
+            raise self._error("seeds", f"seed {twice} is listed twice: a repetition would be counted twice")
         self._base = base
         jobs = base.job_names()
         ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
