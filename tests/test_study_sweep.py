@@ -12,7 +12,8 @@ from qoslab.sweep.executors import LocalExecutor
 from two_jobs import DATA as SCENARIO
 from typer.testing import CliRunner
 
-POLICIES = [{"kind": "default"}, {"kind": "per-job", "assignment": {"a2a": 1, "flood": 0}}]
+# Two levels, so that points with fabric.data_vls = 2 are valid for it too.
+POLICIES = [{"kind": "default"}, {"kind": "per-job", "assignment": {"a2a": 1, "flood": 0}, "weights": [254, 1]}]
 
 
 def study(**keys) -> Study:
@@ -60,6 +61,10 @@ def test_grid_and_zip():
      "as many values"),
     ({"sweep": [{"key": "fabric.data_vls", "values": []}]}, "sweep[0].values"),
     ({"sweep_mode": "zip"}, "sweep_mode: there is no [[sweep]]"),
+    # A point valid as a scenario on which a policy is not: four SLs on two VLs.
+    ({"sweep": [{"key": "fabric.data_vls", "values": [2]}],
+      "policies": [{"kind": "per-job", "assignment": "all"}]},
+     "sweep (fabric.data_vls = 2): policies[0].weights: the policy uses"),
 ])
 def test_bad_sweeps_are_refused_before_any_run(keys, words):
     with pytest.raises(ScenarioError) as caught:

@@ -260,21 +260,9 @@ class Study(StudyFile):
             twice = next(seed for seed in self.seeds if self.seeds.count(seed) > 1)
             raise self._error("seeds", f"seed {twice} is listed twice: a repetition would be counted twice")
         self._base = base
-        jobs = base.job_names()
-        ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
-        expanded: list[Policy] = []
-        granularity = Granularity.of(base)
         self._warnings = [f"policy default (the scenario's [qos]): {w}" for w in base.arbitration_warnings()]
-        for i, policy in enumerate(self.policies):
-            self._check_data_vls(i, policy, base)
-            try:
-                concrete = policy.expand(jobs)
-                for each in concrete:
-                    each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
-                self._warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity)
-            except PolicyError as error:
-                raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
-            expanded.extend(concrete)
+        expanded, warnings = self._checked_policies(base)
+        self._warnings += warnings
         labels = [p.label() for p in expanded]
         for i, label in enumerate(labels):
             if labels.index(label) != i:
@@ -286,6 +274,26 @@ class Study(StudyFile):
         else:
             expanded.insert(0, expanded.pop(labels.index("default")))
         self._expanded = expanded
+
+    def _checked_policies(self, base: Scenario) -> tuple[list[Policy], list[str]]:
+        """The policies expanded for `base` (the scenario, or a sweep point's), each checked
+        against it, and their arbitration warnings; a problem raises naming the policy's key."""
+        jobs = base.job_names()
+        ranks = {name: len(hosts) * job.ranks_per_node for name, hosts, job in zip(jobs, base.placements(), base.jobs)}
+        expanded: list[Policy] = []
+        warnings: list[str] = []
+        granularity = Granularity.of(base)
+        for i, policy in enumerate(self.policies):
+            self._check_data_vls(i, policy, base)
+            try:
+                concrete = policy.expand(jobs)
+                for each in concrete:
+                    each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
+                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity)
+            except PolicyError as error:
+                raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
+            expanded.extend(concrete)
+        return expanded, warnings
 
     def _sweep_points(self, base: Scenario) -> list[dict[str, Any]]:
         """Every point of the sweep, each checked as a scenario before anything runs."""
@@ -314,7 +322,9 @@ class Study(StudyFile):
         points = [dict(zip(keys, combo)) for combo in combos]
         for point in points:
             try:
-                Scenario.from_dict(self.point_data(point), self.scenario_source())
+                # The point as a scenario, and every policy on it (a swept key such as
+                # fabric.data_vls can leave a policy with more SLs than VLs).
+                self._checked_policies(Scenario.from_dict(self.point_data(point), self.scenario_source()))
             except ScenarioError as error:
                 where = ", ".join(f"{k} = {v!r}" for k, v in point.items())
                 raise ScenarioError([(f"sweep ({where}): {k}" if k else f"sweep ({where})", m) for k, m in error.problems],
