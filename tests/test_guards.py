@@ -182,3 +182,32 @@ def test_study_seeds_must_be_distinct_and_given(tmp_path, seeds, words):
                                          'workload = {kind = "ping-pong"}\n[[policies]]\nkind = "default"\n')
     result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--plan", "--out", str(tmp_path / "o")])
     assert result.exit_code == 2 and "seeds" in result.stderr and words in result.stderr, result.output
+
+
+def test_the_memory_check_counts_the_process_address_space_limit():
+    # 16,384 ranks posting an all-to-all at once need about 8 GB: fine on this machine, refused
+    # under `ulimit -v` 6 GB (the check read only MemAvailable; the run then aborted in the engine).
+    import subprocess
+    import sys
+    code = (
+        "import resource, qoslab\n"
+        "from qoslab.errors import ScenarioError\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (6 * 2**30, 6 * 2**30))\n"
+        "try:\n"
+        "    qoslab.Scenario(topology={'kind': 'single-switch', 'hosts': 8}, jobs=[{'name': 'a', 'nodes': 4,\n"
+        "        'ranks_per_node': 4096, 'workload': {'kind': 'all-to-all', 'bytes': 256}}])\n"
+        "    print('accepted')\n"
+        "except ScenarioError as error:\n"
+        "    print(error)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "this run would need about" in done.stdout and "available" in done.stdout, done.stdout + done.stderr[-2000:]
+
+
+def test_a_memory_cgroup_limit_is_read_in_both_versions(tmp_path):
+    (tmp_path / "memory.max").write_text("1073741824\n")
+    (tmp_path / "memory.current").write_text("73741824\n")
+    assert resources._room(tmp_path, "memory.max", "memory.current") == 1_000_000_000
+    (tmp_path / "memory.max").write_text("max\n")
+    assert resources._room(tmp_path, "memory.max", "memory.current") is None
+    (tmp_path / "memory.limit_in_bytes").write_text("9223372036854771712\n")
+    assert resources._room(tmp_path, "memory.limit_in_bytes", "memory.current") is None

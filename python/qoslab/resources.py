@@ -3,6 +3,7 @@ run that cannot fit is an error naming its size, never an attempt that exhausts 
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 
 # Measured on the engine (peak RSS of `qoslab run`, 2026-11): the interpreter, pandas and pyarrow
@@ -18,8 +19,15 @@ PACKET_BYTES = 64
 
 
 def available_memory_bytes() -> int | None:
-    """MemAvailable of /proc/meminfo (what can be allocated without swapping); None where it
-    cannot be read (not Linux), so that the check is skipped rather than guessed."""
+    """What this process can still allocate: the least of the machine's MemAvailable
+    (/proc/meminfo, what can be allocated without swapping), the room left under its address-space
+    limit (`ulimit -v`) and under its memory cgroup's limit (a Slurm job's, a container's). None
+    where none can be read (not Linux), so that the check is skipped rather than guessed."""
+    known = [room for room in (_meminfo_available(), _address_space_room(), _cgroup_room()) if room is not None]
+    return min(known) if known else None
+
+
+def _meminfo_available() -> int | None:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
             if line.startswith("MemAvailable:"):
@@ -27,6 +35,53 @@ def available_memory_bytes() -> int | None:
     except (OSError, ValueError, IndexError):
         return None
     return None
+
+
+def _address_space_room() -> int | None:
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return None
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmSize:"):
+                return max(0, limit - int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+UNLIMITED = 1 << 60  # cgroups write "max" (v2) or a page-rounded 2^63 (v1) for no limit
+
+
+def _cgroup_room() -> int | None:
+    """The memory cgroup's limit less its usage (v2 memory.max/current, v1 limit_in_bytes/usage)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controllers == "":  # v2
+            found = _room(Path("/sys/fs/cgroup") / path.lstrip("/"), "memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1; in a container the mount is the group itself
+            base = Path("/sys/fs/cgroup/memory")
+            found = _room(base / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes")
+            found = found if found is not None else _room(base, "memory.limit_in_bytes", "memory.usage_in_bytes")
+        else:
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _room(folder: Path, limit_file: str, usage_file: str) -> int | None:
+    try:
+        limit_text = (folder / limit_file).read_text().strip()
+        if limit_text == "max" or int(limit_text) >= UNLIMITED:
+            return None
+        return max(0, int(limit_text) - int((folder / usage_file).read_text().strip()))
+    except (OSError, ValueError):
+        return None
 
 
 def estimated_bytes(nodes: int, ranks: int, messages_at_once: int, packets_queued: int = 0) -> int:
