@@ -166,7 +166,13 @@ struct Job {
     iterations_completed: u64,
     payload_bytes_sent: u64,
     messages_sent: u64,
+    /// Rank iterations of later runs left out of the ranks table (`MAX_RESTART_RECORDS`).
+    iterations_not_recorded: u64,
 }
+
+/// Iteration records (about 48 bytes each) kept at most before a restarted job's later runs
+/// stop being recorded; a job's first run, which its figures come from, is always recorded.
+pub const MAX_RESTART_RECORDS: usize = 1 << 22;
 
 /// One row of the per-rank, per-iteration table.
 #[derive(Debug, Clone, Copy)]
@@ -351,6 +357,7 @@ impl Mpi {
                 iterations_completed: 0,
                 payload_bytes_sent: 0,
                 messages_sent: 0,
+                iterations_not_recorded: 0,
             });
         }
         // Rates and latencies: checked with the rest of the config (`EngineConfig::validate`).
@@ -721,7 +728,12 @@ impl Mpi {
             if r.in_iteration {
                 r.in_iteration = false;
                 let job = &self.jobs[job_index];
-                if job.record_iterations && job.program.recorded(r.iteration) {
+                // A restarted job's later runs are recorded up to a bound: a short job restarting
+                // beside a long one would otherwise grow the table for as long as the run lasts.
+                let room = job.run == 0 || self.records.len() < MAX_RESTART_RECORDS;
+                if job.record_iterations && job.program.recorded(r.iteration) && !room {
+                    self.jobs[job_index].iterations_not_recorded += 1;
+                } else if job.record_iterations && job.program.recorded(r.iteration) {
                     self.records.push(IterationRecord {
                         job: r.job,
                         rank: r.local,
@@ -884,6 +896,9 @@ impl Mpi {
             );
             if let Some(chosen) = job.sl_policy.prioritized() {
                 jobs[&job.name]["prioritized_ranks"] = json!(chosen);
+            }
+            if job.iterations_not_recorded > 0 {
+                jobs[&job.name]["iterations_not_recorded"] = json!(job.iterations_not_recorded);
             }
         }
         Value::Object(jobs)
