@@ -211,3 +211,36 @@ def test_a_memory_cgroup_limit_is_read_in_both_versions(tmp_path):
     assert resources._room(tmp_path, "memory.max", "memory.current") is None
     (tmp_path / "memory.limit_in_bytes").write_text("9223372036854771712\n")
     assert resources._room(tmp_path, "memory.limit_in_bytes", "memory.current") is None
+
+
+def test_a_traffic_table_with_no_sender_is_refused_naming_the_key():
+    # Only the incast target listed: the run had no events and said nothing.
+    with pytest.raises(ScenarioError, match=r"traffic\[0\]\.hosts: no host sends"):
+        qoslab.simulate(qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4},
+                                        traffic=[{"pattern": "incast", "hosts": [0], "destinations": [0], "load": 0.5}]))
+
+
+@pytest.mark.parametrize("keys, key, words", [
+    ({"qos": {"sl2vl_pairs": [{"switch": 10**20, "in_port": 0, "out_port": 1, "sl2vl": [0] * 16}]}},
+     "qos.sl2vl_pairs[0].switch", "less than 4294967296"),
+])
+def test_nonsense_that_ran_silently_is_refused_naming_the_key(keys, key, words):
+    with pytest.raises(ScenarioError) as error:
+        qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, **keys)
+    assert error.value.problems[0][0] == key and words in str(error.value), error.value
+
+
+def test_a_policy_whose_weights_are_all_zero_is_refused(tmp_path):
+    (tmp_path / "study.toml").write_text('[scenario]\n[scenario.topology]\nkind = "single-switch"\nhosts = 4\n'
+                                         '[[scenario.jobs]]\nname = "a"\nnodes = 2\nworkload = {kind = "ping-pong"}\n'
+                                         '[[policies]]\nkind = "per-job"\nassignment = "all"\nweights = [0, 0]\n')
+    result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--plan", "--out", str(tmp_path / "o")])
+    assert result.exit_code == 2 and "policies[0].weights" in result.stderr and "every weight is 0" in result.stderr
+
+
+def test_study_options_on_a_scenario_export_are_refused(tmp_path):
+    toml = tmp_path / "s.toml"
+    toml.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n')
+    for option in (["--policy", "bogus"], ["--repetition", "7"]):
+        result = CliRunner().invoke(app, ["export", "opensm", str(toml), *option, "--out", str(tmp_path / "d")])
+        assert result.exit_code == 2 and "scenario file" in result.stderr, result.output

@@ -505,7 +505,10 @@ def export_opensm_command(
                 scenario, label = choice.scenario, choice.policy
                 console.print(Text(f"exporting policy {label!r}: {choice.why}"))
             else:
-                scenario, label = load(source, overrides), policy or ""
+                if policy is not None or repetition != 0:
+                    raise fail(f"error: --policy and --repetition choose among a study's runs; {source} is a "
+                               "scenario file, whose QoS is exported as it is")
+                scenario, label = load(source, overrides), ""
             bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf")
         except (ExportError, OpenSmConfError) as error:
             raise fail(f"error: {error}") from None

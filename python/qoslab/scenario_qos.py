@@ -90,9 +90,9 @@ class Sl2VlPair(_Table):
     """One switch's SL2VL table for a single (input port, output port) pair, as the hardware holds
     them (SLtoVLMappingTable with attribute modifier in_port << 8 | out_port). Ports are 0-based."""
 
-    switch: Annotated[int, Field(ge=0)]
-    in_port: Annotated[int, Field(ge=0)]
-    out_port: Annotated[int, Field(ge=0)]
+    switch: Annotated[int, Field(ge=0, lt=2**32)]
+    in_port: Annotated[int, Field(ge=0, lt=2**16)]
+    out_port: Annotated[int, Field(ge=0, lt=2**16)]
     sl2vl: Sl2Vl
 
 

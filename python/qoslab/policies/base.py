@@ -151,6 +151,9 @@ class Arbitrated(Policy):
             if self.DEFAULT_WEIGHTS is None:
                 raise problem("required key is missing (or give shares)", "weights")
             self.weights = list(self.DEFAULT_WEIGHTS)
+        if self.weights is not None and not any(self.weights) and not self.high:
+            raise problem("every weight is 0: no VL would ever be served and every run would stall; give at least "
+                          "one level a weight", "weights")
         if self.levels < self.MIN_LEVELS:
             raise problem(f"expected at least {self.MIN_LEVELS} levels, got {self.levels}", self.arbitration().key)
         self.arbitration()  # raises with the key named

@@ -153,6 +153,13 @@ pub fn build_sources(
                 rng: stream_rng(seed, RNG_TRAFFIC, ((t as u64) << 32) | host as u64),
             });
         }
+        if senders == 0 {
+            // Only the incast target itself was listed: a table that would send nothing at all.
+            return Err(ConfigError::new(
+                key("hosts"),
+                format!("no host sends: the only host listed is the incast target {}", dests[0]),
+            ));
+        }
         tables.push(TrafficTable { destinations: dests.clone(), hotspots: cfg.hotspot_hosts.clone(), senders });
     }
     Ok((sources, tables))
