@@ -93,7 +93,8 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
             if len(table[name]) > COMMON_VLARB_CAP:
                 warnings.append(f"qos.{port}.{name}: {len(table[name])} VLArb entries, as simulated; ports whose VLArb "
                                 f"capability is {COMMON_VLARB_CAP} (ibsim's, and many switches') program only the first "
-                                f"{COMMON_VLARB_CAP}, which share the link differently (qoslab check prints both)")
+                                f"{COMMON_VLARB_CAP}, which share the link differently from what was simulated (qoslab check with the "
+                                f"table cut to them shows how)")
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)
