@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -315,3 +316,18 @@ def test_set_can_mend_what_the_file_alone_lacks(tmp_path):
     assert mended.exit_code == 0, mended.output
     bad = CliRunner().invoke(app, ["check", str(toml), "--set", "run.warmup_us=9"])
     assert bad.exit_code == 2 and "(from --set)" in bad.stderr
+
+
+def test_set_reaches_the_default_topology_of_a_file_without_one(tmp_path):
+    toml = tmp_path / "notopo.toml"
+    toml.write_text("seed = 1\n[[traffic]]\nload = 0.5\n")
+    result = CliRunner().invoke(app, ["check", str(toml), "--set", "topology.hosts=8"])
+    assert result.exit_code == 0, result.output
+    assert re.search(r"│ hosts\s+│ 8\s+│", result.stdout), result.stdout
+
+
+def test_an_absurd_duration_is_refused_by_name_not_by_a_traceback(tmp_path):
+    toml = tmp_path / "big.toml"
+    toml.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[[traffic]]\nload = 0.5\n[run]\nduration_us = 1e303\n')
+    result = CliRunner().invoke(app, ["check", str(toml)])
+    assert result.exit_code == 2 and "run.duration_us: at most" in result.stderr, result.output

@@ -296,6 +296,11 @@ def test_a_description_cannot_set_a_lid_or_a_link_option():
                          'Switch\t8 "S-0002c90300000001"\t\t# "a base port 0 lid 7" base port 0 lid 48 lmc 0')
     fabric, _ = parse_fabric(dump, "described.topo")
     assert [n.lids[0] for n in fabric.nodes if n.kind == "switch"] == [48, 2]
+    # Descriptions are printed raw, quotes included: the record's own tail is read from the end.
+    dump = MESSY.replace('"leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
+                         '"lab" base port 0 lid 7 "x" enhanced port 0 lid 1 lmc 0')
+    fabric, _ = parse_fabric(dump, "described.topo")
+    assert all(0 not in n.lids for n in fabric.nodes if n.kind == "switch" and n.description == "lab")
     ibsim = 'Switch\t2 "S-0000000000000001"\n[1]\t"H-0000000000000002"[1] w=2 s=4 e=2 # "w=1 s=1"\n' \
             'Hca\t1 "H-0000000000000002"\n[1]\t"S-0000000000000001"[1] w=2 s=4 e=2\n'
     fabric, _ = parse_fabric(ibsim, "net")

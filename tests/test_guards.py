@@ -244,3 +244,31 @@ def test_study_options_on_a_scenario_export_are_refused(tmp_path):
     for option in (["--policy", "bogus"], ["--repetition", "7"]):
         result = CliRunner().invoke(app, ["export", "opensm", str(toml), *option, "--out", str(tmp_path / "d")])
         assert result.exit_code == 2 and "scenario file" in result.stderr, result.output
+
+
+def test_the_tightest_memory_cgroup_above_the_process_counts(tmp_path):
+    # Slurm (cgroup v2): the limit is on the job's group; the task's own group reads "max".
+    proc = tmp_path / "cgroup"
+    proc.write_text("0::/slurm/job_1/step_0/task_0\n")
+    root = tmp_path / "sys"
+    job, task = root / "slurm" / "job_1", root / "slurm" / "job_1" / "step_0" / "task_0"
+    task.mkdir(parents=True)
+    (job / "memory.max").write_text(str(2**30))
+    (job / "memory.current").write_text(str(900 * 2**20))
+    (task / "memory.max").write_text("max\n")
+    (task / "memory.current").write_text("1000\n")
+    assert resources._cgroup_room(proc, root) == 124 * 2**20
+    proc.write_text("4:memory:/slurm/uid_0/job_1\n")  # v1: limit_in_bytes on the job's group
+    v1 = root / "memory" / "slurm" / "uid_0" / "job_1"
+    v1.mkdir(parents=True)
+    (v1 / "memory.limit_in_bytes").write_text(str(2**31))
+    (v1 / "memory.usage_in_bytes").write_text(str(2**30))
+    assert resources._cgroup_room(proc, root) == 2**30
+
+
+def test_a_collective_whose_gathered_message_is_too_large_is_refused():
+    # Bruck's alltoall sends up to every rank's block in one message: 2^38 bytes x 8 ranks wrapped.
+    with pytest.raises(ScenarioError, match=r"jobs\[0\]\.workload\.bytes: 274877906943 bytes x 8 ranks"):
+        qoslab.Scenario(topology={"kind": "single-switch", "hosts": 8},
+                        jobs=[{"name": "a", "nodes": 8, "collectives": {"alltoall": "bruck"},
+                               "workload": {"kind": "collective-loop", "collective": "alltoall", "bytes": 2**38 - 1}}])

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from qoslab.errors import problem
 from qoslab.host_lists import Hosts
+from qoslab.workload_base import MAX_MESSAGE_BYTES
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS, AnyWorkload
 
 
@@ -125,6 +126,10 @@ SL_POLICY_KINDS = ("job", "ranks", "slowest-ranks", "spread", "latency-history")
 SL_POLICY_MODELS = (JobSl, RankSl, SlowestRanksSl, SpreadSl, LatencyHistorySl)
 
 
+# Workloads whose collectives can gather every rank's block into one message.
+COLLECTIVE_KINDS = frozenset({"collective-loop", "all-to-all", "gpcnet-alltoall", "gpcnet-allreduce"})
+
+
 class Job(_Table):
     name: str | None = None  # None: "job<index>"
     nodes: Annotated[int, Field(ge=1)] | None = None  # None: the length of `hosts`
@@ -153,6 +158,18 @@ class Job(_Table):
     def service_levels(self) -> list[int]:
         """Every SL the job's messages can use."""
         return sorted({self.sl, *self.sl_policy.service_levels()})
+
+    @model_validator(mode="after")
+    def _collective_messages(self) -> Job:
+        # A collective can gather a block of every rank into one message (Bruck's alltoall sends
+        # up to all of them at once), and a message's packets are numbered in 32 bits.
+        bytes_ = getattr(self.workload, "bytes", None)
+        if self.workload.kind in COLLECTIVE_KINDS and self.nodes is not None and bytes_ is not None:
+            ranks = self.nodes * self.ranks_per_node
+            if bytes_ * ranks >= MAX_MESSAGE_BYTES:
+                raise problem(f"{bytes_} bytes x {ranks} ranks: a collective can put that much into one message, "
+                              f"beyond the engine's {MAX_MESSAGE_BYTES} bytes (2^39) a message", "workload.bytes")
+        return self
 
     @model_validator(mode="after")
     def _placement_keys(self) -> Job:

@@ -53,24 +53,28 @@ def _address_space_room() -> int | None:
 UNLIMITED = 1 << 60  # cgroups write "max" (v2) or a page-rounded 2^63 (v1) for no limit
 
 
-def _cgroup_room() -> int | None:
-    """The memory cgroup's limit less its usage (v2 memory.max/current, v1 limit_in_bytes/usage)."""
+def _cgroup_room(proc: Path = Path("/proc/self/cgroup"), root: Path = Path("/sys/fs/cgroup")) -> int | None:
+    """The least room under the memory limit of this process's cgroup and of every group above it
+    (v2 memory.max less memory.current, v1 limit_in_bytes less usage_in_bytes): Slurm sets a job's
+    limit on the job's group, above the step and task groups a process sits in."""
     try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        lines = proc.read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
         if controllers == "":  # v2
-            found = _room(Path("/sys/fs/cgroup") / path.lstrip("/"), "memory.max", "memory.current")
-        elif "memory" in controllers.split(","):  # v1; in a container the mount is the group itself
-            base = Path("/sys/fs/cgroup/memory")
-            found = _room(base / path.lstrip("/"), "memory.limit_in_bytes", "memory.usage_in_bytes")
-            found = found if found is not None else _room(base, "memory.limit_in_bytes", "memory.usage_in_bytes")
+            base, files = root, ("memory.max", "memory.current")
+        elif "memory" in controllers.split(","):  # v1
+            base, files = root / "memory", ("memory.limit_in_bytes", "memory.usage_in_bytes")
         else:
             continue
-        if found is not None:
-            return found
+        parts = [part for part in path.split("/") if part]
+        # Leaf to root; the mount itself too, which in a container is the container's own group.
+        rooms = [_room(base.joinpath(*parts[:i]), *files) for i in range(len(parts), -1, -1)]
+        known = [room for room in rooms if room is not None]
+        if known:
+            return min(known)
     return None
 
 

@@ -90,11 +90,14 @@ def _validate_jobs(value: Any) -> list[Any]:
     return JOBS.validate_python(value)
 
 
+DEFAULT_TOPOLOGY_KIND: Literal["single-switch"] = "single-switch"
+
+
 class Scenario(_Table):
     name: str | None = None
     seed: Annotated[int, Field(ge=0, lt=2**64)] = 1
     fabric: Fabric = Field(default_factory=Fabric)
-    topology: Topology = Field(default_factory=lambda: SingleSwitch(kind="single-switch"))
+    topology: Topology = Field(default_factory=lambda: SingleSwitch(kind=DEFAULT_TOPOLOGY_KIND))
     routing: Routing = Field(default_factory=Routing)
     qos: Qos = Field(default_factory=Qos)
     traffic: list[Traffic] = Field(default_factory=list)
@@ -145,6 +148,9 @@ class Scenario(_Table):
 
     @classmethod
     def _overridden(cls, data: dict[str, Any], items: list[str], source: str | None) -> Scenario:
+        if items and "topology" not in data:
+            # As given() does: topology keys are read by the kind, the default one if none is given.
+            data = {**data, "topology": {"kind": DEFAULT_TOPOLOGY_KIND}}
         keys = []
         for item in items:
             key, sep, raw = item.partition("=")
@@ -457,7 +463,10 @@ class Scenario(_Table):
         wire_ps = (t.message_bytes + packets * self.fabric.header_bytes) * 8000.0 / self.fabric.link_gbps
         duration_us = self.run.duration_us
         assert duration_us is not None  # resolved by RunConfig before the scenario's checks
-        return int(min(t.max_queued_messages, math.ceil(duration_us * 1e6 * t.load / wire_ps) + 1))
+        arrivals = duration_us * 1e6 * t.load / wire_ps  # inf for absurd durations, refused later by name
+        if not arrivals < t.max_queued_messages:
+            return int(t.max_queued_messages)
+        return min(int(t.max_queued_messages), math.ceil(arrivals) + 1)
 
     def _check_memory(self) -> None:
         """Refuses a run whose estimated peak memory exceeds what this machine has available

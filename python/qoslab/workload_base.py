@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 # A message is cut into its packets when sent, each numbered in 32 bits: at most 2^31 of them
 # (2^39 bytes at the smallest MTU).
-Bytes = Annotated[int, Field(ge=0, lt=2**39)]
+MAX_MESSAGE_BYTES = 2**39
+Bytes = Annotated[int, Field(ge=0, lt=MAX_MESSAGE_BYTES)]
 Iterations = Annotated[int, Field(ge=1, lt=2**32)]
 Count = Annotated[int, Field(ge=1, lt=2**32)]
 Micros = Annotated[float, Field(ge=0, allow_inf_nan=False)]

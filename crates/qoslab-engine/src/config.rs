@@ -570,7 +570,7 @@ impl EngineConfig {
                 Some(load) => {
                     let wire = t.message_bytes as f64 + packets as f64 * f.header_bytes as f64;
                     let arrivals = self.run.duration_us * 1e6 * load / (wire * 8000.0 / f.link_gbps);
-                    (t.max_queued_messages as u64).min(arrivals.ceil() as u64 + 1)
+                    (t.max_queued_messages as u64).min((arrivals.ceil() as u64).saturating_add(1))
                 }
                 None => t.saturate_depth as u64,
             };
