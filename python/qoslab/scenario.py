@@ -204,7 +204,7 @@ class Scenario(_Table):
     def qos_warnings(self) -> list[str]:
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
-        warnings = []
+        warnings = self._capacity_warnings()
         used_sls = sorted({t.sl for t in self.traffic} | {sl for j in self.jobs for sl in j.service_levels()})
         ports: tuple[tuple[Literal["ca", "swe"], str], ...] = (("ca", "qos.ca"), ("swe", "qos.swe"))
         for port, key in ports:
@@ -216,6 +216,22 @@ class Scenario(_Table):
                     warnings.append(f"{key}: traffic on SL{sl} maps to VL{vl}, which has no weight in "
                                     f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
         return warnings + self.arbitration_warnings()
+
+    def _capacity_warnings(self) -> list[str]:
+        """VLArb entries beyond what the ports hold (fabric.vlarb_capacity), which they drop."""
+        kept = self.vlarb_entries_kept()
+        if kept is None:
+            return []
+        warnings = []
+        for key, tables in (("qos", self.qos), ("qos.ca", self.qos.ca), ("qos.swe", self.qos.swe)):
+            for name in ("vlarb_high", "vlarb_low"):
+                entries = getattr(tables, name)
+                if entries is not None and len(entries) > kept:
+                    warnings.append(f"{key}.{name}: {len(entries)} entries, but ports hold {kept} "
+                                    f"(fabric.vlarb_capacity = {self.fabric.vlarb_capacity}): the rest "
+                                    f"({', '.join(f'{vl}:{w}' for vl, w in list(entries)[kept:])}) are dropped, "
+                                    "as the hardware drops them, and neither simulated nor exported")
+        return warnings
 
     def arbitration_warnings(self) -> list[str]:
         """Different weights in one VLArb table that the fabric's MTU cannot tell apart (9 and 1
@@ -264,7 +280,18 @@ class Scenario(_Table):
             if value is None:
                 value = getattr(self.qos, field)
             resolved[field] = default[field] if value is None else value
+        kept = self.vlarb_entries_kept()
+        if kept is not None:
+            # What the port programs: its first entries, each routing layer's copy counted.
+            for name in ("vlarb_high", "vlarb_low"):
+                resolved[name] = list(resolved[name])[:kept]
         return resolved
+
+    def vlarb_entries_kept(self) -> int | None:
+        """Entries of each VLArb table as written that a port programs (fabric.vlarb_capacity,
+        shared among the routing layers' copies); None: every entry."""
+        capacity = self.fabric.vlarb_capacity
+        return None if capacity is None else capacity // (self.routing.vls or 1)
 
     def traffic_shift(self, index: int) -> int:
         """Shift of a shift pattern; default half the destinations (half the hosts for "all")."""
@@ -289,6 +316,8 @@ class Scenario(_Table):
                 data["run"].pop(key)
         if not self.congestion_control.enabled:  # off by default: run ids as before it existed
             data.pop("congestion_control")
+        if self.fabric.vlarb_capacity is None:  # the default (whole tables): run ids as before it existed
+            data["fabric"].pop("vlarb_capacity")
         data["qos"] = {port: _json_qos(self.port_qos(port)) for port in ("ca", "swe")}
         for i, source in enumerate(data["traffic"]):
             source["shift"] = self.traffic_shift(i)
@@ -395,6 +424,9 @@ class Scenario(_Table):
             raise problem("traces congestion control, which is off: set congestion_control.enabled = true "
                           "(or leave run.cc_trace out)", "run.cc_trace")
         self._resolve_routing()
+        if self.vlarb_entries_kept() == 0:
+            raise problem(f"{self.fabric.vlarb_capacity} entries cannot hold one entry per routing layer "
+                          f"(routing.vls = {self.routing.vls})", "fabric.vlarb_capacity")
         names = self.job_names()
         for i, name in enumerate(names):
             if names.index(name) != i:

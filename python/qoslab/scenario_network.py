@@ -52,6 +52,9 @@ class Fabric(_Table):
     vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
     # QPs per SL in each HCA, served round robin packet by packet (message to d joins d mod n).
     hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=64)] = 8
+    # Entries each VLArb table of a port holds (PortInfo VLArbitrationHighCap/LowCap; 8 on many
+    # switches and on ibsim): a port programs the first entries only. None: the whole table.
+    vlarb_capacity: Annotated[int, Field(ge=1, le=64)] | None = None
 
     def packet_credit_bytes(self) -> int:
         """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""

@@ -90,11 +90,11 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     warnings: list[str] = []
     for port, table in tables.items():
         for name in ("vlarb_high", "vlarb_low"):
-            if len(table[name]) > COMMON_VLARB_CAP:
+            if len(table[name]) > COMMON_VLARB_CAP and scenario.fabric.vlarb_capacity is None:
                 warnings.append(f"qos.{port}.{name}: {len(table[name])} VLArb entries, as simulated; ports whose VLArb "
                                 f"capability is {COMMON_VLARB_CAP} (ibsim's, and many switches') program only the first "
-                                f"{COMMON_VLARB_CAP}, which share the link differently from what was simulated (qoslab check with the "
-                                f"table cut to them shows how)")
+                                f"{COMMON_VLARB_CAP}, which share the link differently from what was simulated: set "
+                                f"fabric.vlarb_capacity = {COMMON_VLARB_CAP} to simulate and export what they hold")
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)

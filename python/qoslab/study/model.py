@@ -290,6 +290,8 @@ class Study(StudyFile):
                 for each in concrete:
                     each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
                 warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity)
+                warnings += _capacity_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
+                                               base.vlarb_entries_kept())
             except PolicyError as error:
                 raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
             expanded.extend(concrete)
@@ -342,6 +344,23 @@ class Study(StudyFile):
             problems = "; ".join(f"{key}: {message}" for key, message in error.problems)
             raise self._error(f"policies[{index}].data_vls",
                               f"with fabric.data_vls = {policy.data_vls} the scenario is invalid: {problems}") from None
+
+
+def _capacity_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity,
+                       kept: int | None) -> list[str]:
+    """A policy's VLArb tables longer than the ports hold (fabric.vlarb_capacity): simulated as
+    the ports program them, their first entries, which share the link otherwise than the weights."""
+    if kept is None:
+        return []
+    out = []
+    for key, arbitration in policy.arbitrations(data_vls):
+        high, low = arbitration.entries(granularity)
+        for name, entries in (("vlarb_high", high), ("vlarb_low", low)):
+            if len(entries) > kept:
+                out.append(f"policy {policy.label()} (policies[{index}].{key}): its {name} table has {len(entries)} "
+                           f"entries, the ports hold {kept} (fabric.vlarb_capacity): simulated and exported as "
+                           f"the first {kept}, which share the link otherwise than the weights say")
+    return out
 
 
 def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity) -> list[str]:
