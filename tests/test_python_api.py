@@ -49,3 +49,17 @@ def test_the_package_is_typed_and_imports_the_study_api_lazily():
     done = subprocess.run([sys.executable, "-c", "import sys, qoslab; print('qoslab.study.model' in sys.modules)"],
                           capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_run_refuses_what_the_command_line_refuses(tmp_path):
+    import pytest
+    from qoslab.errors import ScenarioError
+
+    study = qoslab.Study.from_toml(EXAMPLE / "study.toml")
+    for executor, words in (("bogus", "executor.kind"), ("dask", "needs the scheduler address"), (42, "executor")):
+        with pytest.raises(ScenarioError, match=words):
+            study.run(tmp_path / "out", executor=executor)
+    for workers in (-1, "2", 1.5):
+        with pytest.raises(ScenarioError, match="workers"):
+            study.run(tmp_path / "out", workers=workers)
+    assert not (tmp_path / "out").exists()

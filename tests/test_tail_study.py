@@ -287,3 +287,20 @@ def test_cli_names_a_malformed_sacct_line(tmp_path):
     result = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "out")])
     assert result.exit_code == 2, result.output
     assert f"{log}:4:" in result.stderr and "Start" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("log_text, host_names, key, words", [
+    ("", "r[01-64]", "background.log", "no job that started"),
+    ("\ufeff" + SACCT, "r[01-64", "background.host_names", "not a Slurm host list"),
+    ("\ufeff" + SACCT, "r[01-10]", "background.host_names", "names 10 hosts, the fabric has 64"),
+])
+def test_a_log_or_host_list_the_study_cannot_use_is_named(tmp_path, log_text, host_names, key, words):
+    # A byte-order mark before the header is read past (it hid the first field); an empty log and
+    # a bad host list were a bare ValueError and a hostlist traceback.
+    log = tmp_path / "jobs.txt"
+    log.write_text(log_text)
+    s = study(snapshots=1, localities=["spread-groups"], routings=["minimal"], baseline=False,
+              background={"source": "sacct", "log": str(log), "host_names": host_names})
+    with pytest.raises(ScenarioError) as error:
+        TailPlan(s).snapshots()
+    assert error.value.problems[0][0] == key and words in str(error.value), error.value

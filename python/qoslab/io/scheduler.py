@@ -673,7 +673,11 @@ def _read_text(path: str | Path) -> str:
             data = gzip.decompress(data)
         except (OSError, EOFError) as error:
             raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
-    return data.decode("utf-8", errors="replace")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise SchedulerLogError(str(p), 0, "UTF-16 text: expected UTF-8 (or ASCII), as sacct writes it; convert it "
+                                "with iconv -f UTF-16 -t UTF-8")
+    # "utf-8-sig": a byte-order mark (an editor's, Excel's) would otherwise hide the first header field.
+    return data.decode("utf-8-sig", errors="replace")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -65,12 +65,17 @@ class TailPlan:
             return None
         assert bg.log is not None  # the background model requires a log for every other source
         if bg.source == "sacct":
-            return read_sacct(self.study.resolve(bg.log))
-        if bg.source == "sacct-json":
-            return read_sacct_json(self.study.resolve(bg.log))
-        if bg.source == "jobcomp":
-            return read_jobcomp(self.study.resolve(bg.log))
-        return read_swf(self.study.resolve(bg.log), bg.procs_per_node)
+            jobs = read_sacct(self.study.resolve(bg.log))
+        elif bg.source == "sacct-json":
+            jobs = read_sacct_json(self.study.resolve(bg.log))
+        elif bg.source == "jobcomp":
+            jobs = read_jobcomp(self.study.resolve(bg.log))
+        else:
+            jobs = read_swf(self.study.resolve(bg.log), bg.procs_per_node)
+        if not jobs:
+            raise self.study._error("background.log", f"{bg.log}: no job that started: nothing to draw a background "
+                                    "from")
+        return jobs
 
     def host_names(self) -> list[str]:
         import hostlist
@@ -78,9 +83,13 @@ class TailPlan:
         bg = self.study.background
         if bg.host_names is None:
             return [f"H{h}" for h in range(self.hosts)]
-        names = hostlist.expand_hostlist(bg.host_names)
+        try:
+            names = hostlist.expand_hostlist(bg.host_names)
+        except hostlist.BadHostlist as error:
+            raise self.study._error("background.host_names", f"{bg.host_names!r}: not a Slurm host list ({error})") \
+                from None
         if len(names) != self.hosts:
-            raise ValueError(f"background.host_names names {len(names)} hosts, the fabric has {self.hosts}")
+            raise self.study._error("background.host_names", f"names {len(names)} hosts, the fabric has {self.hosts}")
         return names
 
     def snapshot(self, index: int) -> Snapshot:
