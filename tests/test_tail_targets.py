@@ -301,3 +301,15 @@ def test_seed_scale_backgrounds_carry_the_log_s_share_of_its_machine():
     rows = plan.plan()[1]
     b = rows[rows["snapshot"] >= 0]["b"].dropna()
     assert b.between(0, 100).all() and np.ptp(b) > 50  # backgrounds from idle to nearly full
+
+
+def test_log_jobs_too_large_to_run_beside_the_target_are_said_not_dropped_silently(tmp_path):
+    # A 100-node job on a 64-host fabric that keeps 4 free: never in a snapshot, as before, but said.
+    big = "; MaxNodes: 128\n1 0 10 36000 100 -1 -1 100 -1 -1 1 1 1 -1 1 -1 -1 -1\n" \
+          "2 0 10 36000 2 -1 -1 2 -1 -1 1 2 1 -1 1 -1 -1 -1\n"
+    plan = TailPlan(swf_study(tmp_path, 1.0, big))
+    assert [len(h) for h in plan.snapshot(0).background] == [2]
+    (warning,) = plan.warnings()
+    assert warning.startswith("background.log: 1 job(s) of the log, 98.0% of its node-seconds, need more than the 60")
+    assert plan.size()["warnings"] == [warning]
+    assert TailPlan(swf_study(tmp_path, 1.0)).warnings() == []

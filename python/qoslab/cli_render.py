@@ -356,6 +356,8 @@ def print_plan(size: dict[str, Any], out: Path) -> None:
         console.print(f"{size['snapshots']} background snapshots{targets} x {len(size['localities'])} localities x "
                       f"{len(size['routings'])} routings ({size['not_placed']} with no room for the measured job); "
                       f"{low} to {high} background jobs per run")
+    for warning in size.get("warnings", []):
+        err_console.print(Text(f"warning: {warning}", style="yellow"))
     console.print(f"wrote {out}/plan.json (nothing simulated)")
 
 

@@ -119,16 +119,15 @@ class TailPlan:
             if bg.source in NAMED_SOURCES:
                 background = [hosts for _, hosts in map_snapshot(running, self.host_names())]
             else:
-                running = [j for j in running if j.node_count <= self.hosts - self.room_for]
-                running = self._scaled(running)
+                # Jobs too large to run beside the measured one are left out (said by `warnings`).
+                running = self._scaled(self._fitting(running))
                 # A job starts when the machine has room for it: an instant without room for the
                 # measured job (a scaled log near full, say) is not one at which it could start.
                 for _ in range(_LOG_DRAWS):
                     if sum(j.node_count for j in running) <= self.hosts - self.room_for:
                         break
                     t = float(rng.uniform(start, end))
-                    running = self._scaled([j for j in running_at(self.log, t)
-                                            if j.node_count <= self.hosts - self.room_for])
+                    running = self._scaled(self._fitting(running_at(self.log, t)))
                 else:
                     scale = f" scaled by {bg.scale_nodes:g}" if bg.scale_nodes is not None else ""
                     raise self.study._error("background.log", f"in {_LOG_DRAWS} instants of the log, none left "
@@ -140,6 +139,27 @@ class TailPlan:
         workloads = [None if len(h) < 2 else bg.workloads[int(rng.integers(len(bg.workloads)))].model_dump()
                      for h in background]
         return Snapshot(index, background, workloads, label)
+
+    def _fitting(self, running: list[SchedulerJob]) -> list[SchedulerJob]:
+        return [j for j in running if j.node_count <= self.hosts - self.room_for]
+
+    def warnings(self) -> list[str]:
+        """Log jobs that never appear in a snapshot: larger than the hosts the measured job leaves
+        free (their share of the log's node-seconds says how much is lost)."""
+        if self.log is None or self.study.background.source in NAMED_SOURCES:
+            return []
+        dropped = [j for j in self.log if j.node_count > self.hosts - self.room_for]
+        if not dropped:
+            return []
+
+        def node_seconds(jobs: list[SchedulerJob]) -> float:
+            return sum(j.node_count * ((j.end if j.end is not None else j.start) - j.start) for j in jobs)
+
+        total = node_seconds(self.log)
+        share = f", {node_seconds(dropped) / total:.1%} of its node-seconds" if total > 0 else ""
+        return [f"background.log: {len(dropped)} job(s) of the log{share}, need more than the "
+                f"{self.hosts - self.room_for} hosts the measured job leaves free and are left out of every "
+                "snapshot (before any scaling); scale the log to the fabric with background.scale_nodes"]
 
     def _scaled(self, running: list[SchedulerJob]) -> list[SchedulerJob]:
         """SWF jobs with `background.scale_nodes`: a job of n > 1 nodes on round(n x f) nodes, a
@@ -262,4 +282,5 @@ class TailPlan:
             "routings": [self.label(r, cc) for r, cc in self.configurations()],
             "not_placed": int(plan["run_id"].isna().sum()),
             "background_jobs": [int(placed["background_jobs"].min()), int(placed["background_jobs"].max())] if len(placed) else [0, 0],
+            "warnings": self.warnings(),
         }

@@ -9,6 +9,7 @@ from typing import Any
 
 import pandas as pd
 from rich.console import Console
+from rich.text import Text
 
 from qoslab._version import __version__
 from qoslab.analysis.tail import b_correlations
@@ -64,6 +65,8 @@ class TailStudyRunner(TailPlan):
             return self._run()
 
     def _run(self) -> TailOutcome | None:
+        for warning in self.warnings():
+            self.console.print(Text(f"warning: {warning}", style="yellow"))
         specs, plan = self.plan()
         self.stages = stages = Stages(self.store, self.executor, self.console, self.show_progress, self.task, self.collect)
         stages.run(specs, "tail-latency runs")
