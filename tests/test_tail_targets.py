@@ -15,7 +15,7 @@ import pytest
 from qoslab.analysis.tail import b_correlations
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
-from qoslab.io.scheduler import read_swf
+from qoslab.io.scheduler import SchedulerLogError, read_swf
 from qoslab.scenario import Scenario, read_toml
 from qoslab.simulate import simulate
 from qoslab.study import load_study
@@ -313,3 +313,13 @@ def test_log_jobs_too_large_to_run_beside_the_target_are_said_not_dropped_silent
     assert warning.startswith("background.log: 1 job(s) of the log, 98.0% of its node-seconds, need more than the 60")
     assert plan.size()["warnings"] == [warning]
     assert TailPlan(swf_study(tmp_path, 1.0)).warnings() == []
+
+
+def test_an_swf_log_without_wait_times_is_read_with_background_assume_zero_wait(tmp_path):
+    nowait = "; MaxNodes: 64\n1 0 -1 36000 16 -1 -1 16 -1 -1 1 1 1 -1 1 -1 -1 -1\n"
+    with pytest.raises(SchedulerLogError, match="background.assume_zero_wait = true"):
+        TailPlan(swf_study(tmp_path, 1.0, nowait))
+    s = swf_study(tmp_path, 1.0, nowait)
+    s = TailStudy.from_dict({**s.model_dump(exclude_unset=True), "background": {
+        **s.background.model_dump(exclude_unset=True), "assume_zero_wait": True}}, s.source)
+    assert [len(h) for h in TailPlan(s).snapshot(0).background] == [16]

@@ -602,7 +602,8 @@ def parse_swf(text: str, source: str = "<text>", procs_per_node: int = 1, *, ass
             source,
             0,
             f"none of the {len(rows)} job(s) has a known submit time, wait time, run time and processor count"
-            + ("" if assume_zero_wait else " (if the log records no wait times, pass assume_zero_wait=True)"),
+            + ("" if assume_zero_wait else " (if the log records no wait times, read it assuming none: "
+               "background.assume_zero_wait = true in a tail study, assume_zero_wait=True from Python)"),
         )
     return jobs
 

@@ -59,6 +59,8 @@ class Background(_Table):
     # SWF: the log's machine scaled to the fabric (its hosts / the log's nodes): a job of n > 1
     # nodes gets round(n x scale_nodes), a one-node job becomes round(scale_nodes) one-node jobs
     scale_nodes: Annotated[float, Field(ge=1, allow_inf_nan=False)] | None = None
+    # SWF: a log that records no wait times (-1) read with its jobs submitted when they started.
+    assume_zero_wait: bool = False
     placement: Literal["scheduler", "random"] = "scheduler"  # synthetic and SWF jobs
     # synthetic: the busy fraction of the hosts, drawn uniformly in [low, high]
     occupancy: Annotated[list[Annotated[float, Field(ge=0, lt=1)]], Field(min_length=2, max_length=2)] = Field(
@@ -78,6 +80,8 @@ class Background(_Table):
             raise problem('log is only read with source = "sacct", "sacct-json", "jobcomp" or "swf"', "log")
         if self.host_names is not None and self.source not in NAMED_SOURCES:
             raise problem('host_names is only used with source = "sacct", "sacct-json" or "jobcomp"', "host_names")
+        if self.assume_zero_wait and self.source != "swf":
+            raise problem(f'assume_zero_wait is only used with source = "swf", not "{self.source}"', "assume_zero_wait")
         if self.scale_nodes is not None and self.source != "swf":
             raise problem(f'scale_nodes is only used with source = "swf" (SWF logs have node counts, not hosts), '
                           f'not "{self.source}"', "scale_nodes")

@@ -71,7 +71,7 @@ class TailPlan:
         elif bg.source == "jobcomp":
             jobs = read_jobcomp(self.study.resolve(bg.log))
         else:
-            jobs = read_swf(self.study.resolve(bg.log), bg.procs_per_node)
+            jobs = read_swf(self.study.resolve(bg.log), bg.procs_per_node, assume_zero_wait=bg.assume_zero_wait)
         if not jobs:
             raise self.study._error("background.log", f"{bg.log}: no job that started: nothing to draw a background "
                                     "from")

@@ -55,6 +55,8 @@ class TailStudyRunner(TailPlan):
         background = study.background.model_dump(mode="json")
         if background["scale_nodes"] is None:  # absent when unset: folders written before the key still resume
             del background["scale_nodes"]
+        if not background["assume_zero_wait"]:  # likewise
+            del background["assume_zero_wait"]
         defining: dict[str, Any] = {"base": self.data, "background": background, "heuristic": study.heuristic}
         if study.target is not None:
             defining["target"] = study.target.model_dump(mode="json")
