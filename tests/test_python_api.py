@@ -63,3 +63,11 @@ def test_run_refuses_what_the_command_line_refuses(tmp_path):
         with pytest.raises(ScenarioError, match="workers"):
             study.run(tmp_path / "out", workers=workers)
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tail_study_read_as_a_policy_study_says_how_to_read_it():
+    import pytest
+    from qoslab.errors import ScenarioError
+
+    with pytest.raises(ScenarioError, match=r"kind: a tail-latency study: read it with qoslab.load_study"):
+        qoslab.Study.from_toml(Path(__file__).parent.parent / "examples" / "dragonfly-tail" / "study.toml")

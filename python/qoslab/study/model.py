@@ -190,6 +190,13 @@ class SweepAxis(_Table):
 
 
 class Study(StudyFile):
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str | None = None) -> Any:
+        if isinstance(data, dict) and data.get("kind") == "tail-latency":
+            raise ScenarioError([("kind", 'a tail-latency study: read it with qoslab.load_study (either kind) or '
+                                          "qoslab.TailStudy.from_toml")], source)
+        return super().from_dict(data, source)
+
     name: str | None = None
     description: str | None = None
     # The base scenario: a file (relative to the study file) or an inline table. Its jobs are the
