@@ -167,3 +167,19 @@ def test_report_renders_in_headless_chromium_with_every_policy(request, tmp_path
         assert image.size == (1200, 3000)
         colours = image.convert("RGB").getcolors(maxcolors=1 << 20)
         assert colours is None or len(colours) > 200  # text, tables and figures, not a blank page
+
+
+def test_a_study_whose_runs_all_hit_their_time_limit_says_so_instead_of_nan(tmp_path):
+    from qoslab.cli import app
+    from typer.testing import CliRunner
+
+    (tmp_path / "study.toml").write_text(
+        'repetitions = 2\n[scenario]\n[scenario.topology]\nkind = "single-switch"\nhosts = 4\n'
+        '[scenario.run]\nduration_us = 1\n[[scenario.jobs]]\nname = "a"\nnodes = 2\n'
+        'workload = {kind = "all-to-all", bytes = 65536, iterations = 4}\n[[scenario.jobs]]\nname = "b"\nnodes = 2\n'
+        'workload = {kind = "all-to-all", bytes = 65536, iterations = 4}\n'
+        '[[policies]]\nkind = "default"\n[[policies]]\nkind = "per-job"\nassignment = "all"\n')
+    result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "No repetition completed" in page and "nan us" not in page and "None, runs" not in page

@@ -179,6 +179,8 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
 
 
 def _interval_caption(repetitions: int, marks: str = "error bars") -> str:
+    if repetitions == 0:
+        return "No repetition completed: every run ended at its time limit before its jobs finished."
     if repetitions < 2:
         return (f"One repetition: there is no confidence interval, so no {marks}; differences between policies "
                 "cannot be told from run-to-run variation.")
@@ -201,6 +203,10 @@ def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
 
 
 def _headline(summary: pd.DataFrame) -> str:
+    if summary["total_contention_us"].isna().all():
+        return ("<div class='headline'>No repetition completed: every shared run ended at its time limit "
+                "(run.duration_us) before all its jobs finished, so there is no contention to compare. Give the "
+                "runs more time.</div>")
     ranked = ranking(summary)
     best = ranked.iloc[0]
     default = summary[summary["policy"] == "default"]
