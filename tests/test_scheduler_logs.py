@@ -202,6 +202,9 @@ JOB = ("JobId=7 UserId=u(1) GroupId=g(1) Name=x JobState=COMPLETED Partition=p T
     (JOB.replace("n[1-2]", "n[1-"), "expected a hostlist expression like r256n[01-04,07],r257n01 in NodeList"),
     (JOB.replace("EndTime=2024-01-10T08:01:00", "EndTime=2024-01-10T07:01:00"), "expected EndTime >= StartTime"),
     (JOB.replace("StartTime=2024-01-10T08:00:00", "StartTime=10/01/24"), "expected StartTime as YYYY-MM-DDTHH:MM:SS"),
+    # A started job with nodes counted but none listed: a damaged line, as in sacct (it was skipped).
+    (JOB.replace("NodeList=n[1-2]", "NodeList="), "expected a NodeList (hostlist expression like r256n[01-04]) for a "
+                                                 "started job, got an empty field"),
 ])
 def test_jobcomp_errors_name_file_line_and_expectation(bad, expected):
     with pytest.raises(SchedulerLogError) as error:

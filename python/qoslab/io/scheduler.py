@@ -506,7 +506,10 @@ def parse_jobcomp(text: str, source: str = "<text>") -> list[SchedulerJob]:
         if missing:
             raise SchedulerLogError(source, number, f"expected {', '.join(missing)}=... on a jobcomp line (a line cut short?)")
         node_text, count = fields["NodeList"], fields.get("NodeCnt")
-        if fields["StartTime"] in _NOT_SET or node_text in ("(null)", "") or node_text.startswith("None assigned") or count == "0":
+        # An empty NodeList is a job that got no nodes, unless NodeCnt says it got some: that
+        # line is damaged, and _node_list names it (as sacct's reader does).
+        never_ran = node_text == "(null)" or node_text.startswith("None assigned") or count == "0"
+        if fields["StartTime"] in _NOT_SET or never_ran or (node_text == "" and not count):
             continue
         start = _sacct_time(fields["StartTime"], "StartTime", source, number)
         end = None if fields["EndTime"] in _NOT_SET else _sacct_time(fields["EndTime"], "EndTime", source, number)
