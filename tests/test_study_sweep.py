@@ -40,6 +40,8 @@ def test_each_point_is_the_study_with_that_value(tmp_path):
     alone_a2a = jobs[(jobs["mode"] == "alone") & (jobs["job"] == "a2a")].groupby("point")["runtime_us"].mean()
     assert alone_a2a[1] > alone_a2a[0]
     assert (tmp_path / "sweep" / "report.html").is_file() and (tmp_path / "sweep" / "figures" / "sweep.png").is_file()
+    view = outcome._repr_html_()  # in a notebook: the per-point table and the sweep figure
+    assert "<table" in view and "jobs[0].workload.bytes" in view and "data:image/png;base64," in view
     again = sweep.run(tmp_path / "sweep", executor=LocalExecutor(1))
     assert again.runs_reused == again.runs_total == outcome.runs_total == 2 * (4 + 4)
 

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any
 
 # The table a study's HTML view shows, by kind of study: the first one present.
-SUMMARY_TABLES = ("policies", "tail_correlations", "slowdown")
+SUMMARY_TABLES = ("policies", "tail_correlations", "slowdown", "sweep")
 # The figure it embeds: the first present in figures/.
-SUMMARY_FIGURES = ("slowdown.png", "tail_cdfs.png")
+SUMMARY_FIGURES = ("slowdown.png", "tail_cdfs.png", "sweep.png")
 HTML_ROWS = 30
 
 
