@@ -424,3 +424,16 @@ def test_without_workers_of_its_own_a_failing_point_stops_the_sweep_at_once(tmp_
     with pytest.raises(OSError, match="disk full"):
         study(sweep=[{"key": "jobs[0].workload.bytes", "values": [4096, 65536]}]).run(tmp_path / "s", executor=executor)
     assert len(calls) == 1 and executor.batches == 1
+
+
+def test_no_worker_outlives_a_pool_closed_after_its_runs():
+    """A study's command ends with its workers gone (they were still exiting when it returned)."""
+    import multiprocessing
+
+    pool = LocalExecutor(2)
+    try:
+        records = list(pool.run(_specs(3)))
+        assert [r["run"]["status"] for r in records] == ["completed"] * 3
+    finally:
+        pool.close()
+    assert multiprocessing.active_children() == []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -73,6 +74,8 @@ class LocalExecutor:
     def __init__(self, workers: int = 0):
         self.workers = workers if workers > 0 else cores()
         self._pool: ProcessPoolExecutor | None = None
+        # Submitted futures: the pool holds those not done yet, the caller the rest until handed on.
+        self._in_flight: weakref.WeakSet[Future[Any]] = weakref.WeakSet()
 
     def run(self, specs: Sequence[RunSpec]) -> Iterator[RunRecord]:
         for record in self._run(specs, None):
@@ -129,9 +132,14 @@ class LocalExecutor:
         return self._pool
 
     def close(self) -> None:
+        """Ends the pool. With nothing running its workers are waited for, so that none outlives
+        the command; with runs still going (a stage that stopped on an error or Ctrl-C) it does
+        not wait for them: each worker ends once its run does, or with this process."""
         if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
+            running = any(not future.done() for future in list(self._in_flight))
+            self._pool.shutdown(wait=not running, cancel_futures=True)
             self._pool = None
+            self._in_flight.clear()
 
     def submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         """`fn(arg)` in a worker process beside the runs (with one worker, here, at once): a sweep
@@ -148,10 +156,12 @@ class LocalExecutor:
 
     def _pool_submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         try:
-            return self._ensure_pool().submit(fn, arg)
+            future = self._ensure_pool().submit(fn, arg)
         except BrokenProcessPool:  # a worker died outside a batch of runs (a point's folder): a new pool
             self.close()
-            return self._ensure_pool().submit(fn, arg)
+            future = self._ensure_pool().submit(fn, arg)
+        self._in_flight.add(future)
+        return future
 
 
 class NoLiveWorker(RuntimeError):
