@@ -485,20 +485,20 @@ class Scenario(_Table):
             return f"qos.{field}"
         return key
 
-
-    def _queued_messages(self, t: Any) -> int:
-        """The most messages a sender of traffic table `t` can hold queued: its saturate_depth, or
-        for an open-loop source its max_queued_messages, but never more than arrive during the run."""
-        if t.load == "saturate":
-            return int(t.saturate_depth)
+    def _queued_packets(self, t: Any) -> int:
+        """The most packets a sender of traffic table `t` can hold queued (messages are cut into
+        packets when created): its saturate_depth messages' worth, or for an open-loop source its
+        max_queued_messages', but never more than arrive during the run."""
         packets = max(1, -(-t.message_bytes // self.fabric.mtu_bytes))
+        if t.load == "saturate":
+            return int(t.saturate_depth) * packets
         wire_ps = (t.message_bytes + packets * self.fabric.header_bytes) * 8000.0 / self.fabric.link_gbps
         duration_us = self.run.duration_us
         assert duration_us is not None  # resolved by RunConfig before the scenario's checks
         arrivals = duration_us * 1e6 * t.load / wire_ps  # inf for absurd durations, refused later by name
         if not arrivals < t.max_queued_messages:
-            return int(t.max_queued_messages)
-        return min(int(t.max_queued_messages), math.ceil(arrivals) + 1)
+            return int(t.max_queued_messages) * packets
+        return min(int(t.max_queued_messages), math.ceil(arrivals) + 1) * packets
 
     def _check_memory(self) -> None:
         """Refuses a run whose estimated peak memory exceeds what this machine has available
@@ -512,8 +512,7 @@ class Scenario(_Table):
         switches = getattr(self.topology, "switch_count", lambda: 0)()
         # Open-loop and saturating sources: every queued message's packets can wait at once.
         count = self.host_count()
-        queued = [len(expand_hosts(t.hosts, count)) * self._queued_messages(t)
-                  * max(1, -(-t.message_bytes // self.fabric.mtu_bytes)) for t in self.traffic]
+        queued = [len(expand_hosts(t.hosts, count)) * self._queued_packets(t) for t in self.traffic]
         need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued))
         if need > available:
             detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
