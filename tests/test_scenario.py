@@ -184,6 +184,26 @@ def test_traffic_defaults():
     assert (t.hotspot_hosts, t.hotspot_fraction, t.saturate_depth) == ([0], 0.5, 2)
 
 
+def test_traffic_keys_the_pattern_ignores_are_warned():
+    s = Scenario(traffic=[{"load": 0.3, "shift": 3, "hotspot_fraction": 0.2, "saturate_depth": 4},
+                          {"load": "saturate", "pattern": "shift", "shift": 2, "max_queued_messages": 10,
+                           "arrival": "periodic"},
+                          {"load": 0.3, "pattern": "hotspot", "hotspot_hosts": [3], "hotspot_fraction": 0.9}])
+    assert s.traffic_warnings() == [
+        'traffic[0].shift: ignored with pattern = "uniform" (only pattern = "shift" reads it)',
+        'traffic[0].hotspot_fraction: ignored with pattern = "uniform" (only pattern = "hotspot" reads it)',
+        'traffic[0].saturate_depth: ignored with load = 0.3 (only load = "saturate" reads it)',
+        'traffic[1].max_queued_messages: ignored with load = "saturate" (only a fractional load reads it)',
+        'traffic[1].arrival: ignored with load = "saturate" (only a fractional load reads it)',
+    ]
+    assert set(s.traffic_warnings()) <= set(s.warnings())
+    # A resolved scenario (what a study stores) lists every key with its default: no warning.
+    assert Scenario(traffic=[{"load": 0.3}, {"load": "saturate"}]).traffic_warnings() == []
+    resolved = Scenario.from_dict(Scenario(traffic=[{"load": 0.3}, {"load": "saturate"}]).resolved())
+    assert {"shift", "hotspot_hosts"} <= resolved.traffic[0].model_fields_set
+    assert resolved.traffic_warnings() == []
+
+
 def test_host_count():
     assert Scenario(topology={"kind": "single-switch", "hosts": 7}).host_count() == 7
     assert Scenario(**xgft()).host_count() == 32

@@ -109,7 +109,7 @@ def _each_line(prefix: str, text: str) -> str:
 
 
 def warn(scenario: Scenario) -> None:
-    for message in scenario.qos_warnings():
+    for message in scenario.warnings():
         err_console.print(f"[yellow]warning:[/yellow] {message}")
 
 
@@ -204,7 +204,7 @@ def check_document(scenario: Scenario, fabric: dict[str, Any], path: str) -> dic
     qos = {"data_vls": scenario.fabric.data_vls, "routing_vls": scenario.routing.vls or 1, "qos_vls": scenario.qos_vls(),
            **{port: _json_qos(scenario.port_qos(port)) for port in ("ca", "swe")}}
     document: dict[str, Any] = {"scenario": path, "valid": True, "fabric": fabric, "qos": qos,
-                                "vl_arbitration": scenario.vl_arbitration(), "warnings": scenario.qos_warnings()}
+                                "vl_arbitration": scenario.vl_arbitration(), "warnings": scenario.warnings()}
     if scenario.jobs:
         document["jobs"] = placement_rows(scenario)
     return document

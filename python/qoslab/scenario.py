@@ -201,6 +201,36 @@ class Scenario(_Table):
             return None
         return [t.group_of_host(h) for h in range(t.host_count())]
 
+    def warnings(self) -> list[str]:
+        """Everything a run or check warns about: QoS tables that are almost certainly mistakes,
+        then traffic keys that the table's pattern or load ignores."""
+        return self.qos_warnings() + self.traffic_warnings()
+
+    def traffic_warnings(self) -> list[str]:
+        """Keys a [[traffic]] table sets that its pattern or load never reads (a `shift` on a
+        uniform pattern, say). Warned rather than refused: a stored study's resolved scenario
+        lists every key with its default, which is not warned about."""
+        warnings = []
+        for i, source in enumerate(self.traffic):
+            saturating = source.load == "saturate"
+            ignored = {
+                "shift": (source.pattern != "shift", self.traffic_shift(i) != self._default_shift(i)),
+                "hotspot_hosts": (source.pattern != "hotspot", source.hotspot_hosts != [0]),
+                "hotspot_fraction": (source.pattern != "hotspot", source.hotspot_fraction != 0.5),
+                "saturate_depth": (not saturating, source.saturate_depth != 2),
+                "max_queued_messages": (saturating, source.max_queued_messages != 64),
+                "arrival": (saturating, source.arrival != "poisson"),
+            }
+            for key, (unused, changed) in ignored.items():
+                if unused and changed and key in source.model_fields_set:
+                    reader = {"shift": 'pattern = "shift"', "hotspot_hosts": 'pattern = "hotspot"',
+                              "hotspot_fraction": 'pattern = "hotspot"', "saturate_depth": 'load = "saturate"'}
+                    used_by = reader.get(key, "a fractional load")
+                    this = f'pattern = "{source.pattern}"' if key.startswith(("shift", "hotspot")) else \
+                        ('load = "saturate"' if saturating else f"load = {source.load:g}")
+                    warnings.append(f"traffic[{i}].{key}: ignored with {this} (only {used_by} reads it)")
+        return warnings
+
     def qos_warnings(self) -> list[str]:
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
@@ -296,9 +326,14 @@ class Scenario(_Table):
     def traffic_shift(self, index: int) -> int:
         """Shift of a shift pattern; default half the destinations (half the hosts for "all")."""
         source = self.traffic[index]
-        count = len(expand_hosts(source.destinations, self.host_count()))
-        shift = count // 2 if source.shift is None else source.shift
-        return shift % count
+        return self._default_shift(index) if source.shift is None else source.shift % self._destination_count(index)
+
+    def _default_shift(self, index: int) -> int:
+        count = self._destination_count(index)
+        return count // 2 % count
+
+    def _destination_count(self, index: int) -> int:
+        return len(expand_hosts(self.traffic[index].destinations, self.host_count()))
 
     def resolved(self) -> dict[str, Any]:
         """The scenario with every default filled in, as plain JSON types (provenance). It is itself
