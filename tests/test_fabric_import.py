@@ -264,6 +264,10 @@ def test_hosts_by_name_on_an_imported_fabric_become_the_named_hosts_indices(tmp_
                          run={"messages": True})
     assert job.placements() == [[2, 1]]  # hostlist order is rank order
     assert {(m["src"], m["dst"]) for m in qoslab.simulate(job).messages.to_pylist()} == {(2, 1), (1, 2)}
+    # qoslab check names the placed hosts as the fabric does, beside their indices.
+    from qoslab.cli_render import placement_rows
+
+    assert [(row["hosts"], row["host_names"]) for row in placement_rows(job)] == [([2, 1], ["node002/P2", "node002/P1"])]
 
 
 @pytest.mark.parametrize("hosts, message", [

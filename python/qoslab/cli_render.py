@@ -200,6 +200,7 @@ def placement_rows(scenario: Scenario) -> list[dict[str, Any]]:
     """Each job's placement: name, workload, nodes, ranks, SL, Dragonfly+ groups or tree leaves
     (where the topology has them) and hosts."""
     groups = scenario.host_groups()
+    names = scenario.host_names()
     per_leaf = scenario.hosts_per_leaf() if scenario.topology.kind in ("xgft", "single-switch", "dragonfly-plus") else None
     rows = []
     for job, name, hosts in zip(scenario.jobs, scenario.job_names(), scenario.placements()):
@@ -210,20 +211,33 @@ def placement_rows(scenario: Scenario) -> list[dict[str, Any]]:
         if per_leaf:
             row["leaves"] = len({h // per_leaf for h in hosts})
         row["hosts"] = list(hosts)
+        if names is not None:  # an imported fabric: the nodes an administrator knows them by
+            row["host_names"] = [names[h] for h in hosts]
         rows.append(row)
     return rows
 
 
-def print_placements(scenario: Scenario) -> None:
+def _cell(column: str, value: Any) -> str:
     from qoslab.host_lists import compact
 
+    if column in ("groups", "hosts"):
+        return compact(value)
+    if column == "host_names":  # a Slurm hostlist, as sbatch --nodelist takes it
+        import hostlist
+
+        return str(hostlist.collect_hostlist(value))
+    return str(value)
+
+
+def print_placements(scenario: Scenario) -> None:
     table = Table(title="jobs", title_justify="left")
     rows = placement_rows(scenario)
-    columns = [c for c in ("job", "workload", "nodes", "ranks", "sl", "groups", "leaves", "hosts") if c in rows[0]]
+    columns = [c for c in ("job", "workload", "nodes", "ranks", "sl", "groups", "leaves", "hosts", "host_names")
+               if c in rows[0]]
     for column in columns:
-        table.add_column("SL" if column == "sl" else column)
+        table.add_column({"sl": "SL", "host_names": "host names"}.get(column, column), overflow="fold")
     for row in rows:
-        table.add_row(*(compact(row[c]) if c in ("groups", "hosts") else str(row[c]) for c in columns))
+        table.add_row(*(_cell(column, row[column]) for column in columns))
     console.print(table)
 
 
