@@ -102,6 +102,9 @@ def test_a_read_is_one_job_and_leaves_out_excluded_policies(study):
     assert kept.jobs() == list(JOBS)
     assert kept.first_repetition("b") == 0 and kept.first_repetition("b", ["nobody"]) is None
     assert kept.without(["alone", "default", "prio-a", "spread"]).empty
+    # A job the study never ran is an error naming its jobs, not an empty table.
+    with pytest.raises(ValueError, match=r"no job 'nojob' in this study \(its jobs: " + ", ".join(sorted(JOBS))):
+        kept.read("nojob")
 
 
 def test_the_analysis_and_report_read_a_slice_at_a_time(study, monkeypatch):

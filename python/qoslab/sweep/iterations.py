@@ -5,7 +5,7 @@ or the columns a figure needs), so the driver never holds the whole table (issue
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -32,12 +32,16 @@ class IterationsFile:
     """iterations.parquet of a study: which jobs have rows under which policies (in the order
     they were written), and reads of a slice: a job, its rows under some policies, some columns.
     `excluded`: policies left out of every read
-    (search candidates, which the comparison does not show)."""
+    (search candidates, which the comparison does not show). `study_jobs`: every job of the
+    study's runs, recorded or not, so that reading a job the study never ran is an error rather
+    than an empty table (None: not known, no check)."""
 
-    def __init__(self, path: Path, present: dict[str, dict[str, int]], excluded: frozenset[str] = frozenset()):
+    def __init__(self, path: Path, present: dict[str, dict[str, int]], excluded: frozenset[str] = frozenset(),
+                 study_jobs: frozenset[str] | None = None):
         self.path = Path(path)
         self._present = present  # job -> policy -> its first repetition, in the order written
         self.excluded = excluded
+        self.study_jobs = study_jobs
 
     @property
     def present(self) -> dict[str, list[str]]:
@@ -75,13 +79,16 @@ class IterationsFile:
         return cls(path, present)
 
     def without(self, policies: Iterable[str]) -> IterationsFile:
-        return IterationsFile(self.path, self._present, self.excluded | frozenset(policies))
+        return IterationsFile(self.path, self._present, self.excluded | frozenset(policies), self.study_jobs)
 
     def read(self, job: str | None = None, policies: Iterable[str] | None = None,
              columns: list[str] | None = None, repetition: int | None = None) -> pd.DataFrame:
         """The rows of `job` (every job when None) under `policies` (every one when None), less
         the excluded policies, of one `repetition` when given, in the order they were written;
-        only `columns` when given."""
+        only `columns` when given. A job whose iterations were not recorded (record_iterations =
+        false) has no rows; a job the study does not have is a ValueError naming its jobs."""
+        if job is not None and self.study_jobs is not None and job not in self.study_jobs:
+            raise ValueError(f"no job {job!r} in this study (its jobs: {', '.join(sorted(self.study_jobs)) or 'none'})")
         present = self.present
         jobs = [job] if job is not None else list(present)
         known = {p for j in jobs for p in present.get(j, [])}
@@ -96,9 +103,11 @@ class IterationsFile:
         return pq.read_table(self.path, columns=columns, filters=filters, schema=schema()).to_pandas()
 
 
-def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]) -> IterationsFile:
+def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]],
+                     study_jobs: Callable[[], Iterable[str]] | None = None) -> IterationsFile:
     """Writes each (run row, its iterations) in turn to `path`, the run's keys in front of its
-    rows; returns the file's reader."""
+    rows; returns the file's reader. `study_jobs`, asked once the runs are written: every job
+    of those runs (IterationsFile)."""
     target = schema()
     base = empty_iterations().schema
     present: dict[str, dict[str, int]] = {}
@@ -121,7 +130,7 @@ def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]]
                 pending, pending_rows = [], 0
         if pending:
             writer.write_table(pa.concat_tables(pending))
-    return IterationsFile(path, present)
+    return IterationsFile(path, present, study_jobs=None if study_jobs is None else frozenset(study_jobs()))
 
 
 class StudyTables(Mapping[str, Any]):

@@ -121,7 +121,7 @@ class RunStore:
                     add(record, name)
                     yield {**record["run"], "policy": name}, record["iterations"]
 
-        iterations = write_iterations(iterations_to, records())
+        iterations = write_iterations(iterations_to, records(), lambda: (str(row["job"]) for row in rows["jobs"]))
         return {name: pd.DataFrame(rows[name], columns=columns) for name, columns in COLUMNS.items()}, iterations
 
 
