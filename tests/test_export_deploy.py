@@ -123,6 +123,13 @@ def test_the_rank_wrapper_sets_the_sl_of_the_listed_ranks_only(study_out, tmp_pa
     policy = scenario.resolved()["jobs"][0]["sl_policy"]
     assert len(policy["ranks"]) == 2 and policy["sl"] != 0
     assert seen == {r: ([str(policy["sl"])] * 2 if r in policy["ranks"] else ["unset", "unset"]) for r in range(4)}
+    # Under mpirun inside an allocation every process inherits SLURM_PROCID=0: the launcher's rank wins.
+    for variable in ("OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"):
+        for rank in range(4):
+            env = {"PATH": os.environ["PATH"], "SLURM_PROCID": "0", variable: str(rank)}
+            proc = subprocess.run([str(wrapper), "sh", "-c", 'echo "${UCX_IB_SL:-unset} ${NCCL_IB_SL:-unset}"'],
+                                  env=env, capture_output=True, text=True, timeout=10)
+            assert proc.stdout.split() == seen[rank], (variable, rank)
     proc = subprocess.run([str(wrapper), "true"], env={"PATH": os.environ["PATH"]}, capture_output=True, text=True)
     assert proc.returncode == 1 and "cannot tell this process's rank" in proc.stderr
 

@@ -1224,3 +1224,22 @@ def test_a_meta_file_claiming_a_billion_ranks_is_refused_without_listing_them(tm
     with pytest.raises(ScenarioError, match=r"999999999 ranks but the dumpi2ascii files of 999999997 are missing "
                                             r"\(ranks 2-10001, \.\.\.: app-0002\.txt"):
         read_trace(anchor, key="jobs[0].workload.path")
+
+
+def test_dumpi_request_free_forgets_the_request(tmp_path):
+    # A freed send's handle, reused by a call qoslab skips, completes nothing when waited on:
+    # the rank does not wait for the freed send (MPI_Request_free was once misspelled, so the
+    # wait fell on the send).
+    r0 = dumpi_init(Dumpi())
+    r0.rec("MPI_Isend", 2000, 2100, "int count=1024", "MPI_Datatype datatype=5 (MPI_BYTE)", "int dest=1", "int tag=1", WORLD,
+           "MPI_Request request=[7]")
+    r0.rec("MPI_Request_free", 2200, 2300, "MPI_Request request=[7]")
+    r0.rec("MPI_Ibarrier", 2400, 2500, WORLD, "MPI_Request request=[7]")
+    r0.rec("MPI_Wait", 2600, 2700, "MPI_Request request=[7]", "MPI_Status status=<IGNORED>")
+    r0.rec("MPI_Finalize", 3000, 4000)
+    r1 = dumpi_init(Dumpi())
+    r1.rec("MPI_Recv", 2000, 2900, "int count=1024", "MPI_Datatype datatype=5 (MPI_BYTE)", "int source=0", "int tag=1", WORLD,
+           "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Finalize", 3000, 4000)
+    program = read_trace(write_dumpi(tmp_path / "d", [r0, r1]))
+    assert [op for op in ops(program, 0) if op[0] in (ISEND, WAIT, WAITALL)] == [(ISEND, 1, 1024, 1)]

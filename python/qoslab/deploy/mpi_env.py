@@ -76,9 +76,11 @@ def deployment(job: dict[str, Any]) -> Deployment:
         return Deployment(MPI_SUPPORT, f"messages spread over SLs {sls} by {policy['by']}: the MPI library must open "
                           "one connection per SL and choose among them per message; no environment variable does it")
     if kind == "latency-history":
-        return Deployment(MPI_SUPPORT, f"each message's SL is chosen from the latency of earlier ones (tiers "
-                          f"{policy['sls']}, thresholds {policy['thresholds']} x the job's typical latency): this needs "
-                          "MPI-side support (one QP per SL and the selection logic); no environment variable does it")
+        return Deployment(MPI_SUPPORT, f"each message's SL is chosen from the latency of earlier ones (SLs "
+                          f"{policy['sls']}, lowest priority first; the tier is how many of the thresholds "
+                          f"{policy['thresholds']} the ratio of the exponential average of earlier latencies to the best "
+                          "one reaches, per sender, destination and size class; direction "
+                          f"{policy.get('direction', 'promote')}, see docs/jobs.md): this needs MPI-side support (one QP per SL and the selection logic); no environment variable does it")
     return Deployment(MPI_SUPPORT, f"SL policy {kind!r}: needs MPI-side support")
 
 
@@ -131,7 +133,9 @@ def rank_wrapper_text(job: dict[str, Any]) -> str:
     lines = ["#!/bin/sh", f"# qoslab per-rank SL wrapper for job {comment(job['name'])}: ranks listed below send on "
              f"SL {policy['sl']}, the others on SL {job['sl']}.",
              "# Usage: srun env/<job>-sl-wrapper.sh ./app args (or: mpirun ... env/<job>-sl-wrapper.sh ./app args)",
-             'rank="${SLURM_PROCID:-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${MV2_COMM_WORLD_RANK:-}}}}}"',
+             "# The MPI launcher's own rank first: under mpirun inside an allocation every process",
+             "# inherits the batch step's SLURM_PROCID (0), which only srun sets per rank.",
+             'rank="${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-${PMI_RANK:-${MV2_COMM_WORLD_RANK:-${SLURM_PROCID:-}}}}}"',
              'if [ -z "$rank" ]; then echo "qoslab sl wrapper: cannot tell this process\'s rank" >&2; exit 1; fi',
              f"case \" {ranks} \" in",
              '    *" $rank "*)']

@@ -793,7 +793,7 @@ _HANDLERS = {
     "MPI_Testall": _h_testall,
     "MPI_Testany": _h_testany,
     "MPI_Testsome": _h_waitsome,  # same parameters: outcount, indices
-    "MPIRequest_free": _h_request_free,
+    "MPI_Request_free": _h_request_free,
     "MPI_Barrier": _h_barrier,
     "MPI_Bcast": _h_bcast,
     "MPI_Reduce": _h_reduce,
