@@ -202,7 +202,7 @@ def test_deadlock_is_a_clear_error_with_partial_results(tmp_path, monkeypatch):
     words = np.array([2, 1, 0, 5, 5, 0, 0, 0,
                       1, 0, 8, 6, 5, 0, 0, 0], dtype="<u8")
     offsets = np.array([0, 2, 4], dtype="<u8")
-    monkeypatch.setattr(simulate_module, "trace_programs", lambda s: {0: (offsets.tobytes(), words.tobytes())})
+    monkeypatch.setattr(simulate_module, "trace_programs", lambda s: ({0: (offsets.tobytes(), words.tobytes())}, []))
     path = tmp_path / "stuck.toml"
     path.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n'
                     '[[jobs]]\nname = "t"\nnodes = 2\nworkload = { kind = "trace", path = "unused.otf2" }\n')

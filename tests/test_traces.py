@@ -1243,3 +1243,29 @@ def test_dumpi_request_free_forgets_the_request(tmp_path):
     r1.rec("MPI_Finalize", 3000, 4000)
     program = read_trace(write_dumpi(tmp_path / "d", [r0, r1]))
     assert [op for op in ops(program, 0) if op[0] in (ISEND, WAIT, WAITALL)] == [(ISEND, 1, 1024, 1)]
+
+
+def test_calls_a_trace_reader_skipped_are_warned_by_run_check_and_study(tmp_path):
+    # dumpi_pair has one MPI_Gather, which qoslab skips: the replay is not the traced program,
+    # so every command that reads the trace says so, naming the job's key.
+    import json
+
+    from qoslab.cli import app
+    from qoslab.study.model import Study
+    from typer.testing import CliRunner
+
+    write_dumpi(tmp_path / "trace", dumpi_pair())
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n[[jobs]]\nname = "t"\nnodes = 2\n'
+                        'workload = { kind = "trace", path = "trace/app-0000.txt" }\n')
+    warning = "jobs[0].workload.path: MPI_Gather skipped (1 call) in the trace (see docs/traces.md)"
+    result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert f"warning: {warning}" in result.stderr
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["warnings"] == [warning]
+    checked = CliRunner().invoke(app, ["check", str(scenario)])
+    assert checked.exit_code == 0 and f"warning: {warning}" in checked.stderr
+    as_json = CliRunner().invoke(app, ["check", str(scenario), "--json"])
+    assert warning in json.loads(as_json.stdout)["warnings"]
+    study = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}]}, str(tmp_path / "study.toml"))
+    assert f"scenario: {warning}" in study.warnings()

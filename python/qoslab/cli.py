@@ -108,9 +108,10 @@ def _each_line(prefix: str, text: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines())
 
 
-def warn(scenario: Scenario) -> None:
-    for message in scenario.warnings():
-        err_console.print(f"[yellow]warning:[/yellow] {message}")
+def warn(scenario: Scenario, more: list[str] | None = None) -> None:
+    """The scenario's warnings and `more` (what a trace's reader left out), on stderr."""
+    for message in scenario.warnings() + (more or []):
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
 
 
 def load(path: Path, overrides: list[str] | None) -> Scenario:
@@ -157,6 +158,8 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
         save(result, out)
     print_summary(result.summary, str(scenario))
     console.print(f"wrote {', '.join(result.written())} to {out}/")
+    for message in result.summary.get("warnings", []):
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
     if result.summary.get("status") == "time_limit":
         unfinished = [name for name, job in result.summary["jobs"].items() if not job["completed"]]
         err_console.print(Text(
@@ -179,14 +182,16 @@ def check(
 ) -> None:
     """Validate a scenario and describe its fabric (hosts, switches, links, levels, paths, QoS
     tables and what their VL arbitration gives at the MTU) without simulating."""
-    from qoslab.simulate import describe
+    from qoslab.simulate import describe_with_warnings
 
     with user_errors(str(scenario)):
         loaded = load(scenario, overrides)
-        fabric = describe(loaded)
-    warn(loaded)
+        fabric, replay_warnings = describe_with_warnings(loaded)
+    warn(loaded, replay_warnings)
     if as_json:
-        typer.echo(json.dumps(check_document(loaded, fabric, str(scenario)), indent=2))
+        document = check_document(loaded, fabric, str(scenario))
+        document["warnings"] += replay_warnings
+        typer.echo(json.dumps(document, indent=2))
         return
     console.print(Text.assemble(("ok", "green"), f": {scenario} is a valid scenario"))
     print_description(fabric)

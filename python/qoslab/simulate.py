@@ -167,7 +167,7 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
                                   "(qoslab check describes a fabric without simulating it)")], scenario.source)
     config = encode(scenario.to_engine_config())
     start = time.perf_counter()
-    traces = trace_programs(scenario)
+    traces, replay_warnings = trace_programs(scenario)
     with _config_errors(scenario):
         raw = engine().run(config, traces, progress)
     wall_seconds = time.perf_counter() - start
@@ -180,6 +180,8 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     summary.update(raw["summary"])
     summary["wall_seconds"] = wall_seconds  # measured here: includes building the fabric
     summary.setdefault("jobs", {})
+    if replay_warnings:  # only then: the summaries of runs without them stay as they were
+        summary["warnings"] = replay_warnings
     classes = scenario.class_names()
     if "interference" in summary:
         summary["interference"] = {key: {victim: dict(zip(classes, row)) for victim, row in zip(classes, matrix)}
@@ -241,10 +243,12 @@ def bench_event_queue(pending: int, operations: int, seed: int = 1) -> dict[str,
     return dict(engine().bench_event_queue(int(pending), int(operations), int(seed)))
 
 
-def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
+def trace_programs(scenario: Scenario) -> tuple[dict[int, tuple[bytes, ...]], list[str]]:
     """Reads the trace of every trace-replay job: {job index: (offsets, ops[, comm_offsets,
-    comm_members])} as the engine takes them."""
+    comm_members])} as the engine takes them, and a warning for each kind of MPI call its reader
+    skipped or approximated (the replay is then not the traced program), naming the job's key."""
     programs: dict[int, tuple[bytes, ...]] = {}
+    warnings: list[str] = []
     for i, job in enumerate(scenario.jobs):
         w = job.workload
         if w.kind != "trace":
@@ -256,7 +260,8 @@ def trace_programs(scenario: Scenario) -> dict[int, tuple[bytes, ...]]:
         program = read_trace(w.path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path",
                              source=scenario.source, base_dir=base, ranks=ranks)
         programs[i] = program.engine_arrays()
-    return programs
+        warnings += [f"jobs[{i}].workload.path: {message} in the trace (see docs/traces.md)" for message in program.warnings]
+    return programs, warnings
 
 
 def cabling(scenario: Scenario, with_routes: bool = False) -> dict[str, Any]:
@@ -277,9 +282,20 @@ def engine_version() -> str | None:
 
 def describe(scenario: Scenario) -> dict[str, Any]:
     """The fabric the scenario builds (hosts, switches, links, levels, paths), without simulating."""
-    traces = trace_programs(scenario)
+    return describe_with_warnings(scenario)[0]
+
+
+def describe_with_warnings(scenario: Scenario) -> tuple[dict[str, Any], list[str]]:
+    """`describe`, and what the readers of the scenario's traces skipped or approximated
+    (trace_programs), from one reading of the traces."""
+    traces, warnings = trace_programs(scenario)
     with _config_errors(scenario):
-        return dict(engine().describe(encode(scenario.to_engine_config()), traces))
+        return dict(engine().describe(encode(scenario.to_engine_config()), traces)), warnings
+
+
+def trace_warnings(scenario: Scenario) -> list[str]:
+    """What the readers of the scenario's traces skipped or approximated (trace_programs)."""
+    return trace_programs(scenario)[1]
 
 
 @contextmanager

@@ -43,7 +43,7 @@ def produce(name: str, overrides: list[str] | None = None) -> dict[str, str]:
     if overrides:
         scenario = scenario.with_overrides(overrides)
     files = {"engine.json": dumps(scenario.to_engine_config())}
-    traces = trace_programs(scenario)
+    traces, _ = trace_programs(scenario)
     if traces:
         files["engine_traces.json"] = dumps({str(job): unpack_trace(arrays) for job, arrays in sorted(traces.items())})
     try:

@@ -214,6 +214,7 @@ class Study(StudyFile):
 
     _expanded: list[Policy] = PrivateAttr(default_factory=list)
     _warnings: list[str] = PrivateAttr(default_factory=list)
+    _scenario_warnings: list[str] | None = PrivateAttr(default=None)  # read once, when first asked
     _points: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     # -- derived -------------------------------------------------------------------------------
@@ -229,8 +230,15 @@ class Study(StudyFile):
         return list(self._expanded)
 
     def warnings(self) -> list[str]:
-        """Policies whose different weights (or shares) the fabric's MTU cannot tell apart."""
-        return list(self._warnings)
+        """Policies whose different weights (or shares) the fabric's MTU cannot tell apart, then
+        the base scenario's traffic keys that its patterns ignore and the MPI calls its traces'
+        readers skipped or approximated (reading the traces once, on the first call)."""
+        if self._scenario_warnings is None:
+            from qoslab.simulate import trace_warnings
+
+            base = self.base()
+            self._scenario_warnings = [f"scenario: {w}" for w in base.traffic_warnings() + trace_warnings(base)]
+        return list(self._warnings) + self._scenario_warnings
 
     def plan(self) -> dict[str, Any]:
         from qoslab.study.plan import study_size
