@@ -1269,3 +1269,39 @@ def test_calls_a_trace_reader_skipped_are_warned_by_run_check_and_study(tmp_path
     assert warning in json.loads(as_json.stdout)["warnings"]
     study = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}]}, str(tmp_path / "study.toml"))
     assert f"scenario: {warning}" in study.warnings()
+
+
+def test_a_later_message_that_arrives_first_still_matches_second(tmp_path):
+    # MPI's non-overtaking rule: rank 0 sends 16000 B, then 8 B, to rank 1 on the same host; the
+    # 8 B copy arrives first. Rank 1's first any-tag receive must still match the 16000 B, so its
+    # reply, sent once that receive completes, leaves after the large copy has arrived
+    # (shm_latency 300 ns + 16000 B at 160 Gb/s = 1100 ns), not after the small one (300.4 ns).
+    import qoslab
+
+    any_tag = "int tag=-1 (MPI_ANY_TAG)"
+    r0 = dumpi_init(Dumpi())
+    r0.rec("MPI_Isend", 2000, 2000, "int count=16000", "MPI_Datatype datatype=5 (MPI_BYTE)", "int dest=1", "int tag=1", WORLD,
+           "MPI_Request request=[1]")
+    r0.rec("MPI_Isend", 2000, 2000, "int count=8", "MPI_Datatype datatype=5 (MPI_BYTE)", "int dest=1", "int tag=2", WORLD,
+           "MPI_Request request=[2]")
+    r0.rec("MPI_Waitall", 2000, 2000, "int count=2", "MPI_Request requests[2]=[1, 2]", "MPI_Status statuses[2]=<IGNORED>")
+    r0.rec("MPI_Recv", 2000, 2000, "int count=8", "MPI_Datatype datatype=5 (MPI_BYTE)", "int source=1", "int tag=9", WORLD,
+           "MPI_Status status=<IGNORED>")
+    r0.rec("MPI_Finalize", 2000, 2000)
+    r1 = dumpi_init(Dumpi())
+    for handle in (3, 4):
+        r1.rec("MPI_Irecv", 2000, 2000, "int count=16000", "MPI_Datatype datatype=5 (MPI_BYTE)", "int source=0", any_tag,
+               WORLD, f"MPI_Request request=[{handle}]")
+    r1.rec("MPI_Wait", 2000, 2000, "MPI_Request request=[3]", "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Send", 2000, 2000, "int count=8", "MPI_Datatype datatype=5 (MPI_BYTE)", "int dest=0", "int tag=9", WORLD)
+    r1.rec("MPI_Wait", 2000, 2000, "MPI_Request request=[4]", "MPI_Status status=<IGNORED>")
+    r1.rec("MPI_Finalize", 2000, 2000)
+    write_dumpi(tmp_path / "t", [r0, r1])
+    scenario = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2}, mpi={"eager_threshold_bytes": 65536},
+                               jobs=[{"name": "t", "nodes": 1, "ranks_per_node": 2,
+                                      "workload": {"kind": "trace", "path": str(tmp_path / "t" / "app-0000.txt")}}])
+    ranks = {row["rank"]: row["time_ns"] for row in qoslab.simulate(scenario).ranks.to_pylist()}
+    # Both start after the trace's 1000 ns of compute. Rank 1 replies once the large copy is in
+    # (1100 ns), and rank 0 ends when the reply is (300.4 ns later); matched in arrival order,
+    # rank 0 ended at 1000 + 300.4 + 300.4 ns.
+    assert ranks == {0: pytest.approx(1000 + 1100 + 300.4), 1: pytest.approx(1000 + 1100)}

@@ -67,6 +67,66 @@ struct Message {
     send_request: u32,
     recv_request: u32,
     issued: Time,
+    /// Eager data and RTS: the message's number among those of its (src, dst) pair in flight
+    /// (`PairOrder`); 0 for the other kinds.
+    seq: u32,
+}
+
+/// MPI's non-overtaking rule where paths can reorder: SLs chosen per message, adaptive routes,
+/// and shared-memory copies that take longer for larger messages. Each ordered pair of ranks
+/// numbers its eager messages and RTSs, and the receiver matches them in that order; one that
+/// arrives before an earlier one waits for it, as MPI libraries' sequence numbers make it. A
+/// pair is kept only while it has messages in flight, so memory follows the traffic in flight,
+/// not the number of pairs (an all-to-all on thousands of ranks).
+#[derive(Debug, Default)]
+struct PairOrder {
+    /// (src, dst) -> (messages numbered, messages matched in order).
+    counts: HashMap<u64, (u32, u32)>,
+    /// (src, dst) -> (number, message) of those that arrived early.
+    early: HashMap<u64, Vec<(u32, u32)>>,
+}
+
+impl PairOrder {
+    fn key(src: u32, dst: u32) -> u64 {
+        (src as u64) << 32 | dst as u64
+    }
+
+    /// The number of the next message from `src` to `dst`.
+    fn number(&mut self, src: u32, dst: u32) -> u32 {
+        let counts = self.counts.entry(Self::key(src, dst)).or_insert((0, 0));
+        counts.0 += 1;
+        counts.0 - 1
+    }
+
+    /// Whether message number `seq` from `src` to `dst` is the next to match; if not, it is kept
+    /// until those before it have matched.
+    fn in_turn(&mut self, src: u32, dst: u32, seq: u32, message: u32) -> bool {
+        let key = Self::key(src, dst);
+        let turn = self.counts.get(&key).expect("a numbered message's pair is kept while it is in flight").1;
+        if seq != turn {
+            self.early.entry(key).or_default().push((seq, message));
+        }
+        seq == turn
+    }
+
+    /// The pair's message in turn has matched: the message now in turn if it already arrived.
+    fn matched(&mut self, src: u32, dst: u32) -> Option<u32> {
+        let key = Self::key(src, dst);
+        let counts = self.counts.get_mut(&key).expect("a numbered message's pair is kept while it is in flight");
+        counts.1 += 1;
+        let turn = counts.1;
+        if counts.0 == turn {
+            self.counts.remove(&key);
+            return None;
+        }
+        let early = self.early.get_mut(&key)?;
+        let i = early.iter().position(|&(seq, _)| seq == turn)?;
+        let (_, message) = early.swap_remove(i);
+        if early.is_empty() {
+            self.early.remove(&key);
+        }
+        Some(message)
+    }
 }
 
 /// A receive posted and not yet matched.
@@ -197,6 +257,7 @@ pub struct Mpi {
     jobs: Vec<Job>,
     ranks: Vec<Rank>,
     messages: crate::sim::state::Slab<Message>,
+    order: PairOrder,
     /// MPI messages handed to shared memory or the fabric and not yet arrived.
     in_flight: u32,
     /// Ranks in a compute phase (they will act again without any message).
@@ -370,6 +431,7 @@ impl Mpi {
             jobs: built,
             ranks,
             messages: crate::sim::state::Slab::new(),
+            order: PairOrder::default(),
             in_flight: 0,
             computing: 0,
             waiting: 0,
@@ -428,17 +490,14 @@ impl Mpi {
         }
         match m.kind {
             Kind::Eager | Kind::Rts => {
-                // Data or RTS arrive at the receiving rank: match or queue as unexpected.
-                let dst = m.dst as usize;
-                let src_local = self.ranks[m.src as usize].local;
-                let r = &mut self.ranks[dst];
-                let found = r.posted.iter().position(|p| matches(p.peer, p.tag, src_local, m.tag));
-                match found {
-                    Some(i) => {
-                        let posted = r.posted.remove(i);
-                        self.matched(message, posted.request, now, t);
+                // Data or RTS arrive at the receiving rank: in the pair's order (PairOrder),
+                // matched or queued as unexpected.
+                if self.order.in_turn(m.src, m.dst, m.seq, message) {
+                    let mut next = Some(message);
+                    while let Some(message) = next {
+                        next = self.order.matched(m.src, m.dst);
+                        self.match_or_queue(message, now, t);
                     }
-                    None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, message }),
                 }
                 return self.check_deadlock();
             }
@@ -470,6 +529,20 @@ impl Mpi {
             }
         }
         self.check_deadlock();
+    }
+
+    /// An eager message or an RTS, in its pair's order, meets a posted receive or waits for one.
+    fn match_or_queue(&mut self, message: u32, now: Time, t: &mut dyn Transport) {
+        let m = self.messages.items[message as usize];
+        let src_local = self.ranks[m.src as usize].local;
+        let r = &mut self.ranks[m.dst as usize];
+        match r.posted.iter().position(|p| matches(p.peer, p.tag, src_local, m.tag)) {
+            Some(i) => {
+                let posted = r.posted.remove(i);
+                self.matched(message, posted.request, now, t);
+            }
+            None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, message }),
+        }
     }
 
     /// An eager message or an RTS met its receive (`request` at the receiver).
@@ -578,6 +651,7 @@ impl Mpi {
                     let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
+                    let seq = self.order.number(rank, to);
                     let m = self.new_message(Message {
                         kind,
                         sl,
@@ -588,6 +662,7 @@ impl Mpi {
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        seq,
                     });
                     let wire = if eager { bytes } else { self.control_bytes };
                     self.transmit(m, rank, to, wire, eager, now, t);
@@ -621,6 +696,7 @@ impl Mpi {
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        seq: 0,
                     });
                     self.transmit(m, rank, to, wire, false, now, t);
                 }
