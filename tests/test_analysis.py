@@ -72,8 +72,24 @@ def test_policy_summary_by_hand():
     assert d["throughput_vs_alone"] == pytest.approx((t0 / alone0 + t1 / alone1) / 2)
     p = summary.loc["prio-a"]
     assert p["complete_repetitions"] == 1 and p["total_contention_us"] == 210.0  # rep 1 incomplete: left out
+    # Slowdowns over the same repetitions as total contention (rep 0 only): a 1.1, b 2.0.
+    assert p["mean_slowdown"] == pytest.approx(1.55) and p["worst_slowdown"] == 2.0 and p["worst_job"] == "b"
+    assert p["geomean_slowdown"] == pytest.approx(math.sqrt(1.1 * 2.0))
     assert p["vs_default_pct"] == pytest.approx(100 * (210 / 125 - 1))
     assert d["vs_default_pct"] == 0.0
+
+
+def test_a_policy_that_starves_a_job_has_no_mean_or_worst_slowdown():
+    # Under "starve", b never completes: mean and worst slowdown over a alone (1.1, which looks
+    # better than default's worst 2.0) would rank it by the job it let finish.
+    jobs = jobs_table([(r, *row) for r in (0, 1) for row in [
+        ("alone", "a", 10, 100.0), ("alone", "b", 10, 100.0),
+        ("default", "a", 10, 150.0), ("default", "b", 10, 200.0),
+        ("starve", "a", 10, 110.0), ("starve", "b", 10, float("nan"))]])
+    starve = policy_summary(slowdowns(jobs)).set_index("policy").loc["starve"]
+    for key in ("mean_slowdown", "geomean_slowdown", "worst_slowdown", "total_contention_us"):
+        assert math.isnan(starve[key]), key
+    assert pd.isna(starve["worst_job"]) and starve["complete_repetitions"] == 0
 
 
 def test_ranking_orders_lower_contention_first_and_higher_throughput_first():
@@ -277,3 +293,14 @@ def test_vl_utilisation_is_busy_time_over_links_and_simulated_time():
     # r0: 2000 / (4 x 1000) = 0.5; r1: 2000 / (4 x 2000) = 0.25; the deadlocked r2-p is left out
     assert u.loc["default", "utilisation"] == pytest.approx(0.375) and u.loc["default", "bytes"] == 20
     assert "p" not in u.index
+
+
+def test_the_policy_table_keeps_a_job_that_never_completed():
+    from qoslab.study.results import policy_table
+
+    jobs = jobs_table([(0, "alone", "a", 10, 100.0), (0, "alone", "b", 10, float("nan")),
+                       (0, "default", "a", 10, 150.0), (0, "default", "b", 10, float("nan"))])
+    tables = {name: pd.DataFrame({"policy": pd.Series(dtype=str)}) for name in ("runs", "levels", "interference", "vl_levels")}
+    table = policy_table({**tables, "jobs": jobs})
+    assert list(table.columns[:3]) == ["policy", "a slowdown", "b slowdown"]
+    assert table.loc[0, "a slowdown"] == 1.5 and math.isnan(table.loc[0, "b slowdown"])

@@ -30,7 +30,9 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
     - total_contention_us: sum over jobs of T_shared - T_alone (mean; min and max over repetitions,
       and the 95% Student-t confidence interval of the mean, NaN with one complete repetition);
     - pw_core_seconds: compute-power waste, C x sum over jobs of ranks x T_contention (seconds);
-    - mean_slowdown, geomean_slowdown, worst_slowdown (and worst_job) over jobs;
+    - mean_slowdown, geomean_slowdown, worst_slowdown (and worst_job) over jobs, each job's
+      slowdown averaged over the repetitions in which every job completed (those total contention
+      rests on): NaN when there is none, so a policy that starves a job never ranks by the others;
     - throughput_jobs_per_hour: 3600 s x sum over jobs of 1 / T_shared, each job rerun back to
       back; throughput_vs_alone divides it by the same sum over alone runtimes;
     - vs_default_pct: change of total contention against the "default" policy (negative = less).
@@ -40,8 +42,11 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
     rows = []
     for policy, group in slow.groupby("policy", sort=False):
         per_rep = []
-        for _, g in group.groupby("repetition"):
+        complete_reps = []
+        for repetition, g in group.groupby("repetition"):
             complete = bool(g["complete"].all())
+            if complete:
+                complete_reps.append(repetition)
             per_rep.append({
                 "total": g["contention_us"].sum() if complete else np.nan,
                 "pw": core_second_cost * (g["ranks"] * g["contention_us"]).sum() / 1e6 if complete else np.nan,
@@ -50,8 +55,10 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
             })
         reps = pd.DataFrame(per_rep)
         total = mean_interval(reps["total"])
-        by_job = group.groupby("job", sort=False)["slowdown"].mean()
-        worst_job = by_job.idxmax() if by_job.notna().any() else None
+        jobs = group["job"].unique()
+        by_job = group[group["repetition"].isin(complete_reps)].groupby("job", sort=False)["slowdown"].mean().reindex(jobs)
+        every_job = bool(len(by_job)) and bool(by_job.notna().all())
+        worst_job = by_job.idxmax() if every_job else None
         rows.append({
             "policy": policy,
             "total_contention_us": reps["total"].mean(),
@@ -60,9 +67,9 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
             "total_contention_ci95_low_us": total.low,
             "total_contention_ci95_high_us": total.high,
             "pw_core_seconds": reps["pw"].mean(),
-            "mean_slowdown": by_job.mean(),
-            "geomean_slowdown": float(np.exp(np.log(by_job).mean())) if by_job.notna().all() else np.nan,
-            "worst_slowdown": by_job.max(),
+            "mean_slowdown": by_job.mean() if every_job else np.nan,
+            "geomean_slowdown": float(np.exp(np.log(by_job).mean())) if every_job else np.nan,
+            "worst_slowdown": by_job.max() if every_job else np.nan,
             "worst_job": worst_job,
             "throughput_jobs_per_hour": reps["throughput"].mean(),
             "throughput_vs_alone": (reps["throughput"] / reps["alone_throughput"]).mean(),

@@ -78,7 +78,9 @@ def policy_table(tables: Mapping[str, pd.DataFrame], order: list[str] | None = N
     slow = slowdowns(kept["jobs"])
     if slow.empty:
         return pd.DataFrame()
-    per_job = slow.pivot_table(index="policy", columns="job", values="slowdown", aggfunc="mean", sort=False)
+    # dropna=False: a job that never completed keeps its column, shown as "-", never dropped.
+    per_job = slow.pivot_table(index="policy", columns="job", values="slowdown", aggfunc="mean", sort=False,
+                               dropna=False)
     per_job.columns = [f"{job} slowdown" for job in per_job.columns]
     summary = policy_summary(slow).set_index("policy")
     per_job["total contention us"] = summary["total_contention_us"]
