@@ -9,6 +9,7 @@ import qoslab
 from qoslab.deploy import export_opensm
 from qoslab.errors import ScenarioError
 from qoslab.io.opensm import parse_opensm_conf
+from qoslab.vlarb import Granularity, effective_shares
 
 # The seeds' 2286:254:9:1 as OpenSM entries: 12 of them, the last eight VL0's.
 TWELVE = "0:254,1:254,2:9,3:1" + ",0:254" * 8
@@ -78,3 +79,29 @@ def test_a_study_says_which_policies_the_ports_cannot_hold_whole():
                      {"name": "b", "nodes": 2, "workload": {"kind": "ping-pong"}}]}
     study = Study.from_dict({"scenario": base, "policies": [{"kind": "per-job", "assignment": "all"}]}, "study.toml")
     assert any("its vlarb_low table has 12 entries, the ports hold 8" in w for w in study.warnings()), study.warnings()
+    # Its description gives the shares of the 8 entries simulated (20:4:1:1 packets a round),
+    # not of the 12 written (36:4:1:1).
+    policy = study.concrete_policies()[-1]
+    assert "VL0 76.9%, VL1 15.4%, VL2 3.85%, VL3 3.85%, by the first 8 of its 12 entries" in policy.description(
+        Granularity.of(study.base()))
+
+
+def test_shares_are_realised_within_the_entries_the_ports_hold():
+    from qoslab.study.model import Study
+
+    base = {"topology": {"kind": "single-switch", "hosts": 4}, "fabric": {"vlarb_capacity": 8, "mtu_bytes": 256},
+            "jobs": [{"name": "a", "nodes": 2, "workload": {"kind": "ping-pong"}},
+                     {"name": "b", "nodes": 2, "workload": {"kind": "ping-pong"}}]}
+    # 0.6:0.3:0.1 fits in 8 entries exactly (30:15:5 packets of 5 credits): no warning, and what
+    # the ports hold is the whole table.
+    fits = Study.from_dict({"scenario": base, "policies": [{"kind": "per-job", "assignment": {"a": 1, "b": 2},
+                                                            "shares": [0.6, 0.3, 0.1]}]}, "study.toml")
+    assert not any("vlarb_capacity" in w for w in fits.warnings())
+    held = Granularity.of(fits.base())
+    entries = fits.concrete_policies()[-1].arbitration().entries(held)[1]
+    assert len(entries) <= 8 and effective_shares(entries, held.credits) == pytest.approx({0: 0.6, 1: 0.3, 2: 0.1})
+    # 0.9:0.09:0.009:0.001 needs more than 8 entries of at most 51 packets: refused, saying the
+    # capacity is why. It had been realised in 22 entries, described as exact, and cut to 8.
+    with pytest.raises(ScenarioError, match=r"cannot be realised at MTU 256 .* 8 entries as fabric.vlarb_capacity holds"):
+        Study.from_dict({"scenario": base, "policies": [{"kind": "per-job", "assignment": {"a": 1, "b": 2},
+                                                         "shares": [0.9, 0.09, 0.009, 0.001]}]}, "study.toml")

@@ -33,16 +33,19 @@ Entries = Sequence[tuple[int, int]]  # (VL, weight) pairs, table order
 @dataclass(frozen=True)
 class Granularity:
     """What a weight means on one fabric: MTU packets of `credits` credits; tables of at most
-    `max_entries` entries (routing layers repeat every entry, so they share the 64)."""
+    `max_entries` entries (the 64 a table can have, or the `capacity` its ports hold:
+    fabric.vlarb_capacity; routing layers repeat every entry, so they share them)."""
 
     mtu_bytes: int
     header_bytes: int
     routing_layers: int = 1
+    capacity: int | None = None
 
     @classmethod
     def of(cls, scenario: Any) -> Granularity:
         """From a Scenario (duck-typed: this module imports nothing of qoslab's)."""
-        return cls(scenario.fabric.mtu_bytes, scenario.fabric.header_bytes, scenario.routing.vls or 1)
+        return cls(scenario.fabric.mtu_bytes, scenario.fabric.header_bytes, scenario.routing.vls or 1,
+                   scenario.fabric.vlarb_capacity)
 
     @property
     def wire_bytes(self) -> int:
@@ -54,7 +57,11 @@ class Granularity:
 
     @property
     def max_entries(self) -> int:
-        return MAX_TABLE_ENTRIES // self.routing_layers
+        return (MAX_TABLE_ENTRIES if self.capacity is None else self.capacity) // self.routing_layers
+
+    def held(self, entries: Entries) -> Entries:
+        """The entries of a table as written that a port holds and arbitrates by: its first ones."""
+        return entries[: self.max_entries]
 
     @property
     def packets_per_entry(self) -> int:

@@ -139,7 +139,8 @@ class Arbitration(_Table):
             achieved = ", ".join(f"VL{vl} {percent(realised.shares.get(vl, 0.0))}" for vl in stated)
             raise ValueError(
                 f"cannot be realised at {granularity.label()} ({granularity.credits} credits per packet, at most "
-                f"{granularity.packets_per_entry} packets per entry, {granularity.max_entries} entries): the closest "
+                f"{granularity.packets_per_entry} packets per entry, {granularity.max_entries} entries"
+                f"{' as fabric.vlarb_capacity holds' if granularity.capacity is not None else ''}): the closest "
                 f"table gives {achieved}: VL{worst} gets {percent(realised.shares.get(worst, 0.0))} for "
                 f"{percent(stated[worst] / total)} ({errors[worst]:.0%} off), beyond share_tolerance = "
                 f"{self.share_tolerance:g}; use a smaller fabric.mtu_bytes, larger small shares, or a larger "
@@ -181,7 +182,7 @@ class Arbitration(_Table):
         high, low = self.entries(granularity)
         stated = None if self.shares is None else dict(enumerate(self.shares))
         return [(name, c) for name, entries in (("the high table", high), ("the low table", low))
-                for c in collapses(entries, granularity.credits, stated)]
+                for c in collapses(granularity.held(entries), granularity.credits, stated)]
 
     def describe(self, granularity: Granularity | None = None) -> str:
         """"weights 2286:254:9:1 (...)" or "shares ... realised as ...", with the effective shares
@@ -206,5 +207,10 @@ class Arbitration(_Table):
 
 
 def _split(entries: list[tuple[int, int]], granularity: Granularity) -> str:
-    shares = effective_shares(entries, granularity.credits)
-    return ", ".join(f"VL{vl} {percent(share)}" for vl, share in sorted(shares.items()))
+    """The shares of a saturated port, by the entries it holds (fabric.vlarb_capacity)."""
+    held = granularity.held(entries)
+    shares = effective_shares(held, granularity.credits)
+    text = ", ".join(f"VL{vl} {percent(share)}" for vl, share in sorted(shares.items()))
+    if len(held) < len(entries):
+        text += f", by the first {len(held)} of its {len(entries)} entries, which the ports hold"
+    return text
