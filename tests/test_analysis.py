@@ -304,3 +304,19 @@ def test_the_policy_table_keeps_a_job_that_never_completed():
     table = policy_table({**tables, "jobs": jobs})
     assert list(table.columns[:3]) == ["policy", "a slowdown", "b slowdown"]
     assert table.loc[0, "a slowdown"] == 1.5 and math.isnan(table.loc[0, "b slowdown"])
+
+
+def test_identical_repetitions_are_one_sample_and_claim_nothing():
+    # Nothing drew from the seed: both repetitions are the same run, the interval has zero width,
+    # and the best policy's lead is not "distinguishable" (it holds for this placement only).
+    jobs = jobs_table([(r, *row) for r in (0, 1) for row in [
+        ("alone", "a", 10, 100.0), ("alone", "b", 10, 100.0),
+        ("default", "a", 10, 150.0), ("default", "b", 10, 200.0),
+        ("prio-a", "a", 10, 110.0), ("prio-a", "b", 10, 180.0)]])
+    summary = policy_summary(slowdowns(jobs))
+    assert summary["identical_repetitions"].tolist() == [True, True]
+    lead = best_policy_leads(summary).iloc[0]
+    assert lead["best"] == "prio-a" and lead["lead_us"] == 60.0
+    assert lead["distinguishable"] is None and lead["identical_repetitions"]
+    # Repetitions that differ keep their interval and verdict.
+    assert not policy_summary(slowdowns(JOBS))["identical_repetitions"].any()

@@ -224,3 +224,18 @@ def test_figures_are_written_in_every_requested_format_and_deterministically(tmp
 def test_figures_option_is_checked():
     result = CliRunner().invoke(app, ["study", "--figures", "png,tiff", "--plan"])
     assert result.exit_code == 2 and "tiff" in result.output
+
+
+def test_the_report_says_identical_repetitions_are_one_sample():
+    from qoslab.analysis import best_policy_leads
+    from qoslab.report.html import _headline
+
+    rows = [{"repetition": r, "policy": p, "mode": "alone" if p == "alone" else "shared", "job": j, "ranks": 4,
+             "runtime_us": t} for r in (0, 1, 2)
+            for p, j, t in [("alone", "a", 100.0), ("alone", "b", 100.0), ("default", "a", 150.0),
+                            ("default", "b", 200.0), ("prio-a", "a", 110.0), ("prio-a", "b", 180.0)]]
+    summary = policy_summary(slowdowns(pd.DataFrame(rows)))
+    assert best_policy_leads(summary)["identical_repetitions"].all()
+    headline = _headline(summary)
+    assert "the same in all 3 repetitions" in headline and "confidence interval" not in headline
+    assert "The 3 repetitions gave identical results" in headline and "larger than both" not in headline

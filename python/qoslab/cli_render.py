@@ -145,12 +145,25 @@ def print_study(outcome: Any) -> None:
         for record in rows.itertuples(index=False):
             table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
         console.print(table)
+        _warn_identical_repetitions(outcome.tables)
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
     console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
     if outcome.report_error:
         err_console.print(Text(f"warning: the analysis or report could not be written (a bug, please report it): "
                                f"{outcome.report_error}; the run tables are in {outcome.out}/", style="yellow"))
     warn_failed(outcome.failed)
+
+
+def _warn_identical_repetitions(tables: Any) -> None:
+    policies = tables.get("policies")
+    if policies is None or "identical_repetitions" not in policies or not policies["identical_repetitions"].any():
+        return
+    same = policies[policies["identical_repetitions"].astype(bool)]
+    err_console.print(Text(
+        f"warning: the {int(same['complete_repetitions'].max())} repetitions of {', '.join(map(str, same['policy']))} "
+        "gave identical results: nothing in the runs drew from the seed (a fixed placement and no random "
+        "traffic), so they are one sample and say nothing of the variation over placements; use "
+        'placement = "random" to compare over placements', style="yellow"))
 
 
 def warn_failed(rows: list[dict[str, Any]]) -> None:

@@ -38,7 +38,10 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
     - vs_default_pct: change of total contention against the "default" policy (negative = less).
 
     A repetition in which some job of the policy did not complete gives NaN for that repetition;
-    `complete_repetitions` counts the others."""
+    `complete_repetitions` counts the others. `identical_repetitions`: two or more of them, every
+    job's shared runtime the same in each (nothing the policy's runs did drew from the seed: a
+    fixed placement and no random traffic), so they are one sample, and the interval's zero
+    width says nothing about run-to-run variation."""
     rows = []
     for policy, group in slow.groupby("policy", sort=False):
         per_rep = []
@@ -54,6 +57,9 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
                 "alone_throughput": 3600e6 * (1.0 / g["alone_us"]).sum() if complete else np.nan,
             })
         reps = pd.DataFrame(per_rep)
+        runtimes = group[group["repetition"].isin(complete_reps)].pivot_table(
+            index="repetition", columns="job", values="shared_us", aggfunc="first")
+        identical = len(complete_reps) >= 2 and bool((runtimes.nunique() <= 1).all())
         total = mean_interval(reps["total"])
         jobs = group["job"].unique()
         by_job = group[group["repetition"].isin(complete_reps)].groupby("job", sort=False)["slowdown"].mean().reindex(jobs)
@@ -74,6 +80,7 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
             "throughput_jobs_per_hour": reps["throughput"].mean(),
             "throughput_vs_alone": (reps["throughput"] / reps["alone_throughput"]).mean(),
             "complete_repetitions": int(reps["total"].notna().sum()),
+            "identical_repetitions": identical,
         })
     out = pd.DataFrame(rows)
     if out.empty:
@@ -114,8 +121,10 @@ def best_policy_leads(summary: pd.DataFrame) -> pd.DataFrame:
     """The best policy by total contention against the default and against the runner-up (one
     row when they are the same policy): lead_us (how much less contention the best has),
     `distinguishable` (True: the 95% intervals do not overlap; False: they do; None: a side has
-    fewer than two complete repetitions, so no interval) and the repetitions of each side."""
-    columns = ["best", "other", "against", "lead_us", "distinguishable", "best_repetitions", "other_repetitions"]
+    fewer than two complete repetitions, or its repetitions are identical, so no interval), the
+    repetitions of each side and `identical_repetitions` (either side's, policy_summary)."""
+    columns = ["best", "other", "against", "lead_us", "distinguishable", "best_repetitions", "other_repetitions",
+               "identical_repetitions"]
     ranked = ranking(summary)
     ranked = ranked[ranked["total_contention_us"].notna()].reset_index(drop=True)
     if ranked.empty:
@@ -130,11 +139,14 @@ def best_policy_leads(summary: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for name, roles in others.items():
         other = ranked[ranked["policy"] == name].iloc[0]
+        identical = bool(best.get("identical_repetitions", False) or other.get("identical_repetitions", False))
+        separate = intervals_separate(total_contention_interval(best), total_contention_interval(other))
         rows.append({"best": best["policy"], "other": name, "against": " and ".join(roles),
                      "lead_us": other["total_contention_us"] - best["total_contention_us"],
-                     "distinguishable": intervals_separate(total_contention_interval(best), total_contention_interval(other)),
+                     "distinguishable": None if identical else separate,
                      "best_repetitions": int(best["complete_repetitions"]),
-                     "other_repetitions": int(other["complete_repetitions"])})
+                     "other_repetitions": int(other["complete_repetitions"]),
+                     "identical_repetitions": identical})
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -229,6 +229,8 @@ def _headline(summary: pd.DataFrame) -> str:
 
 
 def _interval_text(row: pd.Series) -> str:
+    if row.get("identical_repetitions", False):
+        return f", the same in all {int(row['complete_repetitions'])} repetitions"
     if np.isnan(row["total_contention_ci95_low_us"]):
         return ""
     return (f", 95% confidence interval {row['total_contention_ci95_low_us']:,.0f} to "
@@ -241,6 +243,11 @@ def _lead_text(lead: dict[str, Any]) -> str:
             "default and runner-up": "default, the runner-up"}[lead["against"]]
     repetitions = min(lead["best_repetitions"], lead["other_repetitions"])
     plural = "repetition" if repetitions == 1 else "repetitions"
+    if lead.get("identical_repetitions"):
+        return (f"<span class='warning'>The {repetitions} repetitions gave identical results: nothing in the runs "
+                "drew from the seed (a fixed placement and no random traffic), so they are one sample, not "
+                f"{repetitions}. {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) holds for this placement; "
+                "its variation over placements is unknown (use placement = \"random\" to compare over them).</span>")
     if lead["distinguishable"] is None:
         return (f"<span class='warning'>With {repetitions} complete {plural} there is no confidence interval: "
                 f"{best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run variation; "
