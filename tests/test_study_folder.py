@@ -18,7 +18,7 @@ from qoslab.errors import FolderError
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep.executors import LocalExecutor
-from qoslab.sweep.folder import LOCK, StudyFolder, study_identity
+from qoslab.sweep.folder import LOCK, MARKER, StudyFolder, study_identity
 from typer.testing import CliRunner
 
 SCENARIO = {
@@ -44,12 +44,32 @@ def test_a_different_study_is_refused_and_the_same_one_may_grow(tmp_path):
     run(study(), tmp_path)
     other = copy.deepcopy(SCENARIO)
     other["jobs"][1]["workload"]["iterations"] = 11
-    with pytest.raises(FolderError, match="holds the runs of another study"):
+    with pytest.raises(FolderError, match="holds the runs of another study .*: its base scenario differs"):
         run(study(other), tmp_path)
     # The same study with a policy added reuses its runs.
     again = run(study(policies=[{"kind": "default"}, {"kind": "per-job", "assignment": "all", "weights": [254, 9]}]),
                 tmp_path)
     assert again.runs_reused == 3 and again.runs_total == 5
+    # And with a repetition added (what metrics.md prescribes when intervals overlap): the first
+    # repetition's runs are found again, the new one's are run.
+    more = run(study(policies=[{"kind": "default"}, {"kind": "per-job", "assignment": "all", "weights": [254, 9]}],
+                     repetitions=2), tmp_path)
+    assert more.runs_reused == 5 and more.runs_total == 10
+    assert sorted(set(more.tables["runs"]["repetition"])) == [0, 1]
+
+
+def test_a_folder_marked_before_base_fingerprints_is_compared_as_before(tmp_path):
+    # A marker without base_fingerprint (written before 2026-11-27) is compared by its whole
+    # fingerprint: the same study resumes, one with another repetition count is refused.
+    run(study(), tmp_path)
+    marker = tmp_path / MARKER
+    held = json.loads(marker.read_text())
+    del held["base_fingerprint"]
+    marker.write_text(json.dumps(held))
+    with pytest.raises(FolderError, match="its scenario differs, or its seeds or sweep points"):
+        run(study(repetitions=2), tmp_path)
+    assert run(study(), tmp_path).runs_reused == 3
+    assert "base_fingerprint" in json.loads(marker.read_text())  # claimed again: marked as now
 
 
 def test_a_folder_in_use_is_refused_by_a_second_process(tmp_path):

@@ -44,6 +44,13 @@ def test_each_point_is_the_study_with_that_value(tmp_path):
     assert "<table" in view and "jobs[0].workload.bytes" in view and "data:image/png;base64," in view
     again = sweep.run(tmp_path / "sweep", executor=LocalExecutor(1))
     assert again.runs_reused == again.runs_total == outcome.runs_total == 2 * (4 + 4)
+    # A value taken out of the list: the same study, its runs found again, and the folder of the
+    # point it no longer has removed, so that no reader of points/ takes it for one of its own.
+    fewer = study(sweep=[{"key": "jobs[0].workload.bytes", "values": [65536]}]).run(tmp_path / "sweep",
+                                                                                    executor=LocalExecutor(1))
+    assert fewer.runs_reused == fewer.runs_total == 2 * 4
+    assert sorted(p.name for p in (tmp_path / "sweep" / "points").iterdir()) == ["point=0"]
+    assert set(sweep_dataset(tmp_path / "sweep", "jobs").to_table().column("point").to_pylist()) == {0}
 
 
 def test_grid_and_zip():

@@ -67,7 +67,8 @@ class StudyRunner:
         written; as an array task, only the task's share of each stage, and no tables (None)."""
         # As run ids do (run_identity): a folder written before port buffers is the same study.
         identity = study_identity("policies", self.study.title(), self.study.source,
-                                  [run_identity(rep.scenario) for rep in self.plan.repetitions])
+                                  [run_identity(rep.scenario) for rep in self.plan.repetitions],
+                                  base=self.study.point_data(None))
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
             return self._run()
 

@@ -12,6 +12,7 @@ with the number of points."""
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Iterator
 from concurrent.futures import Future, wait
 from dataclasses import dataclass, field
@@ -93,9 +94,12 @@ class SweepRunner:
         point as its runs are done; an array task runs its share and writes no tables (None)."""
         # What places and builds the runs: the base scenario, the points and the seeds.
         defining = {"base": self.study.point_data(None), "sweep": self.points, "seeds": self.study.seed_list()}
-        identity = study_identity("policies-sweep", self.study.title(), self.study.source, defining)
+        identity = study_identity("policies-sweep", self.study.title(), self.study.source, defining,
+                                  base=defining["base"])
         blocked: list[StageWaiting] = []
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
+            if self.stages.task is None:
+                self._drop_points_beyond()
             for chunk in self._chunks():
                 blocked += self._run_chunk(chunk)
             if self.stages.task is not None:
@@ -104,6 +108,14 @@ class SweepRunner:
                                        sum(w.missing for w in blocked), self.stages.ran)
                 return None  # an array task: `--collect` builds the tables once every task has run
             return self._finish()
+
+    def _drop_points_beyond(self) -> None:
+        """The folders of points this sweep no longer has (a value taken out of a [[sweep]] list
+        since the folder was written), so that no reader of points/ takes them for its own."""
+        for folder in (self.out / POINTS).glob("point=*"):
+            index = folder.name.partition("=")[2]
+            if index.isdigit() and int(index) >= len(self.points) and folder.is_dir():
+                shutil.rmtree(folder)
 
     def _chunks(self) -> Iterator[list[tuple[int, StudyRunner, list[RunSpec]]]]:
         chunk: list[tuple[int, StudyRunner, list[RunSpec]]] = []

@@ -19,11 +19,19 @@ LOCK = ".qoslab.lock"
 MARKER = "study-id.json"
 
 
-def study_identity(kind: str, title: str, source: str | None, defining: Any) -> dict[str, str]:
+def study_identity(kind: str, title: str, source: str | None, defining: Any, base: Any = None) -> dict[str, str]:
     """What makes two studies the same one: their kind and what places and builds their runs
-    (`defining`: the base scenario and seeds; not the policy list, which may grow)."""
-    text = json.dumps(defining, sort_keys=True, default=str)
-    return {"kind": kind, "study": title, "source": source or "", "fingerprint": hashlib.sha256(text.encode()).hexdigest()[:16]}
+    (`defining`: the base scenario and seeds; not the policy list, which may grow). With `base`
+    (the base scenario as given, without seeds or sweep points), a study that only adds or drops
+    repetitions or sweep points is the same one too: its runs are found again by their ids."""
+    identity = {"kind": kind, "study": title, "source": source or "", "fingerprint": _digest(defining)}
+    if base is not None:
+        identity["base_fingerprint"] = _digest(base)
+    return identity
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 class StudyFolder:
@@ -71,10 +79,16 @@ class StudyFolder:
             if not isinstance(held, dict):
                 raise FolderError(f"{marker}: damaged (not the JSON qoslab writes); delete it if this folder holds "
                                   "nothing you need, or choose another --out")
-            if (held.get("kind"), held.get("fingerprint")) != (self.identity["kind"], self.identity["fingerprint"]):
+            by_base = "base_fingerprint" in held and "base_fingerprint" in self.identity
+            key = "base_fingerprint" if by_base else "fingerprint"
+            if (held.get("kind"), held.get(key)) != (self.identity["kind"], self.identity[key]):
+                differs = ("its base scenario differs" if by_base else
+                           "its scenario differs, or its seeds or sweep points (folders written before 2026-11-27)")
+                if held.get("kind") != self.identity["kind"]:
+                    differs = f"it is a {held.get('kind')} study, this one a {self.identity['kind']} study"
                 raise FolderError(
                     f"{self.out}: holds the runs of another study ({held.get('study')!r} from "
-                    f"{held.get('source') or 'the built-in default'}); this study "
+                    f"{held.get('source') or 'the built-in default'}: {differs}); this study "
                     f"({self.identity['study']!r} from {self.identity['source'] or 'the built-in default'}) would mix "
                     "its runs with them. Choose another --out, or delete the folder to start over")
         elif (self.out / "runs").is_dir() and any((self.out / "runs").iterdir()) and not self._same_legacy_study():
