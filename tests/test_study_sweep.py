@@ -69,6 +69,7 @@ def test_grid_and_zip():
     ({"sweep": [{"key": "fabric.data_vls", "values": [2, 4]}, {"key": "jobs[0].nodes", "values": [2]}], "sweep_mode": "zip"},
      "as many values"),
     ({"sweep": [{"key": "fabric.data_vls", "values": []}]}, "sweep[0].values"),
+    ({"sweep": [{"key": "fabric.data_vls", "values": [4, 2, 4]}]}, "sweep[0].values: 4 is listed twice"),
     ({"sweep_mode": "zip"}, "sweep_mode: there is no [[sweep]]"),
     # A point valid as a scenario on which a policy is not: four SLs on two VLs.
     ({"sweep": [{"key": "fabric.data_vls", "values": [2]}],

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import math
 from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal
@@ -325,6 +326,12 @@ class Study(StudyFile):
                 raise self._error(f"sweep[{i}].key", f"{key!r} is swept twice (sweep[{keys.index(key)}] too)")
             if key == "seed" or key.startswith("seed."):
                 raise self._error(f"sweep[{i}].key", "seeds come from repetitions or seeds, not from a sweep")
+        for i, axis in enumerate(self.sweep):
+            seen = [json.dumps(value, sort_keys=True) for value in axis.values]  # values may be tables
+            twice = next((value for j, value in enumerate(axis.values) if seen.index(seen[j]) != j), None)
+            if twice is not None:
+                raise self._error(f"sweep[{i}].values", f"{twice!r} is listed twice: its point would be run and "
+                                  "counted twice")
         if self.sweep_mode == "zip":
             lengths = {len(axis.values) for axis in self.sweep}
             if len(lengths) > 1:
