@@ -101,7 +101,7 @@ impl Simulation {
         QueueId((self.ports.len() as u32) * self.vls + (host.0 * SLS + sl as u32) * lanes + dst.0 % lanes)
     }
 
-    /// An HCA put one more packet of `message` on its wire; a saturating source refills, an
+    /// An HCA started sending one more packet of `message`; after its last, a saturating source refills, an
     /// eager MPI send completes.
     pub(crate) fn on_hca_sent(&mut self, message: u32) {
         let m = &mut self.messages.items[message as usize];

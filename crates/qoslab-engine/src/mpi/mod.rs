@@ -33,7 +33,7 @@ use workloads::{JobShape, Program};
 pub trait Transport {
     /// Sends `bytes` of payload from one host to another; `message` comes back through
     /// `Mpi::on_arrival` when its last byte has arrived, and through `Mpi::on_injected` when the
-    /// sending HCA has put all of it on the wire (only if `notify_injected`).
+    /// sending HCA has started sending its last packet (only if `notify_injected`).
     #[allow(clippy::too_many_arguments)]
     fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool);
     /// Calls `Mpi::on_arrival(message)` at `at` (shared-memory deliveries).
@@ -470,7 +470,8 @@ impl Mpi {
         self.check_deadlock();
     }
 
-    /// The sending HCA has put the whole message on the wire: an eager send is complete.
+    /// The sending HCA has started sending the message's last packet: an eager send is complete
+    /// (its data has left the user's buffer; docs/jobs.md).
     pub fn on_injected(&mut self, message: u32, now: Time, t: &mut dyn Transport) {
         let m = self.messages.items[message as usize];
         if m.kind == Kind::Eager {
