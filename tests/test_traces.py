@@ -1305,3 +1305,38 @@ def test_a_later_message_that_arrives_first_still_matches_second(tmp_path):
     # (1100 ns), and rank 0 ends when the reply is (300.4 ns later); matched in arrival order,
     # rank 0 ended at 1000 + 300.4 + 300.4 ns.
     assert ranks == {0: pytest.approx(1000 + 1100 + 300.4), 1: pytest.approx(1000 + 1100)}
+
+
+def bcast_ranks(roots: list[int]) -> list[Dumpi]:
+    ranks = []
+    for root in roots:
+        d = dumpi_init(Dumpi())
+        d.rec("MPI_Bcast", 2000, 3000, "int count=1000", "MPI_Datatype datatype=5 (MPI_BYTE)", f"int root={root}", WORLD)
+        d.rec("MPI_Finalize", 4000, 5000)
+        ranks.append(d)
+    return ranks
+
+
+def test_a_broadcast_runs_from_its_root(tmp_path):
+    # MPI_Bcast from rank 2 of 4: the binomial tree hangs from rank 2 (it had been replayed from
+    # rank 0, which put the hot spot on the wrong node): rank 2 sends first, to rank 0 (2 + 2),
+    # then to rank 3 (2 + 1), and rank 0 forwards to rank 1 (0 + 1).
+    import qoslab
+
+    first = write_dumpi(tmp_path / "t", bcast_ranks([2, 2, 2, 2]))
+    program = read_trace(first)
+    assert [op for op in ops(program, 3) if op[0] == COLLECTIVE] == [(COLLECTIVE, 1 | 2 << 32, 1000, 0)]
+    scenario = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, run={"messages": True},
+                               jobs=[{"name": "t", "nodes": 4, "workload": {"kind": "trace", "path": str(first)}}])
+    messages = sorted(qoslab.simulate(scenario).messages.to_pylist(), key=lambda m: (m["created_ns"], m["dst"]))
+    assert [(m["src"], m["dst"]) for m in messages] == [(2, 0), (2, 3), (0, 1)]
+
+
+def test_members_naming_different_roots_are_refused(tmp_path):
+    first = write_dumpi(tmp_path / "t", bcast_ranks([2, 2, 1, 2]))
+    with pytest.raises(ScenarioError, match=r"a bcast, has root 2 on rank 0 .* but root 1 on rank 2 .*: MPI needs every "
+                                            r"member to name the same root"):
+        read_trace(first)
+    first = write_dumpi(tmp_path / "u", bcast_ranks([4, 4, 4, 4]))
+    with pytest.raises(ScenarioError, match=r"has root 4, not a rank of its 4"):
+        read_trace(first)

@@ -170,6 +170,9 @@ struct ActiveCollective {
     /// The rank's position among the members, and their number.
     position: u32,
     size: u32,
+    /// The root's position (broadcast, reduce; 0 otherwise): the algorithms run from root 0 on
+    /// positions rotated by it.
+    root: u32,
     step: u32,
     tag_seq: u32,
 }
@@ -720,11 +723,12 @@ impl Mpi {
                     r.collectives_called += 1;
                     let (position, size) = (group.position(r.local), group.size);
                     let members = Members::Strided(group);
-                    r.collective = Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq });
+                    r.collective =
+                        Some(ActiveCollective { kind, bytes, members, position, size, root: 0, step: 0, tag_seq });
                     r.collective_ops.clear();
                     r.collective_pc = 0;
                 }
-                Op::CommCollective { kind, bytes, comm, seq } => {
+                Op::CommCollective { kind, bytes, comm, seq, root } => {
                     let r = &mut self.ranks[rank as usize];
                     let comms = &self.jobs[r.job as usize].comms;
                     // Membership was checked when the trace was unpacked.
@@ -733,7 +737,7 @@ impl Mpi {
                     let size = comms.size(comm);
                     let members = Members::Comm(comm);
                     r.collective =
-                        Some(ActiveCollective { kind, bytes, members, position, size, step: 0, tag_seq: seq });
+                        Some(ActiveCollective { kind, bytes, members, position, size, root, step: 0, tag_seq: seq });
                     r.collective_ops.clear();
                     r.collective_pc = 0;
                 }
@@ -781,12 +785,17 @@ impl Mpi {
                 let job = &self.jobs[r.job as usize];
                 r.collective_ops.clear();
                 r.collective_pc = 0;
-                match collectives::step(c.kind, job.algorithms, c.size, c.position, c.bytes, c.step) {
+                // Positions relative to the root: the algorithms are written for root 0.
+                let relative = (c.position + c.size - c.root) % c.size;
+                match collectives::step(c.kind, job.algorithms, c.size, relative, c.bytes, c.step) {
                     Some(s) => {
-                        let (members, local, comms) = (c.members, r.local, &job.comms);
-                        push_step_ops(&mut r.collective_ops, &s, collective_tag(c.tag_seq), |pos| match members {
-                            Members::Strided(group) => group.member(local, pos),
-                            Members::Comm(comm) => comms.member(comm, pos),
+                        let (members, local, comms, root, size) = (c.members, r.local, &job.comms, c.root, c.size);
+                        push_step_ops(&mut r.collective_ops, &s, collective_tag(c.tag_seq), |pos| {
+                            let pos = (pos + root) % size;
+                            match members {
+                                Members::Strided(group) => group.member(local, pos),
+                                Members::Comm(comm) => comms.member(comm, pos),
+                            }
                         });
                         c.step += 1;
                     }

@@ -96,6 +96,9 @@ pub enum Op {
         bytes: u64,
         comm: u32,
         seq: u32,
+        /// The root's rank in the communicator (its position among the members) for a
+        /// broadcast or a reduce; 0 for the others.
+        root: u32,
     },
     /// Ends an iteration: its time and time spent waiting are recorded for the rank.
     IterationEnd,
@@ -122,7 +125,7 @@ pub mod packed {
     pub const GET: u64 = 4; // a = peer, b = bytes
     pub const WAITALL: u64 = 5;
     pub const WAIT: u64 = 6; // a = request number
-    pub const COLLECTIVE: u64 = 7; // a = kind (0 barrier .. 5 allgather), b = bytes, c = comm | seq << 32 (Op::CommCollective)
+    pub const COLLECTIVE: u64 = 7; // a = kind (0 barrier .. 5 allgather) | root << 32, b = bytes, c = comm | seq << 32 (Op::CommCollective)
     pub const ITERATION_END: u64 = 8;
 }
 
@@ -159,7 +162,7 @@ impl Op {
             packed::WAITALL => Op::WaitAll,
             packed::WAIT => Op::Wait { request: w[1] as u32 },
             packed::COLLECTIVE => {
-                let kind = match w[1] {
+                let kind = match w[1] & 0xFFFF_FFFF {
                     0 => CollectiveKind::Barrier,
                     1 => CollectiveKind::Bcast,
                     2 => CollectiveKind::Reduce,
@@ -172,7 +175,11 @@ impl Op {
                 if comm > comms {
                     return Err(format!("communicator {comm} is not listed (the trace lists {comms})"));
                 }
-                Op::CommCollective { kind, bytes: w[2], comm, seq }
+                let root = (w[1] >> 32) as u32;
+                if root != 0 && !matches!(kind, CollectiveKind::Bcast | CollectiveKind::Reduce) {
+                    return Err(format!("a root ({root}) for a collective without one"));
+                }
+                Op::CommCollective { kind, bytes: w[2], comm, seq, root }
             }
             packed::ITERATION_END => Op::IterationEnd,
             code => return Err(format!("unknown op code {code}")),
@@ -303,6 +310,9 @@ impl PackedTrace {
                             Ok(Op::CommCollective { comm, .. }) if comms.position(comm, r as u32).is_none() => {
                                 Err(format!("rank {r} is not a member of communicator {comm}"))
                             }
+                            Ok(Op::CommCollective { comm, root, .. }) if root >= comms.size(comm) => {
+                                Err(format!("root {root} is not a rank of communicator {comm}"))
+                            }
                             _ => op,
                         }
                         .map_err(|e| format!("rank {r}, op {}: {e}", i - a))
@@ -369,13 +379,27 @@ mod tests {
         let ops = [[c, 3, 64, 1], [c, 0, 0, 1 << 32], [c, 0, 0, 1 << 32], [c, 3, 64, 1], [c, 0, 0, 1 << 32]];
         let t = packed(&ops, &[2, 1, 2], vec![0, 2], vec![0, 2]);
         let (ops, comms) = t.unpack(3).unwrap();
-        assert_eq!(ops[0][0], Op::CommCollective { kind: CollectiveKind::Allreduce, bytes: 64, comm: 1, seq: 0 });
-        assert_eq!(ops[1][0], Op::CommCollective { kind: CollectiveKind::Barrier, bytes: 0, comm: 0, seq: 1 });
+        assert_eq!(
+            ops[0][0],
+            Op::CommCollective { kind: CollectiveKind::Allreduce, bytes: 64, comm: 1, seq: 0, root: 0 }
+        );
+        assert_eq!(ops[1][0], Op::CommCollective { kind: CollectiveKind::Barrier, bytes: 0, comm: 0, seq: 1, root: 0 });
         assert_eq!(comms.position(1, 2), Some(1));
         // Rank 1 is not a member of communicator 1; communicator 2 is not listed.
         let bad = packed(&[[c, 3, 64, 1]], &[0, 1, 0], vec![0, 2], vec![0, 2]);
         assert_eq!(bad.unpack(3).unwrap_err(), "rank 1, op 0: rank 1 is not a member of communicator 1");
         let bad = packed(&[[c, 3, 64, 2]], &[1, 0, 0], vec![0, 2], vec![0, 2]);
         assert!(bad.unpack(3).unwrap_err().contains("communicator 2 is not listed"));
+        // A broadcast's root rides above the kind; it must be a rank of the communicator, and
+        // only broadcasts and reduces have one.
+        let rooted = packed(&[[c, 1 | 1 << 32, 8, 1]], &[1, 0, 0], vec![0, 2], vec![0, 2]);
+        assert_eq!(
+            rooted.unpack(3).unwrap().0[0][0],
+            Op::CommCollective { kind: CollectiveKind::Bcast, bytes: 8, comm: 1, seq: 0, root: 1 }
+        );
+        let bad = packed(&[[c, 1 | 2 << 32, 8, 1]], &[1, 0, 0], vec![0, 2], vec![0, 2]);
+        assert_eq!(bad.unpack(3).unwrap_err(), "rank 0, op 0: root 2 is not a rank of communicator 1");
+        let bad = packed(&[[c, 3 | 1 << 32, 8, 1]], &[1, 0, 0], vec![0, 2], vec![0, 2]);
+        assert!(bad.unpack(3).unwrap_err().contains("a root (1) for a collective without one"));
     }
 }

@@ -502,13 +502,13 @@ class _DumpiRank:
             self.rank.wait(req)
 
 
-    def collective(self, rec: _Record, kind: str, nbytes: int, approx: bool = False) -> None:
+    def collective(self, rec: _Record, kind: str, nbytes: int, approx: bool = False, root: int = 0) -> None:
         view = self.usable_comm(rec)
         if view is self.self_view:
             return
         if approx:
             self.approximated[rec.name] += 1
-        self.rank.collective(view, COLLECTIVE_KINDS[kind], nbytes, f"{rec.name} at {self.path}, line {rec.line}")
+        self.rank.collective(view, COLLECTIVE_KINDS[kind], nbytes, f"{rec.name} at {self.path}, line {rec.line}", root)
 
     # -- after every rank is read ---------------------------------------------------------------
 
@@ -648,11 +648,11 @@ def _h_barrier(d: _DumpiRank, rec: _Record) -> None:
 
 
 def _h_bcast(d: _DumpiRank, rec: _Record) -> None:
-    d.collective(rec, "bcast", d.count_bytes(rec, "count", "datatype"))
+    d.collective(rec, "bcast", d.count_bytes(rec, "count", "datatype"), root=d.int_param(rec, "root"))
 
 
 def _h_reduce(d: _DumpiRank, rec: _Record) -> None:
-    d.collective(rec, "reduce", d.count_bytes(rec, "count", "datatype"))
+    d.collective(rec, "reduce", d.count_bytes(rec, "count", "datatype"), root=d.int_param(rec, "root"))
 
 
 def _h_allreduce(d: _DumpiRank, rec: _Record) -> None:

@@ -234,7 +234,8 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                     nbytes = sent
                 else:  # allreduce, alltoall(v/w), allgather(v): Score-P counts n blocks sent
                     nbytes = -(-sent // n)
-                rk.collective(comm, COLLECTIVE_KINDS[name], nbytes, f"{where}, event #{st.events} at time {ev.time}")
+                root = int(ev.root) if name in ("bcast", "reduce") else 0  # the root's rank in the communicator
+                rk.collective(comm, COLLECTIVE_KINDS[name], nbytes, f"{where}, event #{st.events} at time {ev.time}", root)
             # Other events (MpiCollectiveBegin, MpiRequestTest, RMA, metrics, ...) produce nothing.
         for st in states:
             for req in st.requests.values():

@@ -99,6 +99,15 @@ def _match_collectives(ranks: list[RankProgram], fail: Fail) -> tuple[list[list[
                         f"but {KIND_NAMES[e[1]]} on rank {m} ({e[3]}): the ranks do not call the same "
                         "collectives in the same order"
                     )
+                if e[4] != first[4]:
+                    fail(
+                        f"collective #{k} on {comm}, a {KIND_NAMES[first[1]]}, has root {first[4]} on rank "
+                        f"{first_rank} ({first[3]}) but root {e[4]} on rank {m} ({e[3]}): MPI needs every member "
+                        "to name the same root"
+                    )
+            if not 0 <= first[4] < len(members):
+                fail(f"collective #{k} on {comm}, a {KIND_NAMES[first[1]]}, has root {first[4]}, not a rank of "
+                     f"its {len(members)} ({first[3]})")
             node = len(node_bytes)
             node_bytes.append(max(ranks[m].collectives[i][2] for m, i in entries))
             node_comm.append(cword)

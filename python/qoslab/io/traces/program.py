@@ -23,7 +23,7 @@ class Code:
     GET = 4  # a = peer, b = bytes
     WAITALL = 5
     WAIT = 6  # a = request number
-    COLLECTIVE = 7  # a = kind, b = bytes, c = communicator | sequence << 32
+    COLLECTIVE = 7  # a = kind | root << 32, b = bytes, c = communicator | sequence << 32
     ITERATION_END = 8
 
 
@@ -40,8 +40,10 @@ class PackedProgram:
 
     ``offsets``: ``ranks + 1`` little-endian u64; rank r's ops are op indices
     ``offsets[r] .. offsets[r + 1]``. ``words``: 4 little-endian u64 per op ``[code, a, b, c]``.
-    A COLLECTIVE's ``c`` is its communicator (low 32 bits: 0 the whole job, k the k-th of
-    ``communicators``) and its sequence number among the trace's collectives (high 32 bits).
+    A COLLECTIVE's ``a`` is its kind (low 32 bits) and, for a broadcast or a reduce, its root's
+    rank in the communicator (high 32 bits); its ``c`` is its communicator (low 32 bits: 0 the
+    whole job, k the k-th of ``communicators``) and its sequence number among the trace's
+    collectives (high 32 bits).
     ``comm_offsets``, ``comm_members``: communicator k's job ranks, in communicator rank order,
     are ``comm_members[comm_offsets[k - 1] : comm_offsets[k]]`` (both empty when every collective
     runs on the whole job).
@@ -103,7 +105,8 @@ class PackedProgram:
             "messages": len(sends),
             "message_bytes": int(sends[:, 2].sum()) if len(sends) else 0,
             "receives": int((codes == Code.IRECV).sum()),
-            "collectives": {KIND_NAMES[int(k)]: int(n) for k, n in zip(*np.unique(colls[:, 1], return_counts=True), strict=True)}
+            "collectives": {KIND_NAMES[int(k)]: int(n)
+                            for k, n in zip(*np.unique(colls[:, 1] & 0xFFFFFFFF, return_counts=True), strict=True)}
             if len(colls)
             else {},
             "communicators": 1 + len(self.communicators),
@@ -179,10 +182,11 @@ class RankProgram:
         self._flush()
         self.ops.append([Code.WAIT, req, 0, 0])
 
-    def collective(self, comm: Any, kind: int, nbytes: int, where: str) -> None:
+    def collective(self, comm: Any, kind: int, nbytes: int, where: str, root: int = 0) -> None:
+        """`root`: a broadcast's or reduce's root, as a rank of `comm` (0 for the others)."""
         self._flush()
         self.ops.append([Code.COLLECTIVE, kind, len(self.collectives), 0])
-        self.collectives.append([comm, kind, max(0, int(nbytes)), where])
+        self.collectives.append([comm, kind, max(0, int(nbytes)), where, int(root)])
 
     def iteration_end(self) -> None:
         self._flush()
@@ -212,7 +216,8 @@ class RankProgram:
             elif code == Code.COLLECTIVE:
                 resolved = coll_ops[op[2]]
                 if resolved is not None:
-                    out.append((Code.COLLECTIVE, op[1], resolved[0], resolved[1]))
+                    root = self.collectives[op[2]][4]
+                    out.append((Code.COLLECTIVE, op[1] | root << 32, resolved[0], resolved[1]))
             else:
                 out.append((code, op[1], op[2], op[3]))
         return out
