@@ -268,6 +268,10 @@ def test_hosts_by_name_on_an_imported_fabric_become_the_named_hosts_indices(tmp_
     from qoslab.cli_render import placement_rows
 
     assert [(row["hosts"], row["host_names"]) for row in placement_rows(job)] == [([2, 1], ["node002/P2", "node002/P1"])]
+    from qoslab.cli_render import _cell
+
+    assert _cell("host_names", ["node001", "node002"]) == "node[001-002]"
+    assert _cell("host_names", ["node010,rack2 HCA-1", "node001"]) == "node010,rack2 HCA-1, node001"  # no hostlist
 
 
 @pytest.mark.parametrize("hosts, message", [

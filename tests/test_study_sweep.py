@@ -2,6 +2,8 @@
 value set, the points' runs go through one run store, the tables across points are small and
 every point's run tables read lazily as one dataset."""
 
+import datetime
+
 import pandas as pd
 import pytest
 from qoslab.cli import app
@@ -70,6 +72,8 @@ def test_grid_and_zip():
      "as many values"),
     ({"sweep": [{"key": "fabric.data_vls", "values": []}]}, "sweep[0].values"),
     ({"sweep": [{"key": "fabric.data_vls", "values": [4, 2, 4]}]}, "sweep[0].values: 4 is listed twice"),
+    # A TOML date is no scenario value: the point's own error, not a traceback.
+    ({"sweep": [{"key": "fabric.mtu_bytes", "values": [2048, datetime.date(1979, 5, 27)]}]}, "fabric.mtu_bytes: expected 256"),
     ({"sweep_mode": "zip"}, "sweep_mode: there is no [[sweep]]"),
     # A point valid as a scenario on which a policy is not: four SLs on two VLs.
     ({"sweep": [{"key": "fabric.data_vls", "values": [2]}],

@@ -114,6 +114,12 @@ def warn(scenario: Scenario, more: list[str] | None = None) -> None:
         err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
 
 
+def replay_warnings(summary: dict[str, Any]) -> None:
+    """What a run's trace readers skipped or approximated (summary.json's warnings), on stderr."""
+    for message in summary.get("warnings", []):
+        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
+
+
 def load(path: Path, overrides: list[str] | None) -> Scenario:
     return Scenario.from_toml(path, overrides or ())
 
@@ -151,15 +157,16 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
                 result = simulate(loaded, progress)
         except Interrupted as stop:
             save(stop.result, out)
+            replay_warnings(stop.result.summary)
             raise fail(f"interrupted: partial results written to {out}/", EXIT_INTERRUPTED) from None
         except Deadlock as stuck:
             save(stuck.result, out)
+            replay_warnings(stuck.result.summary)  # a skipped call may be why it deadlocked
             raise fail(f"error: {scenario}: {stuck}\npartial results written to {out}/", EXIT_DEADLOCK) from None
         save(result, out)
     print_summary(result.summary, str(scenario))
     console.print(f"wrote {', '.join(result.written())} to {out}/")
-    for message in result.summary.get("warnings", []):
-        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
+    replay_warnings(result.summary)
     if result.summary.get("status") == "time_limit":
         unfinished = [name for name, job in result.summary["jobs"].items() if not job["completed"]]
         err_console.print(Text(

@@ -145,7 +145,7 @@ def print_study(outcome: Any) -> None:
         for record in rows.itertuples(index=False):
             table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
         console.print(table)
-        _warn_identical_repetitions(outcome.tables)
+        _warn_identical_repetitions(outcome.tables.get("policies"))
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
     console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
     if outcome.report_error:
@@ -154,16 +154,18 @@ def print_study(outcome: Any) -> None:
     warn_failed(outcome.failed)
 
 
-def _warn_identical_repetitions(tables: Any) -> None:
-    policies = tables.get("policies")
+def _warn_identical_repetitions(policies: Any) -> None:
+    """policies.parquet's rows (or a sweep's, with their point) whose repetitions were all alike."""
     if policies is None or "identical_repetitions" not in policies or not policies["identical_repetitions"].any():
         return
     same = policies[policies["identical_repetitions"].astype(bool)]
+    points = same["point"] if "point" in same else [None] * len(same)
+    named = ", ".join(f"{'' if point is None else f'point {point} '}{policy} ({int(n)})"
+                      for point, policy, n in zip(points, same["policy"], same["complete_repetitions"]))
     err_console.print(Text(
-        f"warning: the {int(same['complete_repetitions'].max())} repetitions of {', '.join(map(str, same['policy']))} "
-        "gave identical results: nothing in the runs drew from the seed (a fixed placement and no random "
-        "traffic), so they are one sample and say nothing of the variation over placements; use "
-        'placement = "random" to compare over placements', style="yellow"))
+        f"warning: the repetitions of {named} gave identical results (a fixed placement and no random traffic, "
+        "or a fabric on which every placement is alike), so each is one sample and says nothing of the "
+        "variation over placements", style="yellow"))
 
 
 def warn_failed(rows: list[dict[str, Any]]) -> None:
@@ -186,6 +188,7 @@ def print_sweep(outcome: Any) -> None:
     for record in sweep[columns].itertuples(index=False):
         table.add_row(*(Text(fmt(v)) for v in record))
     console.print(table)
+    _warn_identical_repetitions(sweep)
     gpcnet = outcome.tables.get("sweep_gpcnet")
     if gpcnet is not None and len(gpcnet):
         from qoslab.analysis.gpcnet import impact_by_point
@@ -235,10 +238,13 @@ def _cell(column: str, value: Any) -> str:
 
     if column in ("groups", "hosts"):
         return compact(value)
-    if column == "host_names":  # a Slurm hostlist, as sbatch --nodelist takes it
+    if column == "host_names":  # compacted as a Slurm hostlist where the names allow it
         import hostlist
 
-        return str(hostlist.collect_hostlist(value))
+        try:
+            return str(hostlist.collect_hostlist(value))
+        except hostlist.BadHostlist:  # a name with ',', '[' or ']' in it: listed as it is
+            return ", ".join(value)
     return str(value)
 
 

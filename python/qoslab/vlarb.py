@@ -244,7 +244,8 @@ def realise_shares(shares: Mapping[int, float], granularity: Granularity) -> Rea
     total = sum(s for s in shares.values() if s > 0)
     stated = {vl: float(s) / total for vl, s in sorted(shares.items()) if s > 0}
     if len(stated) > granularity.max_entries:
-        raise ValueError(f"{len(stated)} VLs with a share need at least {len(stated)} entries, but a table holds "
+        holds = "the ports hold (fabric.vlarb_capacity)" if granularity.capacity is not None else "a table holds"
+        raise ValueError(f"{len(stated)} VLs with a share need at least {len(stated)} entries, but {holds} "
                          f"{granularity.max_entries}")
     packets = _apportion(tuple(stated.values()), granularity.packets_per_entry, granularity.max_entries)
     per_entry = granularity.packets_per_entry

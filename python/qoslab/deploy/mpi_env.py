@@ -82,10 +82,11 @@ def deployment(job: dict[str, Any]) -> Deployment:
                           "one connection per SL and choose among them per message; no environment variable does it")
     if kind == "latency-history":
         return Deployment(MPI_SUPPORT, f"each message's SL is chosen from the latency of earlier ones (SLs "
-                          f"{policy['sls']}, lowest priority first; the tier is how many of the thresholds "
-                          f"{policy['thresholds']} the ratio of the exponential average of earlier latencies to the best "
-                          "one reaches, per sender, destination and size class; direction "
-                          f"{policy.get('direction', 'promote')}, see docs/jobs.md): this needs MPI-side support (one QP per SL and the selection logic); no environment variable does it")
+                          f"{policy['sls']}, lowest priority first: the ratio of the exponential average of earlier "
+                          "latencies to the best one, per sender, destination and size class, reaching more of the "
+                          f"thresholds {policy['thresholds']} moves a message up the tiers (direction \"promote\") or "
+                          "down them (\"demote\"), and high_bytes_cap bounds the top tier's share of the bytes; "
+                          f"here direction {policy.get('direction', 'promote')}, see docs/jobs.md): this needs MPI-side support (one QP per SL and the selection logic); no environment variable does it")
     return Deployment(MPI_SUPPORT, f"SL policy {kind!r}: needs MPI-side support")
 
 

@@ -244,10 +244,10 @@ def _lead_text(lead: dict[str, Any]) -> str:
     repetitions = min(lead["best_repetitions"], lead["other_repetitions"])
     plural = "repetition" if repetitions == 1 else "repetitions"
     if lead.get("identical_repetitions"):
-        return (f"<span class='warning'>The {repetitions} repetitions gave identical results: nothing in the runs "
-                "drew from the seed (a fixed placement and no random traffic), so they are one sample, not "
-                f"{repetitions}. {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) holds for this placement; "
-                "its variation over placements is unknown (use placement = \"random\" to compare over them).</span>")
+        return (f"<span class='warning'>The repetitions of {best} or {other} gave identical results (a fixed "
+                "placement and no random traffic, or a fabric on which every placement is alike), so they are one "
+                f"sample: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) holds for the placement run; its "
+                "variation over placements is unknown.</span>")
     if lead["distinguishable"] is None:
         return (f"<span class='warning'>With {repetitions} complete {plural} there is no confidence interval: "
                 f"{best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run variation; "

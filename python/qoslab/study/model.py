@@ -327,7 +327,7 @@ class Study(StudyFile):
             if key == "seed" or key.startswith("seed."):
                 raise self._error(f"sweep[{i}].key", "seeds come from repetitions or seeds, not from a sweep")
         for i, axis in enumerate(self.sweep):
-            seen = [json.dumps(value, sort_keys=True) for value in axis.values]  # values may be tables
+            seen = [json.dumps(value, sort_keys=True, default=str) for value in axis.values]  # values may be tables
             twice = next((value for j, value in enumerate(axis.values) if seen.index(seen[j]) != j), None)
             if twice is not None:
                 raise self._error(f"sweep[{i}].values", f"{twice!r} is listed twice: its point would be run and "
