@@ -50,6 +50,9 @@ class Search(Policy):
     share_tolerance: ShareTolerance = DEFAULT_SHARE_TOLERANCE
     objective: Literal["total-contention", "worst-slowdown", "mean-slowdown"] = "total-contention"
     budget: Annotated[int, Field(ge=1, le=10000)] = 32  # candidates simulated at most
+    # TPE candidates asked for before any is told its result: fixed, so that the search takes the
+    # same path whatever the number of workers (who run each batch in parallel).
+    batch: Annotated[int, Field(ge=1, le=1000)] = 8
     method: Literal["auto", "exhaustive", "tpe"] = "auto"
     seed: Annotated[int, Field(ge=0)] = 0
 

@@ -147,7 +147,7 @@ class StudyRunner:
             self._stage([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
-        results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), max(1, self.executor.workers), evaluate)
+        results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), search.batch, evaluate)
         for rank, (candidate, score) in enumerate(results):
             self.search_results.append(
                 {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
