@@ -37,6 +37,15 @@ def test_the_table_reaches_the_engine_as_it_reads_it():
     assert engine_config(again) == engine_config(scenario)
 
 
+def test_a_table_by_sl_leaves_the_sls_it_does_not_list_at_their_default():
+    # { 3 = 2 } had set every other SL's increase to 0: CC silently off on SL0, where the traffic is.
+    scenario = Scenario.from_toml(GOLDEN).with_overrides(["congestion_control.ca_cong_setting_ccti_increase={ 3 = 2 }",
+                                                          "congestion_control.ca_cong_setting_ccti_timer={ 0 = 10, 3 = 40 }"])
+    cc = scenario.congestion_control
+    assert cc.ca_cong_setting_ccti_increase == [1, 1, 1, 2] + [1] * 12
+    assert cc.ca_cong_setting_ccti_timer == [10, 10, 10, 40] + [10] * 12  # the documented example is valid
+
+
 def test_congestion_control_moves_the_hot_spot_queue_to_the_sources():
     """Eight saturating senders into one host: with CC the sources hold their packets back, so a
     packet's time in the fabric falls (measured: 23 µs against 35 µs mean) while the hot link stays

@@ -93,9 +93,10 @@ def parse_port_mask(value: Any) -> int:
     return mask
 
 
-def _per_sl(limit: int, what: str):
-    """A CA value for every SL (one number), by SL ({ 0 = 10, 3 = 40 }; other SLs 0), or a list of
-    16 (SL0..SL15, as the resolved scenario writes it)."""
+def _per_sl(limit: int, what: str, default: int):
+    """A CA value for every SL (one number), by SL ({ 0 = 10, 3 = 40 }; the SLs not listed keep the
+    key's `default`, as they would with the key left out), or a list of 16 (SL0..SL15, as the
+    resolved scenario writes it)."""
 
     def parse(value: Any) -> list[int]:
         if _is_int(value):
@@ -105,7 +106,7 @@ def _per_sl(limit: int, what: str):
                 raise problem(f"expected {SL_COUNT} integers (SL0..SL15), got {show(value)}")
             values = [int(v) for v in value]
         elif isinstance(value, dict):
-            values = [0] * SL_COUNT
+            values = [default] * SL_COUNT
             for key, v in value.items():
                 if not str(key).isdigit() or not 0 <= int(key) < SL_COUNT:
                     raise problem(f"SL {show(key)}: expected an SL 0..{SL_COUNT - 1}")
@@ -131,6 +132,10 @@ def _bits(limit_bits: int, what: str):
     return BeforeValidator(parse)
 
 
+CCTI_TIMER = 10  # 10.24 µs: inside LLNL's sweep (docs/design/congestion-control.md)
+CCTI_INCREASE = 1
+
+
 class CongestionControl(_Table):
     """[congestion_control]: off by default (every result as without it)."""
 
@@ -146,13 +151,13 @@ class CongestionControl(_Table):
     sw_cong_setting_marking_rate: Annotated[int, _bits(16, "packets between markings")] = 0
     ca_cong_setting_port_control: Annotated[int, _bits(1, "port control (bit 0: 0 per QP, 1 per SL)")] = 0
     ca_cong_setting_control_map: Annotated[int, _bits(16, "a 16-bit SL map")] = 0xFFFF
-    ca_cong_setting_ccti_timer: Annotated[list[int], _per_sl(0xFFFF, "CCTI timer (1.024 µs units)")] = Field(
-        default_factory=lambda: [10] * SL_COUNT)
-    ca_cong_setting_ccti_increase: Annotated[list[int], _per_sl(0xFF, "CCTI increase")] = Field(
-        default_factory=lambda: [1] * SL_COUNT)
-    ca_cong_setting_trigger_threshold: Annotated[list[int], _per_sl(0xFF, "trigger threshold")] = Field(
+    ca_cong_setting_ccti_timer: Annotated[list[int], _per_sl(0xFFFF, "CCTI timer (1.024 µs units)", CCTI_TIMER)] = Field(
+        default_factory=lambda: [CCTI_TIMER] * SL_COUNT)
+    ca_cong_setting_ccti_increase: Annotated[list[int], _per_sl(0xFF, "CCTI increase", CCTI_INCREASE)] = Field(
+        default_factory=lambda: [CCTI_INCREASE] * SL_COUNT)
+    ca_cong_setting_trigger_threshold: Annotated[list[int], _per_sl(0xFF, "trigger threshold", 0)] = Field(
         default_factory=lambda: [0] * SL_COUNT)
-    ca_cong_setting_ccti_min: Annotated[list[int], _per_sl(0xFF, "CCTI minimum")] = Field(
+    ca_cong_setting_ccti_min: Annotated[list[int], _per_sl(0xFF, "CCTI minimum", 0)] = Field(
         default_factory=lambda: [0] * SL_COUNT)
     cct: Annotated[list[tuple[int, int]], BeforeValidator(parse_cct)] = Field(default_factory=mellanox_default_cct)
 
