@@ -213,3 +213,21 @@ def test_qoslab_run_prints_the_congestion_control_table_only_when_it_is_on(tmp_p
                                    "--set", "congestion_control.enabled=false"])
     assert off.exit_code == 0, off.output
     assert "congestion control" not in off.output
+
+
+def test_a_clear_control_map_bit_leaves_the_switch_at_its_reset_value():
+    # Bit 2 clear: the threshold is not sent and stays 0 (no marking); bits 0 and 4 likewise for
+    # the victim mask and the marking rate. The export writes the map as given, so the simulation
+    # must do what the switches then do: it had marked as if every field were sent.
+    base = Scenario.from_toml(GOLDEN)
+    cleared = base.with_overrides(["congestion_control.sw_cong_setting_control_map=0x0"])
+    cc = engine_config(cleared)["congestion_control"]
+    assert (cc["threshold"], cc["packet_size_credits"], cc["marking_rate"], cc["victim_ports"]) == (0, 0, 0, [])
+    marks = simulate(cleared).summary["congestion_control"]
+    assert (marks["marks_root"], marks["marks_victim"], marks["cnp_packets"]) == (0, 0, 0)
+    assert simulate(base).summary["congestion_control"]["marks_root"] > 0
+    assert any("bit 2 (threshold and packet size) is clear" in w for w in cleared.warnings())
+    assert engine_config(base)["congestion_control"]["threshold"] == base.congestion_control.sw_cong_setting_threshold
+    starving = base.with_overrides(["congestion_control.sw_cong_setting_credit_starvation_threshold=15"])
+    assert any("credit starvation is not modelled" in w for w in starving.warnings())
+    assert not any("congestion_control" in w for w in base.warnings())

@@ -204,11 +204,14 @@ def engine_routing(scenario: "Scenario") -> RoutingConfig:
 def engine_congestion_control(scenario: "Scenario") -> CongestionControlConfig:
     """The ``congestion_control`` part of an enabled [congestion_control] table."""
     cc = scenario.congestion_control
-    mask = cc.sw_cong_setting_victim_mask
+    # A field whose control-map bit is clear is not sent: the switch keeps its reset value, 0
+    # (threshold 0: no marking; no victim ports; every eligible packet marked).
+    sets = cc.switch_fields_set()
+    mask = cc.sw_cong_setting_victim_mask if sets["victim_mask"] else 0
     config: CongestionControlConfig = {
-        "threshold": cc.sw_cong_setting_threshold,
-        "packet_size_credits": cc.sw_cong_setting_packet_size,
-        "marking_rate": cc.sw_cong_setting_marking_rate,
+        "threshold": cc.sw_cong_setting_threshold if sets["threshold"] else 0,
+        "packet_size_credits": cc.sw_cong_setting_packet_size if sets["threshold"] else 0,
+        "marking_rate": cc.sw_cong_setting_marking_rate if sets["marking_rate"] else 0,
         # Bit 0 is switch port 0 (management), which carries no data here.
         "victim_ports": [bit - 1 for bit in range(1, 255) if mask >> bit & 1],
         "sl_based": bool(cc.ca_cong_setting_port_control & 1),

@@ -203,8 +203,9 @@ class Scenario(_Table):
 
     def warnings(self) -> list[str]:
         """Everything a run or check warns about: QoS tables that are almost certainly mistakes,
-        then traffic keys that the table's pattern or load ignores."""
-        return self.qos_warnings() + self.traffic_warnings()
+        traffic keys that the table's pattern or load ignores, and congestion-control settings that
+        change nothing or stop all marking."""
+        return self.qos_warnings() + self.traffic_warnings() + self.congestion_control.warnings()
 
     def traffic_warnings(self) -> list[str]:
         """Keys a [[traffic]] table sets that its pattern or load never reads (a `shift` on a

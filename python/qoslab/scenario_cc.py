@@ -178,6 +178,34 @@ class CongestionControl(_Table):
                                   "(CCTI_Limit)", key)
         return self
 
+    def switch_fields_set(self) -> dict[str, bool]:
+        """Which SwitchCongestionSetting fields the control map sends (IBA A10: bit 0 victim mask,
+        1 credit mask, 2 threshold and packet size, 3 credit starvation, 4 marking rate); a field
+        not sent stays at the switch's reset value, 0."""
+        m = self.sw_cong_setting_control_map
+        return {"victim_mask": bool(m & 1), "credit_mask": bool(m >> 1 & 1), "threshold": bool(m >> 2 & 1),
+                "credit_starvation": bool(m >> 3 & 1), "marking_rate": bool(m >> 4 & 1)}
+
+    def warnings(self) -> list[str]:
+        """Settings that change nothing in the simulation, or that leave the switches marking nothing."""
+        if not self.enabled:
+            return []
+        out = []
+        sets = self.switch_fields_set()
+        if not sets["threshold"]:
+            out.append("congestion_control.sw_cong_setting_control_map: bit 2 (threshold and packet size) is clear, so "
+                       "switches keep their reset threshold, 0, and mark nothing: no FECN, no throttling")
+        for key, default in (("sw_cong_setting_credit_mask", 0), ("sw_cong_setting_credit_starvation_threshold", 0),
+                             ("sw_cong_setting_credit_starvation_return_delay", (0, 0))):
+            if getattr(self, key) != default:
+                out.append(f"congestion_control.{key}: credit starvation is not modelled (its behaviour is not "
+                           "public): exported as given, but the simulation is as without it")
+        for sl in self.controlled_sls():
+            if self.ca_cong_setting_ccti_increase[sl] == 0:
+                out.append(f"congestion_control.ca_cong_setting_ccti_increase: 0 on SL {sl}, which the control map "
+                           "includes: a BECN never raises its CCTI, so its flows are never throttled")
+        return out
+
     def controlled_sls(self) -> list[int]:
         """The SLs the CA settings apply to (ca_cong_setting_control_map)."""
         return [sl for sl in range(SL_COUNT) if self.ca_cong_setting_control_map >> sl & 1]
