@@ -58,6 +58,20 @@ def test_a_different_study_is_refused_and_the_same_one_may_grow(tmp_path):
     assert sorted(set(more.tables["runs"]["repetition"])) == [0, 1]
 
 
+def test_runs_stored_before_the_model_changed_are_said_when_reused(tmp_path):
+    # Run ids hash the scenario, not the model: a run simulated before a model change is found
+    # again and reused, and the study says so rather than mix the two unseen.
+    first = run(study(), tmp_path)
+    assert first.notes == []
+    record = next((tmp_path / "runs").iterdir()) / "record.json"
+    meta = json.loads(record.read_text())
+    meta["model"] = "2026-01-01"
+    record.write_text(json.dumps(meta))
+    again = run(study(), tmp_path)
+    assert again.runs_reused == again.runs_total
+    assert len(again.notes) == 1 and again.notes[0].startswith("1 stored run(s) were simulated before the model change")
+
+
 def test_a_folder_marked_before_base_fingerprints_is_compared_as_before(tmp_path):
     # A marker without base_fingerprint (written before 2026-11-27) is compared by its whole
     # fingerprint: the same study resumes, one with another repetition count is refused.

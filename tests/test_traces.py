@@ -1267,8 +1267,14 @@ def test_calls_a_trace_reader_skipped_are_warned_by_run_check_and_study(tmp_path
     assert checked.exit_code == 0 and f"warning: {warning}" in checked.stderr
     as_json = CliRunner().invoke(app, ["check", str(scenario), "--json"])
     assert warning in json.loads(as_json.stdout)["warnings"]
-    study = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}]}, str(tmp_path / "study.toml"))
-    assert f"scenario: {warning}" in study.warnings()
+    # A study is told by its runs (the driver does not read the traces), once however many ran.
+    from qoslab.sweep.executors import LocalExecutor
+
+    study = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}], "repetitions": 2},
+                            str(tmp_path / "study.toml"))
+    outcome = study.run(tmp_path / "study", executor=LocalExecutor(1))
+    assert outcome.notes == [f"runs: {warning}"]
+    assert f"runs: {warning}" in json.loads((tmp_path / "study" / "study.json").read_text())["warnings"]
 
 
 def test_a_later_message_that_arrives_first_still_matches_second(tmp_path):

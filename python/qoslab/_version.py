@@ -10,3 +10,8 @@ try:
     __version__: str = str(_engine_version())
 except ImportError:  # a source tree whose engine was never built
     __version__ = "0.0.0"
+
+# The date of the last change to what a run computes (a model change, said in its commit and the
+# docs). A study's stored runs carry it, and a study that reuses runs from before it says so:
+# run ids hash the scenario only, so such runs would otherwise mix with new ones unseen.
+MODEL_VERSION = "2026-11-27"

@@ -148,6 +148,8 @@ def print_study(outcome: Any) -> None:
         _warn_identical_repetitions(outcome.tables.get("policies"))
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
     console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
+    for note in getattr(outcome, "notes", []):
+        err_console.print(Text(f"warning: {note}", style="yellow"))
     if outcome.report_error:
         err_console.print(Text(f"warning: the analysis or report could not be written (a bug, please report it): "
                                f"{outcome.report_error}; the run tables are in {outcome.out}/", style="yellow"))

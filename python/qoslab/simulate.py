@@ -293,10 +293,6 @@ def describe_with_warnings(scenario: Scenario) -> tuple[dict[str, Any], list[str
         return dict(engine().describe(encode(scenario.to_engine_config()), traces)), warnings
 
 
-def trace_warnings(scenario: Scenario) -> list[str]:
-    """What the readers of the scenario's traces skipped or approximated (trace_programs)."""
-    return trace_programs(scenario)[1]
-
 
 @contextmanager
 def _config_errors(scenario: Scenario) -> Iterator[None]:

@@ -215,7 +215,6 @@ class Study(StudyFile):
 
     _expanded: list[Policy] = PrivateAttr(default_factory=list)
     _warnings: list[str] = PrivateAttr(default_factory=list)
-    _scenario_warnings: list[str] | None = PrivateAttr(default=None)  # read once, when first asked
     _points: list[dict[str, Any]] = PrivateAttr(default_factory=list)
 
     # -- derived -------------------------------------------------------------------------------
@@ -232,14 +231,11 @@ class Study(StudyFile):
 
     def warnings(self) -> list[str]:
         """Policies whose different weights (or shares) the fabric's MTU cannot tell apart, then
-        the base scenario's traffic keys that its patterns ignore and the MPI calls its traces'
-        readers skipped or approximated (reading the traces once, on the first call)."""
-        if self._scenario_warnings is None:
-            from qoslab.simulate import trace_warnings
-
-            base = self.base()
-            self._scenario_warnings = [f"scenario: {w}" for w in base.traffic_warnings() + trace_warnings(base)]
-        return list(self._warnings) + self._scenario_warnings
+        the base scenario's traffic keys its patterns ignore and congestion-control settings that
+        change nothing. (What a trace's reader skips is told by the runs, which read the traces:
+        StudyOutcome.notes.)"""
+        base = self.base()
+        return list(self._warnings) + [f"scenario: {w}" for w in base.traffic_warnings() + base.congestion_control.warnings()]
 
     def plan(self) -> dict[str, Any]:
         from qoslab.study.plan import study_size

@@ -41,6 +41,7 @@ class StudyOutcome(OutcomeView):
     written: list[Path] = field(default_factory=list)
     report_error: str | None = None  # the analysis or report failed (a bug): the tables are still there
     policies: list[str] = field(default_factory=list)  # names, in the study's order
+    notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed, and in study.json
 
 
 class StudyRunner:
@@ -229,14 +230,16 @@ def finish_folder(task: FolderTask) -> StudyOutcome:
     store = RunStore(task.store)
     search = pd.DataFrame(task.search_results) if task.search_results else None
     tables, iterations = store.tables(task.run_ids, out / ITERATIONS_FILE, _search_winners(search))
+    notes = store.notes(task.run_ids)
+    meta = {**task.meta, "warnings": list(task.meta.get("warnings", [])) + notes}
     written = write_tables(tables, out) + [iterations.path]
     if search is not None:
         written += write_tables({"search": search}, out)
-    (out / "study.json").write_text(json.dumps(task.meta, indent=2) + "\n")
+    (out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
     written.append(out / "study.json")
     report_error = None
     try:
-        files, results = write_results(out, tables, iterations, search, task.meta, task.report)
+        files, results = write_results(out, tables, iterations, search, meta, task.report)
         written += files
         tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
     except Exception as error:  # the runs and their tables are written; say what is missing
@@ -244,7 +247,7 @@ def finish_folder(task: FolderTask) -> StudyOutcome:
     runs = tables["runs"]
     failed = runs[runs["status"] != "completed"].to_dict("records")
     return StudyOutcome(out, StudyTables(tables, iterations), len(task.run_ids), task.runs_reused, failed, search,
-                        written, report_error, task.policies)
+                        written, report_error, task.policies, notes)
 
 
 def _search_winners(search: pd.DataFrame | None) -> list[tuple[str, str]]:

@@ -98,8 +98,11 @@ def execute(spec: RunSpec) -> RunRecord:
     )
     if row["status"] == "time_limit":
         row["error"] = "time limit reached before every job completed once (run.duration_us)"
-    return {
+    from qoslab._version import MODEL_VERSION
+
+    record: RunRecord = {
         "run": row,
+        "model": MODEL_VERSION,
         "jobs": job_rows(spec, summary, scenario),
         "levels": level_rows(spec, result.links),
         "iterations": iteration_table(spec, result.ranks),
@@ -108,6 +111,9 @@ def execute(spec: RunSpec) -> RunRecord:
         # The scenario as run: `qoslab export opensm` turns a study's policy back into configuration.
         "scenario": spec.scenario,
     }
+    if summary.get("warnings"):  # what a trace's reader skipped or approximated
+        record["warnings"] = list(summary["warnings"])
+    return record
 
 
 def job_rows(spec: RunSpec, summary: dict[str, Any], scenario: Any) -> list[dict[str, Any]]:

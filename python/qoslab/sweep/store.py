@@ -61,8 +61,8 @@ class RunStore:
         staging.mkdir()
         try:
             pq.write_table(record["iterations"], staging / ITERATIONS)
-            meta = {key: record[key] for key in ("run", "jobs", "levels", "scenario", "interference", "vl_levels")
-                    if key in record}
+            meta = {key: record[key] for key in ("run", "model", "jobs", "levels", "scenario", "interference",
+                                                 "vl_levels", "warnings") if key in record}
             # One line: an indented dump takes json's pure-Python encoder, about 2 ms a run on the driver.
             (staging / RECORD).write_text(json.dumps(meta, allow_nan=True) + "\n")
             if final.exists():  # a failed run stored earlier and now re-run
@@ -77,6 +77,28 @@ class RunStore:
                     raise
         finally:
             shutil.rmtree(staging, ignore_errors=True)  # gone once renamed; else nothing half-written stays
+
+    def notes(self, run_ids: Iterable[str]) -> list[str]:
+        """What the study should be told of these stored runs: the warnings their runs gave (a
+        trace's skipped calls), each once, and how many were simulated before the current model
+        (qoslab._version.MODEL_VERSION), whose results may differ from a run now."""
+        from qoslab._version import MODEL_VERSION
+
+        warnings: dict[str, None] = {}
+        older = 0
+        for run_id in run_ids:
+            try:
+                meta = json.loads((self.root / run_id / RECORD).read_text())
+            except (OSError, ValueError):
+                continue  # damaged: get() names it where the tables are built
+            warnings.update(dict.fromkeys(meta.get("warnings", [])))
+            older += meta.get("model", "") < MODEL_VERSION and meta.get("run", {}).get("status") != "error"
+        notes = [f"runs: {w}" for w in warnings]
+        if older:
+            notes.append(f"{older} stored run(s) were simulated before the model change of {MODEL_VERSION} (see the "
+                         "docs' change notes) and are reused as they are: their results may differ from a run now; "
+                         "delete the folder's runs/ to run them again")
+        return notes
 
     def get(self, run_id: str) -> RunRecord:
         """The stored record; DamagedRun (naming the folder) if it cannot be read whole."""
