@@ -46,6 +46,15 @@ def test_each_point_is_the_study_with_that_value(tmp_path):
     assert "<table" in view and "jobs[0].workload.bytes" in view and "data:image/png;base64," in view
     again = sweep.run(tmp_path / "sweep", executor=LocalExecutor(1))
     assert again.runs_reused == again.runs_total == outcome.runs_total == 2 * (4 + 4)
+    # A point exports as a study of its own (its runs are in the sweep's store); the sweep's own
+    # folder says to pick a point.
+    from qoslab.deploy.names import ExportError
+    from qoslab.deploy.study_policy import study_scenario
+
+    point = study_scenario(tmp_path / "sweep" / "points" / "point=1", "default", 0)
+    assert point.scenario.jobs[0].workload.bytes == 65536
+    with pytest.raises(ExportError, match="a sweep's folder, .*export one point's"):
+        study_scenario(tmp_path / "sweep", None, 0)
     # A value taken out of the list: the same study, its runs found again, and the folder of the
     # point it no longer has removed, so that no reader of points/ takes it for one of its own.
     fewer = study(sweep=[{"key": "jobs[0].workload.bytes", "values": [65536]}]).run(tmp_path / "sweep",

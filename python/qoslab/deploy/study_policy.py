@@ -37,7 +37,7 @@ def _stored_scenarios(study_out: Path, policy: str) -> dict[int, dict[str, Any]]
 
     runs = _read(study_out / "runs.parquet")
     rows = runs[(runs["policy"] == policy) & (runs["mode"] == "shared")]
-    store = RunStore(study_out / "runs")
+    store = RunStore(_store_of(study_out), create=False)
     found = {}
     for row in rows.itertuples(index=False):
         try:
@@ -49,9 +49,22 @@ def _stored_scenarios(study_out: Path, policy: str) -> dict[int, dict[str, Any]]
     return found
 
 
+def _store_of(study_out: Path) -> Path:
+    """Where a study's runs are stored: its runs/, or for a sweep's point (OUT/points/point=N) the
+    sweep's, which every point shares."""
+    if (study_out / "runs").is_dir():
+        return study_out / "runs"
+    return study_out.parent.parent / "runs"
+
+
 def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choice:
-    """The scenario a study ran for `policy` (None: the best deployable one) in `repetition`."""
-    if not (study_out / "runs").is_dir() or not (study_out / "runs.parquet").is_file():
+    """The scenario a study ran for `policy` (None: the best deployable one) in `repetition`; a
+    sweep's point folder is a study of its own here."""
+    if (study_out / "sweep.parquet").is_file() and not (study_out / "runs.parquet").is_file():
+        raise ExportError(f"{study_out}: a sweep's folder, whose points each compare the policies on other scenarios: "
+                          f"export one point's, {study_out / 'points' / 'point=N'} (the points' values: "
+                          f"{study_out / 'sweep_points.parquet'})")
+    if not _store_of(study_out).is_dir() or not (study_out / "runs.parquet").is_file():
         raise ExportError(f"{study_out}: not a finished study's output folder (no runs/ and runs.parquet)")
     runs = _read(study_out / "runs.parquet")
     shared = runs[runs["mode"] == "shared"]
