@@ -116,3 +116,16 @@ def test_the_injection_delay_is_the_max_packet_time_shifted_times_the_multiplier
     assert cc.injection_delay_ns(99, packet_ns) == cc.injection_delay_ns(3, packet_ns)  # capped at CCTI_Limit
     table = mellanox_default_cct()
     assert len(table) == 128 and table[16] == (0, 0) and table[17] == (0, 1) and table[127] == (0, 57)
+
+
+def test_an_import_that_qoslab_would_refuse_or_that_marks_nothing_says_so():
+    # congestion_control TRUE alone: OpenSM's defaults (no CCT, timers 0, switch control map 0).
+    read = parse_opensm_conf("qos TRUE\ncongestion_control TRUE\ncc_ca_cong_setting_control_map 0x0001\n", "min.conf")
+    assert any("without cc_cct" in w for w in read.warnings), read.warnings
+    assert any("ccti_timer is 0 on SL 0" in w for w in read.warnings)
+    assert any("bit 2 clear" in w for w in read.warnings)
+    # Per-SL values come in whole, so that SLs OpenSM programs 0 stay 0 (a table by SL would give
+    # the SLs it leaves out qoslab's defaults).
+    read = parse_opensm_conf("qos TRUE\ncongestion_control TRUE\ncc_ca_cong_setting_control_map 0x0003\n"
+                             "cc_ca_cong_setting_ccti_increase 1 3\n", "site.conf")
+    assert read.congestion_control["ca_cong_setting_ccti_increase"] == [0, 3] + [0] * 14

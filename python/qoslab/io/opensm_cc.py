@@ -110,10 +110,26 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
     table["sw_cong_setting_credit_starvation_return_delay"] = settings.get(
         "sw_cong_setting_credit_starvation_return_delay", [0, 0])
     for name in PER_SL:
+        # Every SL written out: a table by SL would leave the SLs not listed at qoslab's defaults,
+        # and OpenSM programs them 0.
         values = per_sl.get(name, [0] * SL_COUNT)
-        table[f"ca_cong_setting_{name}"] = {str(sl): v for sl, v in enumerate(values) if v} or 0
+        table[f"ca_cong_setting_{name}"] = values[0] if len(set(values)) == 1 else values
     table["cct"] = [list(e) for e in settings.get("cct", [])]
     control = table["ca_cong_setting_control_map"]
+    # What OpenSM would program but qoslab refuses, or what leaves CC doing nothing: said here, at
+    # import, rather than by the check of the scenario the table is pasted into.
+    if not table["cct"]:
+        warnings.append(f"{source}: congestion_control TRUE without cc_cct: OpenSM programs an empty table "
+                        "(CCTI_Limit 0), which throttles nothing; qoslab refuses it until a cct is given")
+    timers = per_sl.get("ccti_timer", [0] * SL_COUNT)
+    zero = [sl for sl in range(SL_COUNT) if control >> sl & 1 and timers[sl] == 0]
+    if zero:
+        warnings.append(f"{source}: cc_ca_cong_setting_ccti_timer is 0 on SL {', '.join(map(str, zero))}, which "
+                        "cc_ca_cong_setting_control_map includes: a timer of 0 has no defined meaning, and qoslab "
+                        "refuses it until a timer is given")
+    if not table["sw_cong_setting_control_map"] >> 2 & 1:
+        warnings.append(f"{source}: cc_sw_cong_setting_control_map leaves bit 2 clear (OpenSM's default 0): switches "
+                        "keep their reset threshold, 0, and mark nothing")
     for name in PER_SL:
         unused = [sl for sl, v in enumerate(per_sl.get(name, [])) if v and not control >> sl & 1]
         if unused:
