@@ -56,11 +56,14 @@ def test_each_point_is_the_study_with_that_value(tmp_path):
     with pytest.raises(ExportError, match="a sweep's folder, .*export one point's"):
         study_scenario(tmp_path / "sweep", None, 0)
     # A value taken out of the list: the same study, its runs found again, and the folder of the
-    # point it no longer has removed, so that no reader of points/ takes it for one of its own.
+    # point it no longer has removed, so that no reader of points/ takes it for one of its own;
+    # a point's folder is written whole, so nothing written for its earlier value stays.
+    (tmp_path / "sweep" / "points" / "point=0" / "search.parquet").write_bytes(b"left from another value")
     fewer = study(sweep=[{"key": "jobs[0].workload.bytes", "values": [65536]}]).run(tmp_path / "sweep",
                                                                                     executor=LocalExecutor(1))
     assert fewer.runs_reused == fewer.runs_total == 2 * 4
     assert sorted(p.name for p in (tmp_path / "sweep" / "points").iterdir()) == ["point=0"]
+    assert not (tmp_path / "sweep" / "points" / "point=0" / "search.parquet").exists()
     assert set(sweep_dataset(tmp_path / "sweep", "jobs").to_table().column("point").to_pylist()) == {0}
 
 

@@ -163,6 +163,10 @@ class SweepRunner:
         where it happened. Every folder is written before the next chunk's runs start, so no
         worker reads a run the driver is storing again."""
         report = self.study.point_reports
+        for index, _ in points:
+            # Written whole each time: nothing of what the folder held for another value (a search
+            # or GPCNeT table, figures) is left beside the new tables.
+            shutil.rmtree(point_folder(self.out, index), ignore_errors=True)
         submit = getattr(self.executor, "submit", None)
         finished: list[tuple[int, dict[str, pd.DataFrame]]] = []  # each point's summary tables, for _add_rows
         if submit is None:
