@@ -270,6 +270,12 @@ def test_study_warns_when_a_policys_weights_collapse():
         (f"policies[1] (q-opt), weight_sets[1]: VL1 (weight 9) and VL2 (weight 1) both get 1 packet per round of "
          f"the low table ({100 / 6:.3g}% each of a saturated port) at MTU 4096: the weights collapse")]
     assert study([{"kind": "per-job", "assignment": "all"}], mtu=256).warnings() == []
+    # An assignment that puts no traffic on VL2 or VL3: their collapse tells no jobs apart, no warning;
+    # one that puts jobs on both is warned about.
+    jobs = [job["name"] for job in SCENARIO["jobs"]]
+    assert study([{"kind": "per-job", "assignment": {jobs[0]: 1}}]).warnings() == []
+    both = study([{"kind": "per-job", "assignment": {jobs[0]: 2, jobs[1]: 3}}]).warnings()
+    assert len(both) == 1 and "VL2 (weight 9) and VL3 (weight 1)" in both[0]
     # The scenario's own tables are the default policy's.
     base = copy.deepcopy(SCENARIO)
     base["qos"] = {"vlarb_low": "0:9,1:1"}

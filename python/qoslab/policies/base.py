@@ -94,6 +94,11 @@ class Policy(_Table):
         the fabric's MTU when `granularity` is given)."""
         return self.kind
 
+    def levels_used(self, jobs: list[str]) -> set[int] | None:
+        """The levels (VLs of its arbitration) the policy puts traffic on, when it says so
+        statically; None: any of them may carry traffic."""
+        return None
+
     def description(self, granularity: Granularity | None = None) -> str:
         """describe(), plus the VL count the ports operate when the policy sets it."""
         if self.data_vls is None:

@@ -41,6 +41,12 @@ class PerJob(Arbitrated):
         listed = ", ".join(f"{job} SL{sl}" for job, sl in self.assignment.items())
         return f"job-level SLs ({listed}); {self.arbitration().describe(granularity)}"
 
+    def levels_used(self, jobs: list[str]) -> set[int] | None:
+        if self.assignment == "all":
+            return None
+        unassigned = any(job not in self.assignment for job in jobs)
+        return set(self.assignment.values()) | ({0} if unassigned else set())
+
     def expand(self, jobs: list[str]) -> list[Policy]:
         if self.assignment != "all":
             return [self]

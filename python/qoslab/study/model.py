@@ -301,7 +301,8 @@ class Study(StudyFile):
                 concrete = policy.expand(jobs)
                 for each in concrete:
                     each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
-                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity)
+                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
+                                                  policy.levels_used(jobs))
                 warnings += _capacity_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
                                                base.vlarb_entries_kept())
             except PolicyError as error:
@@ -381,9 +382,11 @@ def _capacity_warnings(policy: Policy, index: int, data_vls: int, granularity: G
     return out
 
 
-def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity) -> list[str]:
+def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity,
+                          used: set[int] | None = None) -> list[str]:
     """Realises the policy's tables at the fabric's MTU (shares that cannot be are a PolicyError
-    naming the key) and returns a warning for each group of VLs whose weights collapse."""
+    naming the key) and returns a warning for each group of VLs whose weights collapse, of those
+    VLs at least two carry traffic (`used`: the levels the policy uses; None: all)."""
     out = []
     for key, arbitration in policy.arbitrations(data_vls):
         try:
@@ -391,6 +394,8 @@ def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity
         except ValueError as error:
             raise PolicyError(key, str(error)) from None
         for table, collapse in found:
+            if used is not None and len(used.intersection(collapse.vls)) < 2:
+                continue  # no two jobs' traffic the table fails to tell apart
             out.append(f"policies[{index}] ({policy.label()}), {key}: {collapse.message(table, granularity)}")
     return out
 
