@@ -314,25 +314,26 @@ def test_bad_shares_are_refused_naming_the_key(policy, key, words):
 
 def test_cli_study_plan_prints_the_warning(tmp_path):
     (tmp_path / "base.toml").write_text('[topology]\nkind = "single-switch"\nhosts = 8\n'
-                                        '[[jobs]]\nname = "a"\nnodes = 2\nworkload = { kind = "ping-pong" }\n')
+                                        '[[jobs]]\nname = "a"\nnodes = 2\nworkload = { kind = "ping-pong" }\n'
+                                        '[[jobs]]\nname = "b"\nnodes = 2\nworkload = { kind = "ping-pong" }\n')
     path = tmp_path / "s.toml"
-    path.write_text('scenario = "base.toml"\n[[policies]]\nkind = "per-job"\nassignment = { a = 3 }\n')
+    path.write_text('scenario = "base.toml"\n[[policies]]\nkind = "per-job"\nassignment = { a = 2, b = 3 }\n')
     result = CliRunner().invoke(app, ["study", str(path), "--plan", "--out", str(tmp_path / "plan")])
     assert result.exit_code == 0, result.output
-    assert "warning: policies[0] (per-job[a=3]), weights: VL2 (weight 9) and VL3 (weight 1)" in result.output
+    assert "warning: policies[0] (per-job[a=2 b=3]), weights: VL2 (weight 9) and VL3 (weight 1)" in result.output
 
 
 def test_study_json_and_report_carry_the_warning_and_the_shares(tmp_path):
     from qoslab.study.runner import StudyRunner
     from qoslab.sweep.executors import LocalExecutor
 
-    s = study([{"kind": "per-job", "assignment": {"a": 0, "b": 2}, "weights": [254, 9, 1]},
+    s = study([{"kind": "per-job", "assignment": {"a": 1, "b": 2}, "weights": [254, 9, 1]},
                {"kind": "per-job", "name": "by-shares", "assignment": {"a": 0, "b": 1}, "shares": [0.75, 0.25]}])
     StudyRunner(s, tmp_path, LocalExecutor(1), progress=False).run()
     meta = json.loads((tmp_path / "study.json").read_text())
     assert meta["warnings"] == s.warnings() and "VL1 (weight 9) and VL2 (weight 1)" in meta["warnings"][0]
     described = {p["name"]: p["description"] for p in meta["policies"]}
-    assert f"VL0 {400 / 6:.3g}%, VL1 {100 / 6:.3g}%, VL2 {100 / 6:.3g}%" in described["per-job[a=0 b=2]"]  # 4:1:1
+    assert f"VL0 {400 / 6:.3g}%, VL1 {100 / 6:.3g}%, VL2 {100 / 6:.3g}%" in described["per-job[a=1 b=2]"]  # 4:1:1
     assert "realised at MTU 4096 as VL0 75%, VL1 25%" in described["by-shares"]
     report = (tmp_path / "report.html").read_text()
     assert "VL1 (weight 9) and VL2 (weight 1) both get 1 packet" in report
