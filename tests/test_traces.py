@@ -1367,3 +1367,16 @@ def test_a_run_that_deadlocks_still_warns_what_the_reader_skipped(tmp_path):
     result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "deadlock" in result.stderr.lower(), result.output
     assert "warning: jobs[0].workload.path: MPI_Probe skipped (1 call)" in result.stderr
+
+
+def test_an_in_place_allreduce_is_replayed_at_its_own_size(tmp_path):
+    # Score-P counts n blocks sent by an allreduce, n - 1 when it is MPI_IN_PLACE: 3 ranks of
+    # 100 bytes record 300 without, 200 with. 200 is no multiple of 3, so it can only be in place
+    # (it had been replayed at 67 bytes); 300 is read as 3 blocks, as before.
+    for sent, expected in ((200, 100), (300, 100)):
+        t = Otf2Trace(tmp_path / f"t{sent}", 3)
+        for r in range(3):
+            t.call(r, "MPI_Allreduce", 20, 30,
+                   ("mpi_collective_end", 29, CollectiveOp.ALLREDUCE, t.world, UNDEFINED_ROOT, sent, sent))
+        program = read_trace(t.close())
+        assert [op[2] for op in ops(program, 0) if op[0] == COLLECTIVE] == [expected], sent

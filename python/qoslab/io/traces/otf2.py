@@ -232,6 +232,10 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                     nbytes = recvd
                 elif ev.collective_op in (CollectiveOp.REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.REDUCE_SCATTER_BLOCK):
                     nbytes = sent
+                elif n > 1 and sent % n and not sent % (n - 1):
+                    # MPI_IN_PLACE: Score-P counts n - 1 blocks then (scorep_mpi_coll_bytes_alltoall,
+                    # which allreduce and allgather share), and n blocks always divide by n.
+                    nbytes = sent // (n - 1)
                 else:  # allreduce, alltoall(v/w), allgather(v): Score-P counts n blocks sent
                     nbytes = -(-sent // n)
                 root = int(ev.root) if name in ("bcast", "reduce") else 0  # the root's rank in the communicator
