@@ -276,6 +276,11 @@ def test_study_warns_when_a_policys_weights_collapse():
     assert study([{"kind": "per-job", "assignment": {jobs[0]: 1}}]).warnings() == []
     both = study([{"kind": "per-job", "assignment": {jobs[0]: 2, jobs[1]: 3}}]).warnings()
     assert len(both) == 1 and "VL2 (weight 9) and VL3 (weight 1)" in both[0]
+    # Open-loop traffic on SL3 shares VL3 with whatever the policy puts on VL2: warned again.
+    scenario = {**copy.deepcopy(SCENARIO), "traffic": [{"load": 0.1, "sl": 3}]}
+    with_traffic = Study.from_dict({"scenario": scenario, "policies": [{"kind": "per-job", "assignment": {jobs[1]: 2}}]},
+                                   "study.toml").warnings()
+    assert any("VL2 (weight 9) and VL3 (weight 1)" in w for w in with_traffic)
     # The scenario's own tables are the default policy's.
     base = copy.deepcopy(SCENARIO)
     base["qos"] = {"vlarb_low": "0:9,1:1"}

@@ -231,3 +231,12 @@ def test_a_clear_control_map_bit_leaves_the_switch_at_its_reset_value():
     starving = base.with_overrides(["congestion_control.sw_cong_setting_credit_starvation_threshold=15"])
     assert any("credit starvation is not modelled" in w for w in starving.warnings())
     assert not any("congestion_control" in w for w in base.warnings())
+    # A study that sweeps CC on from a base where it is off is told of the settings too.
+    from qoslab.study.model import Study
+
+    off = {**base.given(), "congestion_control": {**base.given()["congestion_control"], "enabled": False,
+                                                  "sw_cong_setting_control_map": 0x1B},
+           "jobs": [{"name": "pp", "nodes": 2, "workload": {"kind": "ping-pong"}}]}
+    study = Study.from_dict({"scenario": off, "policies": [{"kind": "default"}],
+                             "sweep": [{"key": "congestion_control.enabled", "values": [False, True]}]}, "study.toml")
+    assert any("bit 2 (threshold and packet size) is clear" in w for w in study.warnings())

@@ -72,6 +72,14 @@ def test_runs_stored_before_the_model_changed_are_said_when_reused(tmp_path):
     assert len(again.notes) == 1 and again.notes[0].startswith("1 stored run(s) were simulated before the model change")
 
 
+def test_model_versions_order_by_date_then_by_the_day_s_number():
+    from qoslab._version import model_before
+
+    assert model_before("") and model_before("2026-11-26.3", "2026-11-27")
+    assert model_before("2026-11-27", "2026-11-27.2") and model_before("2026-11-27.2", "2026-11-27.10")
+    assert not model_before("2026-11-27.2", "2026-11-27.2") and not model_before("2026-11-28", "2026-11-27.9")
+
+
 def test_a_folder_marked_before_base_fingerprints_is_compared_as_before(tmp_path):
     # A marker without base_fingerprint (written before 2026-11-27) is compared by its whole
     # fingerprint: the same study resumes, one with another repetition count is refused.

@@ -1258,7 +1258,7 @@ def test_calls_a_trace_reader_skipped_are_warned_by_run_check_and_study(tmp_path
     scenario = tmp_path / "s.toml"
     scenario.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n[[jobs]]\nname = "t"\nnodes = 2\n'
                         'workload = { kind = "trace", path = "trace/app-0000.txt" }\n')
-    warning = "jobs[0].workload.path: MPI_Gather skipped (1 call) in the trace (see docs/traces.md)"
+    warning = "job 't': MPI_Gather skipped (1 call) in its trace (see docs/traces.md)"
     result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
     assert result.exit_code == 0, result.output
     assert f"warning: {warning}" in result.stderr
@@ -1275,6 +1275,10 @@ def test_calls_a_trace_reader_skipped_are_warned_by_run_check_and_study(tmp_path
     outcome = study.run(tmp_path / "study", executor=LocalExecutor(1))
     assert outcome.notes == [f"runs: {warning}"]
     assert f"runs: {warning}" in json.loads((tmp_path / "study" / "study.json").read_text())["warnings"]
+    # A sweep is told once, over all its points.
+    swept = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}],
+                             "sweep": [{"key": "fabric.link_gbps", "values": [100, 200]}]}, str(tmp_path / "study.toml"))
+    assert swept.run(tmp_path / "sweep", executor=LocalExecutor(1)).notes == [f"runs: {warning}"]
 
 
 def test_a_later_message_that_arrives_first_still_matches_second(tmp_path):
@@ -1366,7 +1370,7 @@ def test_a_run_that_deadlocks_still_warns_what_the_reader_skipped(tmp_path):
                         'workload = { kind = "trace", path = "trace/app-0000.txt" }\n')
     result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
     assert result.exit_code == 1 and "deadlock" in result.stderr.lower(), result.output
-    assert "warning: jobs[0].workload.path: MPI_Probe skipped (1 call)" in result.stderr
+    assert "warning: job 't': MPI_Probe skipped (1 call)" in result.stderr
 
 
 def test_an_in_place_allreduce_is_replayed_at_its_own_size(tmp_path):

@@ -11,7 +11,19 @@ try:
 except ImportError:  # a source tree whose engine was never built
     __version__ = "0.0.0"
 
-# The date of the last change to what a run computes (a model change, said in its commit and the
-# docs). A study's stored runs carry it, and a study that reuses runs from before it says so:
-# run ids hash the scenario only, so such runs would otherwise mix with new ones unseen.
-MODEL_VERSION = "2026-11-27"
+# The last change to what a run computes (a model change, said in its commit and the docs): its
+# date, and after a dot its number that day. A study's stored runs carry it, and a study that
+# reuses runs from before it says so: run ids hash the scenario only, so such runs would
+# otherwise mix with new ones unseen. 2026-11-27: MPI order (1), trace roots and OTF2 in place (2).
+MODEL_VERSION = "2026-11-27.2"
+
+
+def model_before(stored: str, current: str = MODEL_VERSION) -> bool:
+    """Whether a run stored with model version `stored` ("" when it has none: stored before
+    versions were kept) predates `current`."""
+
+    def key(version: str) -> tuple[str, int]:
+        date, _, number = version.partition(".")
+        return date, int(number) if number.isdigit() else 1
+
+    return not stored or key(stored) < key(current)

@@ -208,6 +208,8 @@ def print_sweep(outcome: Any) -> None:
     console.print(f"{len(outcome.tables['sweep_points'])} points, {outcome.runs_total} runs{reused}; wrote sweep.parquet, "
                   f"sweep_slowdown.parquet, {extra}and report.html to {outcome.out}/, each point's results to "
                   f"{outcome.out}/points/point=N/")
+    for note in outcome.notes:
+        err_console.print(Text(f"warning: {note}", style="yellow"))
     for point, error in outcome.report_errors.items():
         err_console.print(Text(f"warning: point {point}: the analysis or report could not be written (a bug, please "
                                f"report it): {error}", style="yellow"))
@@ -428,6 +430,8 @@ def print_tail_study(outcome: Any, several_targets: bool, out: Path) -> None:
         who = f"{row['target']} " if several_targets else ""
         err_console.print(Text(f"warning: {who}snapshot {row['snapshot']} {row['locality']}/{row['routing'] if isinstance(row['routing'], str) else 'any routing'}: "
                                f"{row['status']}: {row['error']}", style="yellow"))
+    for note in getattr(outcome, "notes", []):
+        err_console.print(Text(f"warning: {note}", style="yellow"))
     if outcome.report_error:
         err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "
                                f"in {out}/", style="yellow"))

@@ -200,10 +200,10 @@ class CongestionControl(_Table):
             if getattr(self, key) != default:
                 out.append(f"congestion_control.{key}: credit starvation is not modelled (its behaviour is not "
                            "public): exported as given, but the simulation is as without it")
-        for sl in self.controlled_sls():
-            if self.ca_cong_setting_ccti_increase[sl] == 0:
-                out.append(f"congestion_control.ca_cong_setting_ccti_increase: 0 on SL {sl}, which the control map "
-                           "includes: a BECN never raises its CCTI, so its flows are never throttled")
+        idle = [str(sl) for sl in self.controlled_sls() if self.ca_cong_setting_ccti_increase[sl] == 0]
+        if idle:
+            out.append(f"congestion_control.ca_cong_setting_ccti_increase: 0 on SL {', '.join(idle)}, which the "
+                       "control map includes: a BECN never raises their CCTI, so their flows are never throttled")
         return out
 
     def controlled_sls(self) -> list[int]:

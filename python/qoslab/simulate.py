@@ -260,7 +260,9 @@ def trace_programs(scenario: Scenario) -> tuple[dict[int, tuple[bytes, ...]], li
         program = read_trace(w.path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path",
                              source=scenario.source, base_dir=base, ranks=ranks)
         programs[i] = program.engine_arrays()
-        warnings += [f"jobs[{i}].workload.path: {message} in the trace (see docs/traces.md)" for message in program.warnings]
+        # By the job's name: a study's runs number their jobs differently (an alone run has one).
+        name = scenario.job_names()[i]
+        warnings += [f"job {name!r}: {message} in its trace (see docs/traces.md)" for message in program.warnings]
     return programs, warnings
 
 

@@ -13,6 +13,7 @@ from qoslab.deploy.mpi_env import deployment
 from qoslab.deploy.names import ExportError
 from qoslab.errors import DamagedRun
 from qoslab.scenario import Scenario
+from qoslab.sweep.folder import POINTS
 
 
 @dataclass
@@ -52,7 +53,8 @@ def _stored_scenarios(study_out: Path, policy: str) -> dict[int, dict[str, Any]]
 def _store_of(study_out: Path) -> Path:
     """Where a study's runs are stored: its runs/, or for a sweep's point (OUT/points/point=N) the
     sweep's, which every point shares."""
-    if (study_out / "runs").is_dir():
+    study_out = study_out.absolute()
+    if (study_out / "runs").is_dir() or study_out.parent.name != POINTS:
         return study_out / "runs"
     return study_out.parent.parent / "runs"
 

@@ -10,10 +10,12 @@ from typing import Any
 
 from qoslab.errors import FileLineError
 from qoslab.io.lines import OPENSM_LINE_BYTES, fits
-from qoslab.scenario_cc import MAX_CCT_ENTRIES, SL_COUNT, CongestionControl
+from qoslab.scenario_cc import CCTI_INCREASE, CCTI_TIMER, MAX_CCT_ENTRIES, SL_COUNT, CongestionControl
 
 # Per-SL options: `cc_ca_cong_setting_<field> <sl> <value>`, with the field's largest value.
 PER_SL = {"ccti_timer": 0xFFFF, "ccti_increase": 0xFF, "trigger_threshold": 0xFF, "ccti_min": 0xFF}
+# qoslab's own defaults for them (scenario_cc.CongestionControl), which SLs outside the control map take.
+CA_DEFAULTS = {"ccti_timer": CCTI_TIMER, "ccti_increase": CCTI_INCREASE, "trigger_threshold": 0, "ccti_min": 0}
 # Single-value numeric options: (largest value, how OpenSM writes it).
 NUMBERS = {
     "cc_sw_cong_setting_control_map": (0xFFFFFFFF, "0x{:X}"),
@@ -49,7 +51,9 @@ def cc_lines(cc: CongestionControl) -> list[str]:
     lines.append(f"cc_sw_cong_setting_credit_starvation_return_delay {shift}:{multiplier}")
     for key in ("cc_ca_cong_setting_port_control", "cc_ca_cong_setting_control_map"):
         lines.append(f"{key} {NUMBERS[key][1].format(getattr(cc, key[3:]))}")
-    for sl in cc.controlled_sls():
+    # Every SL, in the control map or not (CAs ignore those outside it): the file then holds the
+    # whole table, and importing it gives the same scenario back.
+    for sl in range(SL_COUNT):
         lines += [f"cc_ca_cong_setting_{name} {sl} {getattr(cc, 'ca_cong_setting_' + name)[sl]}" for name in PER_SL]
     cct = f"cc_cct {','.join(f'{s}:{m}' for s, m in cc.cct)}"
     if not fits(cct, OPENSM_LINE_BYTES):
@@ -68,6 +72,7 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
     number; every occurrence, in file order), or None when congestion control is off."""
     settings: dict[str, Any] = {}
     per_sl: dict[str, list[int]] = {}
+    listed: dict[str, set[int]] = {}  # the SLs the file gives a value for, per setting
     enabled = False
     for key, value, line in lines:
         if key == "congestion_control":
@@ -95,6 +100,7 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
                                     "the line)")
             sl = _number(parts[0], f"{key} SL", line, source, SL_COUNT - 1, warnings)
             per_sl.setdefault(name, [0] * SL_COUNT)[sl] = _number(parts[1], key, line, source, PER_SL[name], warnings)
+            listed.setdefault(name, set()).add(sl)
         elif key == "cc_cct":
             settings["cct"] = [] if value in ("", "(null)") else _cct(value, line, source, warnings)
         else:
@@ -109,13 +115,15 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
         table[key[3:]] = f"0x{settings.get(key[3:], 0):X}"
     table["sw_cong_setting_credit_starvation_return_delay"] = settings.get(
         "sw_cong_setting_credit_starvation_return_delay", [0, 0])
+    control = table["ca_cong_setting_control_map"]
     for name in PER_SL:
         # Every SL written out: a table by SL would leave the SLs not listed at qoslab's defaults,
-        # and OpenSM programs them 0.
-        values = per_sl.get(name, [0] * SL_COUNT)
+        # where OpenSM programs 0. An SL the file leaves out and the control map too (CAs ignore
+        # it) takes qoslab's default: it changes nothing, and keeps the scenario what it was.
+        given, named = per_sl.get(name, [0] * SL_COUNT), listed.get(name, set())
+        values = [given[sl] if control >> sl & 1 or sl in named else CA_DEFAULTS[name] for sl in range(SL_COUNT)]
         table[f"ca_cong_setting_{name}"] = values[0] if len(set(values)) == 1 else values
     table["cct"] = [list(e) for e in settings.get("cct", [])]
-    control = table["ca_cong_setting_control_map"]
     # What OpenSM would program but qoslab refuses, or what leaves CC doing nothing: said here, at
     # import, rather than by the check of the scenario the table is pasted into.
     if not table["cct"]:
@@ -127,6 +135,9 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
         warnings.append(f"{source}: cc_ca_cong_setting_ccti_timer is 0 on SL {', '.join(map(str, zero))}, which "
                         "cc_ca_cong_setting_control_map includes: a timer of 0 has no defined meaning, and qoslab "
                         "refuses it until a timer is given")
+    if not control:
+        warnings.append(f"{source}: cc_ca_cong_setting_control_map is 0 (OpenSM's default): CAs apply no CC setting "
+                        "to any SL, so no flow is ever throttled")
     if not table["sw_cong_setting_control_map"] >> 2 & 1:
         warnings.append(f"{source}: cc_sw_cong_setting_control_map leaves bit 2 clear (OpenSM's default 0): switches "
                         "keep their reset threshold, 0, and mark nothing")

@@ -235,7 +235,10 @@ class Study(StudyFile):
         change nothing. (What a trace's reader skips is told by the runs, which read the traces:
         StudyOutcome.notes.)"""
         base = self.base()
-        return list(self._warnings) + [f"scenario: {w}" for w in base.traffic_warnings() + base.congestion_control.warnings()]
+        cc = base.congestion_control
+        if any(axis.key == "congestion_control.enabled" for axis in self.sweep):
+            cc = cc.model_copy(update={"enabled": True})  # a sweep turns it on: its settings matter
+        return list(self._warnings) + [f"scenario: {w}" for w in base.traffic_warnings() + cc.warnings()]
 
     def plan(self) -> dict[str, Any]:
         from qoslab.study.plan import study_size
@@ -301,8 +304,9 @@ class Study(StudyFile):
                 concrete = policy.expand(jobs)
                 for each in concrete:
                     each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
-                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
-                                                  policy.levels_used(jobs))
+                # Open-loop traffic keeps its own SLs under every policy: then any level may be used.
+                used = None if base.traffic else policy.levels_used(jobs)
+                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity, used)
                 warnings += _capacity_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
                                                base.vlarb_entries_kept())
             except PolicyError as error:

@@ -42,6 +42,7 @@ class StudyOutcome(OutcomeView):
     report_error: str | None = None  # the analysis or report failed (a bug): the tables are still there
     policies: list[str] = field(default_factory=list)  # names, in the study's order
     notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed, and in study.json
+    run_ids: list[str] = field(default_factory=list)  # its runs, as the study asked for them
 
 
 class StudyRunner:
@@ -247,7 +248,7 @@ def finish_folder(task: FolderTask) -> StudyOutcome:
     runs = tables["runs"]
     failed = runs[runs["status"] != "completed"].to_dict("records")
     return StudyOutcome(out, StudyTables(tables, iterations), len(task.run_ids), task.runs_reused, failed, search,
-                        written, report_error, task.policies, notes)
+                        written, report_error, task.policies, notes, task.run_ids)
 
 
 def _search_winners(search: pd.DataFrame | None) -> list[tuple[str, str]]:

@@ -29,10 +29,8 @@ from qoslab.study.runner import StudyOutcome, StudyRunner, finish_folder
 from qoslab.study.stages import Stages, StageWaiting
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
-from qoslab.sweep.folder import StudyFolder, study_identity
+from qoslab.sweep.folder import POINTS, StudyFolder, study_identity
 from qoslab.sweep.store import RunStore, write_tables
-
-POINTS = "points"
 
 
 def point_folder(out: Path, index: int) -> Path:
@@ -48,6 +46,7 @@ class SweepOutcome(OutcomeView):
     failed: list[dict[str, Any]] = field(default_factory=list)
     keys: list[str] = field(default_factory=list)
     report_errors: dict[int, str] = field(default_factory=dict)  # point -> what failed in its report
+    notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed, and in sweep.json
 
     def dataset(self, table: str) -> Any:
         """Every point's `table` (runs, jobs, iterations, slowdown, ...) as one pyarrow dataset,
@@ -88,6 +87,7 @@ class SweepRunner:
         self._failed: list[dict[str, Any]] = []
         self._errors: dict[int, str] = {}
         self._total = 0
+        self._asked: dict[str, None] = {}  # every point's runs, for the notes on them (RunStore.notes)
 
     def run(self) -> SweepOutcome | None:
         """Runs the points chunk by chunk (each chunk's first stages in one batch), finishing each
@@ -201,6 +201,7 @@ class SweepRunner:
         summary rows come from (the rest of its outcome is let go)."""
         self._total += outcome.runs_total
         self._failed += [{"point": index, **row} for row in outcome.failed]
+        self._asked.update(dict.fromkeys(outcome.run_ids))
         if outcome.report_error:
             self._errors[index] = outcome.report_error
         return index, {name: outcome.tables[name] for name in SUMMARY_TABLES if name in outcome.tables}
@@ -234,13 +235,15 @@ class SweepRunner:
         if self._gpcnet:  # points x policies x canary tests, side by side (GPCNeT's CIF as it prints them)
             tables["sweep_gpcnet"] = _front(pd.concat(self._gpcnet, ignore_index=True), front)
         write_tables(tables, self.out)
+        notes = self.stages.store.notes(self._asked)  # over all points at once: each said once
         meta = {"name": self.study.title(), "source": self.study.source, "sweep_mode": self.study.sweep_mode,
-                "keys": self.keys, "points": self.points, "runs": self._total}
+                "keys": self.keys, "points": self.points, "runs": self._total, "warnings": notes}
         (self.out / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
         from qoslab.report.sweep import write_sweep_report
 
         write_sweep_report(self.out, tables, meta)
-        return SweepOutcome(self.out, tables, self._total, self.stages.reused, self._failed, self.keys, self._errors)
+        return SweepOutcome(self.out, tables, self._total, self.stages.reused, self._failed, self.keys, self._errors,
+                            notes)
 
 
 # What a point's summary rows come from: its per-policy table, its per-repetition slowdowns, its

@@ -34,6 +34,7 @@ class TailOutcome(OutcomeView):
     failed: list[dict[str, Any]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
     report_error: str | None = None
+    notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed
 
 
 class TailStudyRunner(TailPlan):
@@ -81,7 +82,8 @@ class TailStudyRunner(TailPlan):
         tables["tail_correlations"] = b_correlations(tables["tail_iterations"], self.study.tail_quantile)
         written = write_tables(tables, self.out)
         failed = tables["tail_runs"][tables["tail_runs"]["status"] != "completed"].to_dict("records")
-        outcome = TailOutcome(self.out, tables, len(specs), reused, failed, written)
+        notes = self.store.notes(spec.run_id for spec in specs)
+        outcome = TailOutcome(self.out, tables, len(specs), reused, failed, written, notes=notes)
         try:
             from qoslab.report.tail import write_tail_report
 

@@ -17,6 +17,7 @@ from qoslab.errors import FolderError
 
 LOCK = ".qoslab.lock"
 MARKER = "study-id.json"
+POINTS = "points"  # a sweep's points, each a study folder of its own: points/point=N/
 
 
 def study_identity(kind: str, title: str, source: str | None, defining: Any, base: Any = None) -> dict[str, str]:

@@ -82,7 +82,7 @@ class RunStore:
         """What the study should be told of these stored runs: the warnings their runs gave (a
         trace's skipped calls), each once, and how many were simulated before the current model
         (qoslab._version.MODEL_VERSION), whose results may differ from a run now."""
-        from qoslab._version import MODEL_VERSION
+        from qoslab._version import MODEL_VERSION, model_before
 
         warnings: dict[str, None] = {}
         older = 0
@@ -92,7 +92,7 @@ class RunStore:
             except (OSError, ValueError):
                 continue  # damaged: get() names it where the tables are built
             warnings.update(dict.fromkeys(meta.get("warnings", [])))
-            older += meta.get("model", "") < MODEL_VERSION and meta.get("run", {}).get("status") != "error"
+            older += model_before(str(meta.get("model", ""))) and meta.get("run", {}).get("status") != "error"
         notes = [f"runs: {w}" for w in warnings]
         if older:
             notes.append(f"{older} stored run(s) were simulated before the model change of {MODEL_VERSION} (see the "

@@ -232,7 +232,8 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                     nbytes = recvd
                 elif ev.collective_op in (CollectiveOp.REDUCE, CollectiveOp.REDUCE_SCATTER, CollectiveOp.REDUCE_SCATTER_BLOCK):
                     nbytes = sent
-                elif n > 1 and sent % n and not sent % (n - 1):
+                elif (ev.collective_op in (CollectiveOp.ALLREDUCE, CollectiveOp.ALLTOALL, CollectiveOp.ALLGATHER)
+                      and n > 1 and sent % n and not sent % (n - 1)):
                     # MPI_IN_PLACE: Score-P counts n - 1 blocks then (scorep_mpi_coll_bytes_alltoall,
                     # which allreduce and allgather share), and n blocks always divide by n.
                     nbytes = sent // (n - 1)
