@@ -574,7 +574,7 @@ def import_opensm_command(
         "--routing-vls", min=1, help="Routing VL layers the tables were written for (a Dragonfly+ with "
         "valiant/adaptive routing: 2); their copies fold back into one QoS table.")] = 1,
 ) -> None:
-    """Prints the [qos] tables (and fabric.data_vls) a scenario needs to simulate what OpenSM
+    """Prints the \\[qos] tables (and fabric.data_vls) a scenario needs to simulate what OpenSM
     would program from this file; OpenSM's wrapping and truncation are warned about by line."""
     from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
 
