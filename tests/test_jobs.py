@@ -243,3 +243,22 @@ def test_a_restarted_job_with_more_iterations_than_its_kept_draws_runs(workload)
                               {"name": "b", "nodes": 2, "workload": workload}])
     jobs = qoslab.simulate(s).summary["jobs"]
     assert jobs["a"]["completed"] and jobs["b"]["runs_completed"] >= 2, jobs["b"]
+
+
+def test_the_message_table_names_ranks_protocol_and_tag_of_mpi_messages():
+    # Two ranks per host, so hosts alone cannot tell the senders apart: the table names the ranks
+    # within the job, the protocol part and the tag; open-loop rows have none (null).
+    scenario = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, run={"messages": True},
+                               jobs=[{"name": "a2a", "nodes": 2, "ranks_per_node": 2, "placement": "hosts", "hosts": [0, 1],
+                                      "workload": {"kind": "all-to-all", "bytes": 8, "iterations": 1}}])
+    rows = qoslab.simulate(scenario).messages.to_pylist()
+    mpi = [r for r in rows if r["job"] == 0]
+    # Ranks 0, 1 on host 0 and 2, 3 on host 1: every pair across the hosts, once each way, eager.
+    assert sorted((r["src_rank"], r["dst_rank"]) for r in mpi) == sorted(
+        (a, b) for a in range(4) for b in range(4) if a // 2 != b // 2)
+    assert all(r["src"] == r["src_rank"] // 2 and r["dst"] == r["dst_rank"] // 2 and r["mpi_kind"] == "eager" for r in mpi)
+    assert all(r["tag"] >= 2**31 for r in mpi)  # a collective's messages carry the engine's own tags
+    open_loop = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, traffic=[{"load": 0.2}],
+                                run={"messages": True, "duration_us": 20, "warmup_us": 0})
+    traffic = qoslab.simulate(open_loop).messages.to_pylist()
+    assert traffic and all(r["src_rank"] is None and r["tag"] is None and r["mpi_kind"] == "traffic" for r in traffic)

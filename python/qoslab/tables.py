@@ -28,6 +28,10 @@ Column = tuple[str, str, str, bytes, Any]  # (name, kind, dtype, data, extra)
 
 # output.rs NO_BECN: the mark's BECN had not reached its source when the run ended.
 NO_BECN = 2**64 - 1
+# The engine's NONE: no rank or tag (an open-loop traffic message).
+NONE_U32 = 2**32 - 1
+# mpi/mod.rs MESSAGE_KINDS, then what the engine writes for an open-loop traffic message.
+MPI_KINDS = ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data", "traffic"]
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,19 @@ def ranks(columns: Columns, job_names: list[str]) -> EngineTable:
     """The job's name in front of the engine's job index column."""
     dtype, data = columns["job"]
     return EngineTable((("job_name", "names", dtype, data, job_names), *numbers(columns).columns))
+
+
+def messages(columns: Columns) -> EngineTable:
+    """MPI messages' ranks and tag null for open-loop traffic, and the protocol part by name."""
+    out: list[Column] = []
+    for name, (dtype, data) in columns.items():
+        if name in ("src_rank", "dst_rank", "tag"):
+            out.append((name, "masked", dtype, data, NONE_U32))
+        elif name == "mpi_kind":
+            out.append((name, "names", dtype, data, MPI_KINDS))
+        else:
+            out.append((name, "numbers", dtype, data, None))
+    return EngineTable(tuple(out))
 
 
 def cc_marks(columns: Columns) -> EngineTable:

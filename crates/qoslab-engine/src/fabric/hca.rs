@@ -175,6 +175,8 @@ impl Simulation {
                 }
             }
             if self.cfg.run.messages {
+                // The MPI message is still in flight: its arrival is handled at `done`.
+                let mpi = (m.mpi != NONE).then(|| self.mpi.as_deref().map(|mpi| mpi.message_view(m.mpi))).flatten();
                 self.message_log.push(MessageRecord {
                     src: m.src.0,
                     dst: m.dst.0,
@@ -183,6 +185,7 @@ impl Simulation {
                     bytes: m.bytes,
                     created: m.created,
                     delivered: done,
+                    mpi,
                 });
             }
         }

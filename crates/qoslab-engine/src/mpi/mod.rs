@@ -998,6 +998,30 @@ impl Mpi {
     pub fn host_of(&self, job: u32, rank: u32) -> u32 {
         self.ranks[(self.jobs[job as usize].first_rank + rank) as usize].host
     }
+
+    /// What the per-message table says of MPI message `message` (in flight): its sending and
+    /// receiving ranks within their job, its protocol part (`MESSAGE_KINDS`) and its tag.
+    pub fn message_view(&self, message: u32) -> MessageView {
+        let m = &self.messages.items[message as usize];
+        MessageView {
+            src_rank: self.ranks[m.src as usize].local,
+            dst_rank: self.ranks[m.dst as usize].local,
+            kind: m.kind as u8,
+            tag: m.tag,
+        }
+    }
+}
+
+/// Names of `Kind`'s values, in order, as the per-message table writes them.
+pub const MESSAGE_KINDS: [&str; 7] = ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data"];
+
+/// An MPI message as the per-message table shows it (`Mpi::message_view`).
+#[derive(Debug, Clone, Copy)]
+pub struct MessageView {
+    pub src_rank: u32,
+    pub dst_rank: u32,
+    pub kind: u8,
+    pub tag: u32,
 }
 
 /// Whether a receive for (`want_peer`, `want_tag`) accepts a message from `peer` with `tag`.

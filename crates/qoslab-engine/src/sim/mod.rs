@@ -71,6 +71,8 @@ pub struct MessageRecord {
     pub bytes: u64,
     pub created: Time,
     pub delivered: Time,
+    /// The MPI layer's view (ranks, protocol part, tag); None for open-loop traffic.
+    pub mpi: Option<crate::mpi::MessageView>,
 }
 
 pub struct Simulation {

@@ -3,7 +3,8 @@
 use super::attribution::Kind;
 use super::{RunStatus, Simulation};
 use crate::fabric::cc::CcTrace;
-use crate::mpi::Mpi;
+use crate::mpi::{Mpi, MESSAGE_KINDS};
+use crate::topology::NONE;
 use crate::units::ps_to_ns;
 use serde_json::{json, Map, Value};
 
@@ -213,6 +214,16 @@ impl Simulation {
             column("bytes", "<u8", m.iter().map(|r| r.bytes), u64::to_le_bytes),
             column("created_ns", "<f8", m.iter().map(|r| ps_to_ns(r.created)), f64::to_le_bytes),
             column("delivered_ns", "<f8", m.iter().map(|r| ps_to_ns(r.delivered)), f64::to_le_bytes),
+            // MPI messages only (NONE, and the kind past MESSAGE_KINDS, for open-loop traffic).
+            column("src_rank", "<u4", m.iter().map(|r| r.mpi.map_or(NONE, |v| v.src_rank)), u32::to_le_bytes),
+            column("dst_rank", "<u4", m.iter().map(|r| r.mpi.map_or(NONE, |v| v.dst_rank)), u32::to_le_bytes),
+            column(
+                "mpi_kind",
+                "<u1",
+                m.iter().map(|r| r.mpi.map_or(MESSAGE_KINDS.len() as u8, |v| v.kind)),
+                u8::to_le_bytes,
+            ),
+            column("tag", "<u4", m.iter().map(|r| r.mpi.map_or(NONE, |v| v.tag)), u32::to_le_bytes),
         ]
     }
 }
