@@ -101,6 +101,9 @@ def test_per_message_and_multi_vl_rules():
     assert "sl_policy" not in a
     assert b["sl_policy"] == {"kind": "latency-history", "sls": [0, 1, 2], "thresholds": [1.5, 4.0],
                               "direction": "demote", "history_messages": 16, "high_bytes_cap": 1.0}
+    # The top of three tiers (VL2) is in the high-priority table by default: it had been VL1, so
+    # the middle tier outranked the top one.
+    assert out["qos"]["vlarb_high"] == [[2, 30]] and out["qos"]["vlarb_low"] == [[0, 10], [1, 20]]
     spread = MultiVl(kind="multi-vl", by="destination").apply(SCENARIO, context())
     assert all(j["sl_policy"] == {"kind": "spread", "sls": [0, 1, 2, 3], "by": "destination"} for j in spread["jobs"])
     assert spread["qos"]["vlarb_low"] == [[v, 64] for v in range(4)]

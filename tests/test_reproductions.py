@@ -88,8 +88,11 @@ def test_subramoni_separate_vls_free_a_victim_from_head_of_line_blocking(tmp_pat
     four = stats.loc["multi-vl[4,destination]"]
     assert four["p50"] < 0.5 * stats.loc["default", "p50"]
     assert four["std"] < stats.loc["default", "std"]
-    # Spreading by connection spreads the incast over every VL too: no relief.
-    assert stats.loc["multi-vl[4,connection]", "p50"] > 2 * four["p50"]
+    # Spreading by connection as MVAPICH2 does (a rank's connections take the SLs in the order it
+    # opens them): each incast sender's one connection is its first, so the whole incast stays on
+    # one VL and the victim's other connections escape it, as by destination (measured 2.6 µs
+    # against 3.0). ((src + dst) mod 4 had spread the incast over every VL: no relief.)
+    assert stats.loc["multi-vl[4,connection]", "p50"] < 0.5 * stats.loc["default", "p50"]
     # The same 128 KiB per port as 1, 2, 4 and 8 VLs (Sancho et al.'s fixed total): the victim's
     # median falls with every doubling.
     fixed = [stats.loc[p, "p50"] for p in ("default on 1 VL", "multi-vl[2,destination] on 2 VLs",

@@ -64,14 +64,15 @@ def test_spread_by_destination_and_by_message_share_bytes_equally_and_show_on_th
         assert counts == {0: 56, 1: 56, 2: 56, 3: 56}, by
 
 
-def test_spread_by_connection_uses_one_sl_per_rank_pair_and_every_sl_per_rank():
+def test_spread_by_connection_gives_each_rank_s_peers_the_sls_in_order_of_first_contact():
+    # As MVAPICH2's per-process counter at each on-demand connection set-up. The pairwise
+    # alltoall's rank r first sends to r + 1, then r + 2, ...: peer r + k gets SL (k - 1) mod 4.
     result = run(a2a(sl_policy={"kind": "spread", "sls": [0, 1, 2, 3], "by": "connection"}), run={"messages": True})
     wire = result.messages.to_pandas()
     wire = wire[wire["job"] == 0]
-    per_pair = wire.groupby(["src", "dst"])["sl"].agg(set)
-    assert all(len(sls) == 1 for sls in per_pair)  # a connection keeps its SL
-    assert all(per_pair[(a, b)] == per_pair[(b, a)] for a, b in per_pair.index)  # both directions alike
-    assert all(len(set().union(*per_pair[src].tolist())) == 4 for src in range(8))  # a rank's peers use every SL
+    per_pair = wire.groupby(["src_rank", "dst_rank"])["sl"].agg(set)
+    assert len(per_pair) == 56 and all(len(sls) == 1 for sls in per_pair)  # a connection keeps its SL
+    assert all(per_pair[(a, b)] == {((b - a) % 8 - 1) % 4} for a, b in per_pair.index)
 
 
 def test_spread_rendezvous_messages_keep_one_sl_for_rts_cts_and_data():

@@ -70,14 +70,12 @@ def deployment(job: dict[str, Any]) -> Deployment:
     if kind == "spread":
         sls = list(policy["sls"])
         if policy["by"] == "connection" and sls == list(range(len(sls))):
-            return Deployment(MVAPICH_QOS, f"connections spread over SLs 0..{len(sls) - 1}: the nearest an MPI library "
-                              f"offers is MVAPICH2's and MVAPICH 3's (CH3) MV2_USE_QOS=1 MV2_NUM_SLS={len(sls)} (MVP_USE_QOS, "
-                              "MVP_NUM_SLS), which is not what was simulated: it takes the next SL round robin at each "
-                              "connection set-up call, every connection made in that call on one SL, where the study "
-                              f"put rank pair (src, dst) on SL (src + dst) mod {len(sls)}; with connections made on demand "
-                              "the shares per SL are alike but which pairs share a VL is not, and connections made at "
-                              "start-up may all share one SL; UCX, NCCL and Open MPI cannot spread one job over SLs and "
-                              "would send it all on one SL")
+            return Deployment(MVAPICH_QOS, f"connections spread over SLs 0..{len(sls) - 1}: MVAPICH2 and MVAPICH 3 (CH3) "
+                              f"do this with MV2_USE_QOS=1 MV2_NUM_SLS={len(sls)} (MVP_USE_QOS, MVP_NUM_SLS), taking the "
+                              "next SL round robin at each connection set-up call, as the study simulated for connections "
+                              "made on demand (keep MV2_ON_DEMAND_THRESHOLD below the job's size); connections set up "
+                              "together at start-up share one call's SL, which was not simulated; UCX, NCCL and Open MPI "
+                              "cannot spread one job over SLs and would send it all on one SL")
         return Deployment(MPI_SUPPORT, f"messages spread over SLs {sls} by {policy['by']}: the MPI library must open "
                           "one connection per SL and choose among them per message; no environment variable does it")
     if kind == "latency-history":

@@ -23,11 +23,23 @@ class PerMessage(Arbitrated):
     direction: Literal["promote", "demote"] = "promote"
     history_messages: Annotated[int, Field(ge=1)] = 16
     high_bytes_cap: Annotated[float, Field(gt=0, le=1)] = 1.0
-    high: list[Annotated[int, Field(ge=0, le=14)]] = Field(default_factory=lambda: [1])
+    # Unset: the top tier (set by _top_tier_high), whatever the number of tiers.
+    high: list[Annotated[int, Field(ge=0, le=14)]] = Field(default_factory=list)
     high_limit: Annotated[int, Field(ge=0, le=255)] = 4
 
     DEFAULT_WEIGHTS = (255, 255)
     MIN_LEVELS = 2
+
+    @model_validator(mode="before")
+    @classmethod
+    def _top_tier_high(cls, data: Any) -> Any:
+        """By default the top tier (the last weight or share) sits in the high-priority table;
+        it had been VL1, the middle tier of three."""
+        if isinstance(data, dict) and "high" not in data:
+            given = data.get("weights") if data.get("weights") is not None else data.get("shares")
+            tiers = len(given) if isinstance(given, list) else len(cls.DEFAULT_WEIGHTS)
+            data = {**data, "high": [tiers - 1]}
+        return data
 
     @model_validator(mode="after")
     def _tiers(self) -> PerMessage:

@@ -761,8 +761,10 @@ impl Mpi {
         let request = r.next_request;
         r.next_request += 1;
         r.outstanding.push(request);
-        let job = &mut self.jobs[r.job as usize];
-        let sl = job.sl_policy.choose(r.local, peer, bytes);
+        let (job_index, local, host) = (r.job as usize, r.local, r.host);
+        let on_node = self.ranks[(self.jobs[job_index].first_rank + peer) as usize].host == host;
+        let job = &mut self.jobs[job_index];
+        let sl = job.sl_policy.choose(local, peer, bytes, on_node);
         // Figures of the first run, the one whose runtime is reported.
         if job.run == 0 {
             job.payload_bytes_sent += bytes;

@@ -20,9 +20,20 @@ pub struct SlPolicy {
 
 enum Rule {
     Job,
-    Ranks { sl: u8, matching: RankMatch, chosen: Vec<bool> },
+    Ranks {
+        sl: u8,
+        matching: RankMatch,
+        chosen: Vec<bool>,
+    },
     SlowestRanks(Box<SlowestRanks>),
-    Spread { sls: Vec<u8>, by: SpreadBy, next: Vec<u32> },
+    /// `next`: each rank's next SL index (round robin, per message or per new connection);
+    /// `connections`: each (sender, peer) connection's SL index, fixed at its first message.
+    Spread {
+        sls: Vec<u8>,
+        by: SpreadBy,
+        next: Vec<u32>,
+        connections: HashMap<(u32, u32), u32>,
+    },
     LatencyHistory(Box<LatencyHistory>),
 }
 
@@ -126,7 +137,7 @@ impl SlPolicy {
                 for &sl in sls {
                     check_sl("sls", sl)?;
                 }
-                Rule::Spread { sls: sls.clone(), by: *by, next: vec![0; size as usize] }
+                Rule::Spread { sls: sls.clone(), by: *by, next: vec![0; size as usize], connections: HashMap::new() }
             }
             SlPolicyConfig::LatencyHistory { sls, thresholds, direction, history_messages, high_bytes_cap } => {
                 if sls.is_empty() {
@@ -177,8 +188,10 @@ impl SlPolicy {
     }
 
     /// The SL of a message of `bytes` that rank `src` (local) issues to rank `dst`.
+    /// The SL of a message from rank `src` to rank `dst` (within the job); `on_node`: the two
+    /// share a host, so the message goes through shared memory and opens no connection.
     #[inline]
-    pub fn choose(&mut self, src: u32, dst: u32, bytes: u64) -> u8 {
+    pub fn choose(&mut self, src: u32, dst: u32, bytes: u64, on_node: bool) -> u8 {
         match &mut self.rule {
             Rule::Job => self.job_sl,
             Rule::Ranks { sl, matching, chosen } => {
@@ -195,10 +208,18 @@ impl SlPolicy {
                     self.job_sl
                 }
             }
-            Rule::Spread { sls, by, next } => {
+            Rule::Spread { sls, by, next, connections } => {
                 let n = sls.len() as u32;
                 let index = match by {
-                    SpreadBy::Connection => (src + dst) % n,
+                    // As MVAPICH2 sets a QP's SL, from a per-process counter advanced at each
+                    // connection set-up: a rank's connections take the SLs round robin in the
+                    // order it first sends on them. Shared memory opens none (its SL is moot).
+                    SpreadBy::Connection if on_node => 0,
+                    SpreadBy::Connection => *connections.entry((src, dst)).or_insert_with(|| {
+                        let i = next[src as usize];
+                        next[src as usize] = (i + 1) % n;
+                        i
+                    }),
                     SpreadBy::Destination => dst % n,
                     SpreadBy::Message => {
                         let i = next[src as usize];
@@ -314,6 +335,24 @@ impl LatencyHistory {
 mod tests {
     use super::*;
 
+    #[test]
+    fn connections_take_a_rank_s_next_sl_at_first_contact_and_keep_it() {
+        let cfg = SlPolicyConfig::Spread { sls: vec![1, 2], by: SpreadBy::Connection };
+        let mut p = SlPolicy::new(&cfg, 0, 8, 1, "jobs[0].sl_policy").unwrap();
+        // Rank 0's peers in the order it first sends to them: 5, 3, 6 -> SLs 1, 2, 1.
+        assert_eq!([5, 3, 6].map(|dst| p.choose(0, dst, 8, false)), [1, 2, 1]);
+        assert_eq!(p.choose(0, 5, 8, false), 1, "a connection keeps its SL");
+        assert_eq!(p.choose(0, 1, 8, true), 1, "a peer on the host opens no connection");
+        assert_eq!(p.choose(0, 7, 8, false), 2, "and takes no turn");
+        // Every rank has its own counter: at a fixed offset (rank r to r + 1) all SLs are used,
+        // where (src + dst) mod n had given every pair the same parity, one SL of two.
+        let mut q = SlPolicy::new(&cfg, 0, 8, 1, "jobs[0].sl_policy").unwrap();
+        let ring: Vec<u8> = (0..8).map(|r| q.choose(r, (r + 1) % 8, 8, false)).collect();
+        assert_eq!(ring, [1; 8], "each rank's first connection takes its first SL");
+        let second: Vec<u8> = (0..8).map(|r| q.choose(r, (r + 2) % 8, 8, false)).collect();
+        assert_eq!(second, [2; 8]);
+    }
+
     fn history(direction: LatencyDirection, cap: f64) -> SlPolicy {
         let cfg = SlPolicyConfig::LatencyHistory {
             sls: vec![0, 1, 2],
@@ -328,25 +367,25 @@ mod tests {
     #[test]
     fn tiers_follow_the_ratio_of_last_to_best_latency() {
         let mut p = history(LatencyDirection::Promote, 1.0);
-        assert_eq!(p.choose(0, 1, 4096), 0); // nothing seen: ratio 1
+        assert_eq!(p.choose(0, 1, 4096, false), 0); // nothing seen: ratio 1
         p.observe(0, 1, 4096, 1000);
         p.observe(0, 1, 4096, 2000); // ratio 2: past 1.5
-        assert_eq!(p.choose(0, 1, 4096), 1);
+        assert_eq!(p.choose(0, 1, 4096, false), 1);
         p.observe(0, 1, 4096, 5000); // ratio 5: past 4
-        assert_eq!(p.choose(0, 1, 4096), 2);
-        assert_eq!(p.choose(0, 2, 4096), 0, "another destination has its own history");
-        assert_eq!(p.choose(0, 1, 64), 0, "another size class has its own history");
+        assert_eq!(p.choose(0, 1, 4096, false), 2);
+        assert_eq!(p.choose(0, 2, 4096, false), 0, "another destination has its own history");
+        assert_eq!(p.choose(0, 1, 64, false), 0, "another size class has its own history");
         let mut d = history(LatencyDirection::Demote, 1.0);
-        assert_eq!(d.choose(0, 1, 4096), 2);
+        assert_eq!(d.choose(0, 1, 4096, false), 2);
         d.observe(0, 1, 4096, 1000);
         d.observe(0, 1, 4096, 5000);
-        assert_eq!(d.choose(0, 1, 4096), 0);
+        assert_eq!(d.choose(0, 1, 4096, false), 0);
     }
 
     #[test]
     fn the_cap_holds_the_top_tier_share() {
         let mut p = history(LatencyDirection::Demote, 0.25); // demote: every fresh message is top tier
-        let top = (0..100).filter(|_| p.choose(3, 1, 1000) == 2).count();
+        let top = (0..100).filter(|_| p.choose(3, 1, 1000, false) == 2).count();
         assert!((24..=26).contains(&top), "{top} of 100 messages at the top tier with a 25% cap");
     }
 
@@ -368,10 +407,10 @@ mod tests {
         for (rank, w) in waits.iter().enumerate().take(3) {
             p.iteration_done(rank as u32, 0, 1, *w, 1, 0);
         }
-        assert_eq!(p.choose(0, 1, 8), 1, "not chosen before the last rank is measured");
+        assert_eq!(p.choose(0, 1, 8, false), 1, "not chosen before the last rank is measured");
         p.iteration_done(3, 0, 1, 20, 1, 0);
         assert_eq!(p.prioritized(), Some(Some(vec![1, 3])));
-        assert_eq!((p.choose(0, 1, 8), p.choose(1, 0, 8)), (3, 1), "matching the destination");
+        assert_eq!((p.choose(0, 1, 8, false), p.choose(1, 0, 8, false)), (3, 1), "matching the destination");
     }
 
     #[test]
