@@ -105,3 +105,20 @@ def test_shares_are_realised_within_the_entries_the_ports_hold():
     with pytest.raises(ScenarioError, match=r"cannot be realised at MTU 256 .* 8 entries as fabric.vlarb_capacity holds"):
         Study.from_dict({"scenario": base, "policies": [{"kind": "per-job", "assignment": {"a": 1, "b": 2},
                                                          "shares": [0.9, 0.09, 0.009, 0.001]}]}, "study.toml")
+
+
+def test_an_imported_table_keeps_its_weight_0_entries_which_ports_count():
+    # OpenSM's default low table starts 0:0; on 8-entry ports its first 8 entries reach VL7 only.
+    # Dropped on import, VL8 had come into the eight.
+    from qoslab.io.opensm import parse_opensm_conf
+
+    low = ",".join(["0:0"] + [f"{vl}:4" for vl in range(1, 15)])
+    read = parse_opensm_conf(f"qos TRUE\nqos_max_vls 15\nqos_vlarb_low {low}\nqos_sl2vl 0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,7\n",
+                             "site.conf")
+    table = read.scenario_qos()["swe"]["vlarb_low"]
+    assert table[0] == [0, 0] and len(table) == 15
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, fabric={"data_vls": 15, "vlarb_capacity": 8},
+                        qos={"swe": {**read.scenario_qos()["swe"]}, "ca": {**read.scenario_qos()["ca"]}},
+                        traffic=[{"load": 0.1, "sl": 8}])
+    assert [vl for vl, _ in s.port_qos("swe")["vlarb_low"]] == list(range(8))
+    assert any("SL8 maps to VL8, which has no weight" in w for w in s.warnings())

@@ -165,9 +165,11 @@ class OpenSmQos:
     congestion_control: dict[str, Any] | None = None
 
     def scenario_qos(self) -> dict[str, Any]:
-        """The [qos] table of a scenario that simulates these settings."""
-        return {port: {"sl2vl": t["sl2vl"], "vlarb_high": [list(e) for e in t["vlarb_high"] if e[1] > 0],
-                       "vlarb_low": [list(e) for e in t["vlarb_low"] if e[1] > 0], "high_limit": t["high_limit"]}
+        """The [qos] table of a scenario that simulates these settings. Entries of weight 0 are
+        kept: they send nothing, but a port counts them among the entries it holds
+        (fabric.vlarb_capacity), so dropping them would let later entries in."""
+        return {port: {"sl2vl": t["sl2vl"], "vlarb_high": [list(e) for e in t["vlarb_high"]],
+                       "vlarb_low": [list(e) for e in t["vlarb_low"]], "high_limit": t["high_limit"]}
                 for port, t in self.tables.items()}
 
     def fold_routing_layers(self, layers: int) -> OpenSmQos:
