@@ -15,8 +15,9 @@ except ImportError:  # a source tree whose engine was never built
 # date, and after a dot its number that day. A study's stored runs carry it, and a study that
 # reuses runs from before it says so: run ids hash the scenario only, so such runs would
 # otherwise mix with new ones unseen. 2026-11-27: MPI order (1), trace roots and OTF2 in place (2),
-# spread by connection as MVAPICH2 and per-message's default high tier (3).
-MODEL_VERSION = "2026-11-27.3"
+# spread by connection as MVAPICH2 and per-message's default high tier (3), credit returns in
+# arrival order (4).
+MODEL_VERSION = "2026-11-27.4"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

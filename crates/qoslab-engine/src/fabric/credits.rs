@@ -7,7 +7,9 @@ use crate::units::{Time, NEVER};
 use std::collections::VecDeque;
 
 /// Credits the receiver has freed, on their way back to the sender (they arrive after the link's
-/// latency). Return times on one link only grow, so a FIFO per port suffices.
+/// latency). Kept in arrival order: they are nearly always freed in that order, but not quite
+/// (two VLs of one input leave for different outputs at once, and a small packet that starts
+/// later can finish first), so a return earlier than the last is put in its place.
 #[derive(Debug, Clone, Copy)]
 pub struct CreditReturn {
     pub at: Time,
@@ -35,8 +37,43 @@ pub struct CreditReturns {
 }
 
 impl CreditReturns {
+    /// Adds a return in arrival order: behind the others (nearly always), or in its place.
     #[inline]
-    pub fn push(&mut self, r: CreditReturn) {
+    pub fn insert(&mut self, r: CreditReturn) {
+        if self.back_at().is_none_or(|last| last <= r.at) {
+            self.push(r);
+        } else {
+            self.insert_in_place(r);
+        }
+    }
+
+    /// The rare case: every return taken out, `r` put in its place, all put back.
+    #[cold]
+    fn insert_in_place(&mut self, r: CreditReturn) {
+        let mut all: Vec<CreditReturn> = self.iter().collect();
+        let at = all.partition_point(|x| x.at <= r.at);
+        all.insert(at, r);
+        self.first = 0;
+        self.inline = 0;
+        if let Some(o) = self.overflow.as_mut() {
+            o.clear();
+        }
+        for x in all {
+            self.push(x);
+        }
+    }
+
+    /// Arrival time of the latest return.
+    #[inline]
+    fn back_at(&self) -> Option<Time> {
+        if let Some(last) = self.overflow.as_ref().and_then(|o| o.back()) {
+            return Some(last.at);
+        }
+        (self.inline > 0).then(|| self.at[(self.first as usize + self.inline as usize - 1) % INLINE_RETURNS])
+    }
+
+    #[inline]
+    fn push(&mut self, r: CreditReturn) {
         let overflowing = self.overflow.as_ref().is_some_and(|o| !o.is_empty());
         if self.inline as usize == INLINE_RETURNS || overflowing {
             self.overflow.get_or_insert_with(Default::default).push_back(r);
@@ -111,12 +148,16 @@ impl Simulation {
     #[inline(always)]
     pub(crate) fn return_credits(&mut self, port: PortId, vl: u8, credits: u32, at: Time) {
         let due = &mut self.ports[port].credits_due;
-        // Return times on one link only grow, so a new return goes behind any pending one.
         if due.at == NEVER {
             *due = CreditsDue { at, credits: credits as u16, vl, behind: false };
+        } else if at < due.at {
+            // Freed before the oldest on its way (another VL's packet that left sooner): it is due first.
+            let was = CreditReturn { at: due.at, vl: due.vl, credits: due.credits as u32 };
+            *due = CreditsDue { at, credits: credits as u16, vl, behind: true };
+            self.returns[port].insert(was);
         } else {
             due.behind = true;
-            self.returns[port].push(CreditReturn { at, vl, credits });
+            self.returns[port].insert(CreditReturn { at, vl, credits });
         }
         if self.ports[port].credit_waiting && !self.ports[port].transmitting {
             self.schedule_wake(port, at);
@@ -143,5 +184,24 @@ impl Simulation {
     /// Every credit return on its way to `port`, oldest first.
     pub(crate) fn pending_returns(&self, port: PortId) -> impl Iterator<Item = CreditReturn> + '_ {
         self.ports[port].credits_due.pending().into_iter().chain(self.returns[port].iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn returns_come_out_in_arrival_order_whatever_order_they_go_in() {
+        let mut q = CreditReturns::default();
+        // More than the inline four, so the overflow deque is used too; 35 and 5 arrive early.
+        let times = [10, 20, 30, 40, 50, 60, 35, 70, 5, 70];
+        for (i, &at) in times.iter().enumerate() {
+            q.insert(CreditReturn { at, vl: i as u8, credits: 1 });
+        }
+        let order: Vec<(Time, u8)> = q.iter().map(|r| (r.at, r.vl)).collect();
+        assert_eq!(order, [(5, 8), (10, 0), (20, 1), (30, 2), (35, 6), (40, 3), (50, 4), (60, 5), (70, 7), (70, 9)]);
+        let popped: Vec<Time> = (0..times.len()).map(|_| q.pop_front().at).collect();
+        assert!(popped.windows(2).all(|w| w[0] <= w[1]) && q.front_at().is_none());
     }
 }
