@@ -117,6 +117,8 @@ def test_b_correlations_are_taken_per_target_locality_and_routing():
     assert table.loc["small", "pearson_r"] == pytest.approx(1.0) and table.loc["small", "spearman_rho"] == pytest.approx(1.0)
     assert table.loc["large", "pearson_r"] == pytest.approx(-1.0)
     assert table.loc["small", "runs"] == 4 and table.loc["small", "b_max"] == 40.0
+    # Against each run's mean too (the seed's statistic): here linear in b as well.
+    assert table.loc["small", "pearson_r_mean"] == pytest.approx(1.0) and table.loc["large", "spearman_rho_mean"] == -1.0
 
 
 def test_a_single_target_keeps_its_run_ids_and_labels():

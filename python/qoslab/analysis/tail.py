@@ -366,12 +366,12 @@ RUN_KEYS = ("target", "locality", "routing")  # what one correlation is taken ov
 
 def run_medians(iterations: pd.DataFrame) -> pd.DataFrame:
     """Per background run of a tail-latency study's `tail_iterations` (snapshot >= 0): its keys
-    (target when the table has one, snapshot, locality, routing), b, and the median and p99 of
-    its iteration latencies."""
+    (target when the table has one, snapshot, locality, routing), b, and the median, mean and p99
+    of its iteration latencies."""
     keys = [k for k in ("target", "snapshot", "locality", "routing") if k in iterations.columns]
     runs = iterations[iterations["snapshot"] >= 0]
     grouped = runs.groupby(keys, sort=False)
-    return grouped.agg(b=("b", "first"), p50_ns=("latency_ns", "median"),
+    return grouped.agg(b=("b", "first"), p50_ns=("latency_ns", "median"), mean_ns=("latency_ns", "mean"),
                        p99_ns=("latency_ns", lambda v: float(np.percentile(v, 99)))).reset_index()
 
 
@@ -381,11 +381,14 @@ def b_correlations(iterations: pd.DataFrame, tail_quantile: float = 0.9) -> pd.D
     median latency, and the threshold on b with the best F1 at flagging the runs whose median lies
     above the `tail_quantile` quantile (fitted on the runs it is scored on: optimistic). A group
     whose figures are undefined (fewer than 3 runs, b or latency constant) gets NaN and a `note`
-    saying why, so one such group never hides the others."""
+    saying why, so one such group never hides the others. `pearson_r_mean` and `spearman_rho_mean`
+    correlate b with each run's mean latency instead, the statistic Salimi Beni & Cosenza
+    correlate ("the average communication time"); the median is the default, as a long tail
+    pulls a mean about."""
     medians = run_medians(iterations)
     keys = [k for k in RUN_KEYS if k in medians.columns]
     columns = [*keys, "runs", "b_min", "b_max", "pearson_r", "pearson_p", "spearman_rho", "spearman_p",
-               "threshold_b", "precision", "recall", "f1", "note"]
+               "pearson_r_mean", "spearman_rho_mean", "threshold_b", "precision", "recall", "f1", "note"]
     rows = []
     for group_keys, runs in medians.groupby(keys, sort=False):
         row: dict = dict(zip(keys, group_keys if isinstance(group_keys, tuple) else (group_keys,)))
@@ -394,6 +397,8 @@ def b_correlations(iterations: pd.DataFrame, tail_quantile: float = 0.9) -> pd.D
             c = correlation(runs["b"], runs["p50_ns"])
             row.update(pearson_r=c.pearson_r, pearson_p=c.pearson_p, spearman_rho=c.spearman_rho,
                        spearman_p=c.spearman_p)
+            mean = correlation(runs["b"], runs["mean_ns"])
+            row.update(pearson_r_mean=mean.pearson_r, spearman_rho_mean=mean.spearman_rho)
             p = tail_prediction(runs["b"], runs["p50_ns"], tail_quantile=tail_quantile)
             row.update(threshold_b=p.threshold, precision=p.precision, recall=p.recall, f1=p.f1)
         except ValueError as error:  # too few runs, or b constant: said in the row
