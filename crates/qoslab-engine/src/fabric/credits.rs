@@ -40,7 +40,10 @@ impl CreditReturns {
     /// Adds a return in arrival order: behind the others (nearly always), or in its place.
     #[inline]
     pub fn insert(&mut self, r: CreditReturn) {
-        if self.back_at().is_none_or(|last| last <= r.at) {
+        if self.inline == 0 {
+            // The usual case: nothing else on its way (the overflow fills only behind a full inline).
+            self.put_inline(r);
+        } else if self.back_at() <= r.at {
             self.push(r);
         } else {
             self.insert_in_place(r);
@@ -49,6 +52,7 @@ impl CreditReturns {
 
     /// The rare case: every return taken out, `r` put in its place, all put back.
     #[cold]
+    #[inline(never)]
     fn insert_in_place(&mut self, r: CreditReturn) {
         let mut all: Vec<CreditReturn> = self.iter().collect();
         let at = all.partition_point(|x| x.at <= r.at);
@@ -63,13 +67,13 @@ impl CreditReturns {
         }
     }
 
-    /// Arrival time of the latest return.
+    /// Arrival time of the latest return (there is one).
     #[inline]
-    fn back_at(&self) -> Option<Time> {
+    fn back_at(&self) -> Time {
         if let Some(last) = self.overflow.as_ref().and_then(|o| o.back()) {
-            return Some(last.at);
+            return last.at;
         }
-        (self.inline > 0).then(|| self.at[(self.first as usize + self.inline as usize - 1) % INLINE_RETURNS])
+        self.at[(self.first as usize + self.inline as usize - 1) % INLINE_RETURNS]
     }
 
     #[inline]
@@ -151,10 +155,7 @@ impl Simulation {
         if due.at == NEVER {
             *due = CreditsDue { at, credits: credits as u16, vl, behind: false };
         } else if at < due.at {
-            // Freed before the oldest on its way (another VL's packet that left sooner): it is due first.
-            let was = CreditReturn { at: due.at, vl: due.vl, credits: due.credits as u32 };
-            *due = CreditsDue { at, credits: credits as u16, vl, behind: true };
-            self.returns[port].insert(was);
+            self.return_before_due(port, vl, credits, at);
         } else {
             due.behind = true;
             self.returns[port].insert(CreditReturn { at, vl, credits });
@@ -162,6 +163,17 @@ impl Simulation {
         if self.ports[port].credit_waiting && !self.ports[port].transmitting {
             self.schedule_wake(port, at);
         }
+    }
+
+    /// A return freed before the oldest on its way (another VL's packet that left sooner): it is
+    /// due first, and the one that was goes behind it.
+    #[cold]
+    #[inline(never)]
+    fn return_before_due(&mut self, port: PortId, vl: u8, credits: u32, at: Time) {
+        let due = &mut self.ports[port].credits_due;
+        let was = CreditReturn { at: due.at, vl: due.vl, credits: due.credits as u32 };
+        *due = CreditsDue { at, credits: credits as u16, vl, behind: true };
+        self.returns[port].insert(was);
     }
 
     #[inline]
