@@ -30,6 +30,7 @@ from qoslab.cli_render import (
     print_sweep,
     print_tail_study,
     print_validation,
+    print_warning,
     progress_display,
 )
 from qoslab.errors import (
@@ -111,13 +112,13 @@ def _each_line(prefix: str, text: str) -> str:
 def warn(scenario: Scenario, more: list[str] | None = None) -> None:
     """The scenario's warnings and `more` (what a trace's reader left out), on stderr."""
     for message in scenario.warnings() + (more or []):
-        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
+        print_warning(message)
 
 
 def replay_warnings(summary: dict[str, Any]) -> None:
     """What a run's trace readers skipped or approximated (summary.json's warnings), on stderr."""
     for message in summary.get("warnings", []):
-        err_console.print(Text.assemble(("warning:", "yellow"), f" {message}"))
+        print_warning(message)
 
 
 def load(path: Path, overrides: list[str] | None) -> Scenario:

@@ -149,11 +149,16 @@ def print_study(outcome: Any) -> None:
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
     console.print(f"{outcome.runs_total} runs{reused}; wrote {', '.join(p.name for p in outcome.written)} to {outcome.out}/")
     for note in getattr(outcome, "notes", []):
-        err_console.print(Text(f"warning: {note}", style="yellow"))
+        print_warning(note)
     if outcome.report_error:
         err_console.print(Text(f"warning: the analysis or report could not be written (a bug, please report it): "
                                f"{outcome.report_error}; the run tables are in {outcome.out}/", style="yellow"))
     warn_failed(outcome.failed)
+
+
+def print_warning(message: str) -> None:
+    """One warning on stderr, as plain text (messages hold [brackets], which are not markup)."""
+    err_console.print(Text(f"warning: {message}", style="yellow"))
 
 
 def _warn_identical_repetitions(policies: Any) -> None:
@@ -209,7 +214,7 @@ def print_sweep(outcome: Any) -> None:
                   f"sweep_slowdown.parquet, {extra}and report.html to {outcome.out}/, each point's results to "
                   f"{outcome.out}/points/point=N/")
     for note in outcome.notes:
-        err_console.print(Text(f"warning: {note}", style="yellow"))
+        print_warning(note)
     for point, error in outcome.report_errors.items():
         err_console.print(Text(f"warning: point {point}: the analysis or report could not be written (a bug, please "
                                f"report it): {error}", style="yellow"))
@@ -431,7 +436,7 @@ def print_tail_study(outcome: Any, several_targets: bool, out: Path) -> None:
         err_console.print(Text(f"warning: {who}snapshot {row['snapshot']} {row['locality']}/{row['routing'] if isinstance(row['routing'], str) else 'any routing'}: "
                                f"{row['status']}: {row['error']}", style="yellow"))
     for note in getattr(outcome, "notes", []):
-        err_console.print(Text(f"warning: {note}", style="yellow"))
+        print_warning(note)
     if outcome.report_error:
         err_console.print(Text(f"warning: the report could not be written ({outcome.report_error}); the tables are "
                                f"in {out}/", style="yellow"))

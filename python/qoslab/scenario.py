@@ -213,23 +213,11 @@ class Scenario(_Table):
         lists every key with its default, which is not warned about."""
         warnings = []
         for i, source in enumerate(self.traffic):
-            saturating = source.load == "saturate"
-            ignored = {
-                "shift": (source.pattern != "shift", self.traffic_shift(i) != self._default_shift(i)),
-                "hotspot_hosts": (source.pattern != "hotspot", source.hotspot_hosts != [0]),
-                "hotspot_fraction": (source.pattern != "hotspot", source.hotspot_fraction != 0.5),
-                "saturate_depth": (not saturating, source.saturate_depth != 2),
-                "max_queued_messages": (saturating, source.max_queued_messages != 64),
-                "arrival": (saturating, source.arrival != "poisson"),
-            }
-            for key, (unused, changed) in ignored.items():
-                if unused and changed and key in source.model_fields_set:
-                    reader = {"shift": 'pattern = "shift"', "hotspot_hosts": 'pattern = "hotspot"',
-                              "hotspot_fraction": 'pattern = "hotspot"', "saturate_depth": 'load = "saturate"'}
-                    used_by = reader.get(key, "a fractional load")
-                    this = f'pattern = "{source.pattern}"' if key.startswith(("shift", "hotspot")) else \
-                        ('load = "saturate"' if saturating else f"load = {source.load:g}")
-                    warnings.append(f"traffic[{i}].{key}: ignored with {this} (only {used_by} reads it)")
+            unread = source.unread_keys()
+            if (source.pattern != "shift" and "shift" in source.model_fields_set
+                    and self.traffic_shift(i) != self._default_shift(i)):
+                unread.insert(0, ("shift", f'pattern = "{source.pattern}"', 'pattern = "shift"'))
+            warnings += [f"traffic[{i}].{key}: ignored with {has} (only {reader} reads it)" for key, has, reader in unread]
         return warnings
 
     def qos_warnings(self) -> list[str]:

@@ -42,6 +42,24 @@ class Traffic(_Table):
     saturate_depth: Annotated[int, Field(ge=1, lt=2**32)] = 2
     max_queued_messages: Annotated[int, Field(ge=1, lt=2**32)] = 64
 
+    def unread_keys(self) -> list[tuple[str, str, str]]:
+        """(key, what this table has, what would read the key) for each key set here to other than
+        its default that the table's pattern or load never reads (a `shift` on a uniform pattern).
+        `shift` is left to the Scenario, whose default depends on the destinations' count."""
+        saturating = self.load == "saturate"
+        pattern = f'pattern = "{self.pattern}"'
+        load = 'load = "saturate"' if saturating else f"load = {self.load:g}"
+        readers = {  # key: (read here, what this table has, what would read it)
+            "hotspot_hosts": (self.pattern == "hotspot", pattern, 'pattern = "hotspot"'),
+            "hotspot_fraction": (self.pattern == "hotspot", pattern, 'pattern = "hotspot"'),
+            "saturate_depth": (saturating, load, 'load = "saturate"'),
+            "max_queued_messages": (not saturating, load, "a fractional load"),
+            "arrival": (not saturating, load, "a fractional load"),
+        }
+        return [(key, has, reader) for key, (read, has, reader) in readers.items()
+                if not read and key in self.model_fields_set
+                and getattr(self, key) != type(self).model_fields[key].get_default(call_default_factory=True)]
+
 
 # ----------------------------------------------------------------------------------------------
 # [run]

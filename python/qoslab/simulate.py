@@ -189,7 +189,7 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
 
     tables: dict[str, EngineTable | pa.Table] = {"links": engine_tables.links(raw["links"], raw.get("nodes"))}
     if raw.get("messages") is not None:
-        tables["messages"] = engine_tables.messages(raw["messages"])
+        tables["messages"] = engine_tables.messages(raw["messages"], raw["mpi_kinds"])
     if raw.get("ranks") is not None:
         tables["ranks"] = engine_tables.ranks(raw["ranks"], scenario.job_names())
     if raw.get("interference") is not None:

@@ -30,8 +30,6 @@ Column = tuple[str, str, str, bytes, Any]  # (name, kind, dtype, data, extra)
 NO_BECN = 2**64 - 1
 # The engine's NONE: no rank or tag (an open-loop traffic message).
 NONE_U32 = 2**32 - 1
-# mpi/mod.rs MESSAGE_KINDS, then what the engine writes for an open-loop traffic message.
-MPI_KINDS = ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data", "traffic"]
 
 
 @dataclass(frozen=True)
@@ -113,14 +111,17 @@ def ranks(columns: Columns, job_names: list[str]) -> EngineTable:
     return EngineTable((("job_name", "names", dtype, data, job_names), *numbers(columns).columns))
 
 
-def messages(columns: Columns) -> EngineTable:
-    """MPI messages' ranks and tag null for open-loop traffic, and the protocol part by name."""
+def messages(columns: Columns, mpi_kinds: list[str]) -> EngineTable:
+    """MPI messages' ranks and tag null for open-loop traffic, and the protocol part by name:
+    `mpi_kinds` as the engine names them, then "traffic", the code past them that the engine
+    writes for an open-loop message."""
+    kinds = [*mpi_kinds, "traffic"]
     out: list[Column] = []
     for name, (dtype, data) in columns.items():
         if name in ("src_rank", "dst_rank", "tag"):
             out.append((name, "masked", dtype, data, NONE_U32))
         elif name == "mpi_kind":
-            out.append((name, "names", dtype, data, MPI_KINDS))
+            out.append((name, "names", dtype, data, kinds))
         else:
             out.append((name, "numbers", dtype, data, None))
     return EngineTable(tuple(out))

@@ -153,6 +153,8 @@ fn run(
     let d = PyDict::new(py);
     d.set_item("summary", json_to_py(py, &out.summary)?)?;
     d.set_item("nodes", PyList::new(py, &out.node_names)?)?;
+    // The names of the messages table's mpi_kind codes (its one owner, the MPI layer).
+    d.set_item("mpi_kinds", PyList::new(py, qoslab_engine::mpi::MESSAGE_KINDS)?)?;
     d.set_item("links", columns_to_py(py, &out.links)?)?;
     for (name, table) in [
         ("messages", &out.messages),

@@ -10,12 +10,10 @@ from typing import Any
 
 from qoslab.errors import FileLineError
 from qoslab.io.lines import OPENSM_LINE_BYTES, fits
-from qoslab.scenario_cc import CCTI_INCREASE, CCTI_TIMER, MAX_CCT_ENTRIES, SL_COUNT, CongestionControl
+from qoslab.scenario_cc import MAX_CCT_ENTRIES, SL_COUNT, CongestionControl
 
 # Per-SL options: `cc_ca_cong_setting_<field> <sl> <value>`, with the field's largest value.
 PER_SL = {"ccti_timer": 0xFFFF, "ccti_increase": 0xFF, "trigger_threshold": 0xFF, "ccti_min": 0xFF}
-# qoslab's own defaults for them (scenario_cc.CongestionControl), which SLs outside the control map take.
-CA_DEFAULTS = {"ccti_timer": CCTI_TIMER, "ccti_increase": CCTI_INCREASE, "trigger_threshold": 0, "ccti_min": 0}
 # Single-value numeric options: (largest value, how OpenSM writes it).
 NUMBERS = {
     "cc_sw_cong_setting_control_map": (0xFFFFFFFF, "0x{:X}"),
@@ -121,7 +119,8 @@ def parse_cc(lines: list[tuple[str, str, int]], source: str, warnings: list[str]
         # where OpenSM programs 0. An SL the file leaves out and the control map too (CAs ignore
         # it) takes qoslab's default: it changes nothing, and keeps the scenario what it was.
         given, named = per_sl.get(name, [0] * SL_COUNT), listed.get(name, set())
-        values = [given[sl] if control >> sl & 1 or sl in named else CA_DEFAULTS[name] for sl in range(SL_COUNT)]
+        default = CongestionControl.model_fields[f"ca_cong_setting_{name}"].get_default(call_default_factory=True)
+        values = [given[sl] if control >> sl & 1 or sl in named else default[sl] for sl in range(SL_COUNT)]
         table[f"ca_cong_setting_{name}"] = values[0] if len(set(values)) == 1 else values
     table["cct"] = [list(e) for e in settings.get("cct", [])]
     # What OpenSM would program but qoslab refuses, or what leaves CC doing nothing: said here, at

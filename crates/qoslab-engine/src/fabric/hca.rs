@@ -176,7 +176,7 @@ impl Simulation {
             }
             if self.cfg.run.messages {
                 // The MPI message is still in flight: its arrival is handled at `done`.
-                let mpi = (m.mpi != NONE).then(|| self.mpi.as_deref().map(|mpi| mpi.message_view(m.mpi))).flatten();
+                let mpi = self.mpi.as_deref().filter(|_| m.mpi != NONE).map(|mpi| mpi.message_view(m.mpi));
                 self.message_log.push(MessageRecord {
                     src: m.src.0,
                     dst: m.dst.0,

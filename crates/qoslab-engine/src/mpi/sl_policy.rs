@@ -187,8 +187,7 @@ impl SlPolicy {
         Ok(SlPolicy { job_sl, rule })
     }
 
-    /// The SL of a message of `bytes` that rank `src` (local) issues to rank `dst`.
-    /// The SL of a message from rank `src` to rank `dst` (within the job); `on_node`: the two
+    /// The SL of a message of `bytes` from rank `src` to rank `dst` (within the job); `on_node`: the two
     /// share a host, so the message goes through shared memory and opens no connection.
     #[inline]
     pub fn choose(&mut self, src: u32, dst: u32, bytes: u64, on_node: bool) -> u8 {
