@@ -210,6 +210,18 @@ def test_interrupted_run_saves_partial_results(small, tmp_path, monkeypatch):
     assert result.exit_code == 130
     assert json.loads((out / "summary.json").read_text())["interrupted"] is True
 
+    # Whatever else runs the engine stops too, as on Ctrl-C itself: `validate` said nothing of
+    # it (a traceback), and a study's run was stored as a failed run before the next one began.
+    result = invoke("validate")
+    assert result.exit_code == 130, result.output
+    from qoslab.sweep.execute import RunSpec, execute
+
+    spec = RunSpec(run_id="r0", repetition=0, seed=1, policy="p", mode="shared", alone_job=None,
+                   scenario=qoslab.Scenario.from_toml(small).model_dump(mode="json", exclude_none=True),
+                   source=str(small))
+    with pytest.raises(KeyboardInterrupt):
+        execute(spec)
+
 
 def test_engine_bug_exits_3(small, monkeypatch):
     class BrokenEngine:

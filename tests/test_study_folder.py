@@ -11,9 +11,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from qoslab.cli import EXIT_RUNS_FAILED, app
+from qoslab.cli import EXIT_INTERRUPTED, EXIT_RUNS_FAILED, app
 from qoslab.errors import FolderError
 from qoslab.study.model import Study
 from qoslab.study.runner import StudyRunner
@@ -151,23 +152,62 @@ def _alive(pid: int) -> bool:
         return False
 
 
+_ENDLESS_STUDY = ('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [16, 16]\nw = [1, 16]\n'
+                  '[[scenario.jobs]]\nname = "a"\nnodes = 128\nworkload = { kind = "all-to-all", bytes = 1048576, '
+                  'iterations = 50 }\n[[scenario.jobs]]\nname = "f"\nnodes = 128\n'
+                  'workload = { kind = "flood-pairs", iterations = 1000 }\n[[policies]]\nkind = "default"\n')
+
+
+def _start_study(tmp_path: Path, workers: int = 2, **popen: Any) -> tuple[subprocess.Popen[bytes], set[int]]:
+    """A study of runs long enough (a flood without end) that its workers are busy when it is
+    stopped; returned as soon as two workers exist (they are still importing then), or, with one
+    worker (which runs in the command itself), at once."""
+    path = tmp_path / "s.toml"
+    path.write_text(_ENDLESS_STUDY)
+    proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
+                             "--workers", str(workers)], start_new_session=True, **popen)
+    started: set[int] = set()
+    deadline = time.time() + 60
+    while workers > 1 and time.time() < deadline and len(started) < 2:
+        started = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
+        time.sleep(0.05)
+    return proc, started
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
+@pytest.mark.parametrize("workers, wait_s", [(2, 0.0), (2, 4.0), (1, 4.0)],
+                         ids=["while-workers-import", "while-they-run", "one-worker"])
+def test_ctrl_c_stops_a_study_at_once_and_without_a_traceback(tmp_path, workers, wait_s):
+    # A terminal's Ctrl-C reaches the whole process group. Workers still importing printed a
+    # KeyboardInterrupt traceback each; a run the engine stopped was stored as a failed run and
+    # the study went on with the next (one worker), or waited for its workers' queued runs to
+    # finish whole. Now the command stops within seconds and says it was interrupted, only that.
+    proc, started = _start_study(tmp_path, workers, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert workers == 1 or len(started) >= 2, "the study never started its workers"
+        time.sleep(wait_s)
+        os.killpg(proc.pid, signal.SIGINT)
+        output = proc.communicate(timeout=30)[0].decode()  # the runs would take minutes
+        assert proc.returncode == EXIT_INTERRUPTED, output
+        assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
+        assert "interrupted: finished runs are kept" in output, output
+        deadline = time.time() + 10
+        while time.time() < deadline and any(_alive(w) for w in started):
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in started), "workers outlived the interrupted command"
+        assert not list((tmp_path / "out" / "runs").glob("*/record.json")), "an interrupted run was stored"
+    finally:
+        for pid in started | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
 def test_workers_die_when_the_command_that_started_them_is_killed(tmp_path):
-    # Runs long enough (a flood without end) that the workers are busy when the command dies.
-    path = tmp_path / "s.toml"
-    path.write_text('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [16, 16]\nw = [1, 16]\n'
-                    '[[scenario.jobs]]\nname = "a"\nnodes = 128\nworkload = { kind = "all-to-all", bytes = 1048576, '
-                    'iterations = 50 }\n[[scenario.jobs]]\nname = "f"\nnodes = 128\n'
-                    'workload = { kind = "flood-pairs", iterations = 1000 }\n[[policies]]\nkind = "default"\n')
-    proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
-                             "--workers", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            start_new_session=True)
-    workers: set[int] = set()
+    proc, workers = _start_study(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and len(workers) < 2:
-            workers = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
-            time.sleep(0.2)
         assert len(workers) >= 2, "the study never started its workers"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)

@@ -67,8 +67,11 @@ class DamagedRun(ValueError):
     """A stored run folder that cannot be read (edited, truncated, half-copied), named."""
 
 
-class Interrupted(Exception):
-    """The run was stopped (Ctrl-C); ``result`` holds what was measured until then."""
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped (Ctrl-C); ``result`` holds what was measured until then. A
+    KeyboardInterrupt, as the Ctrl-C it stands for: the engine takes the signal, and whatever
+    stops on Ctrl-C (a study between its runs, `qoslab validate`) stops on this, where an
+    ``except Exception`` had taken it for one failed run and gone on."""
 
     def __init__(self, result: Any):
         self.result = result

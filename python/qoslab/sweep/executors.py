@@ -6,7 +6,9 @@ workers can store their own: LocalExecutor.run_into)."""
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.context
 import os
+import signal
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -42,13 +44,15 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def _die_with_parent(parent: int) -> None:
-    """Worker initializer: a worker never outlives the process that started it, however that one
-    ends (kill -9 included). Linux delivers SIGKILL at the parent's death (prctl
+def _start_worker(parent: int) -> None:
+    """Worker initializer. A worker never outlives the process that started it, however that one
+    ends (kill -9 included): Linux delivers SIGKILL at the parent's death (prctl
     PR_SET_PDEATHSIG); where that is unavailable, or the parent died before the call, a watch
-    thread sees the worker re-parented and exits."""
+    thread sees the worker re-parented and exits. And Ctrl-C, which reaches the whole process
+    group, stops the worker's task without a word (`_in_worker`); it is the command's to handle. The
+    worker started with SIGINT blocked (`_WorkerProcess`), so a Ctrl-C while it was importing
+    waits for the handler set here instead of printing a traceback."""
     import ctypes
-    import signal
     import threading
     import time
 
@@ -65,6 +69,56 @@ def _die_with_parent(parent: int) -> None:
     if os.getppid() != parent:
         os._exit(1)
     threading.Thread(target=watch, name="qoslab-parent-watch", daemon=True).start()
+    signal.signal(signal.SIGINT, _note_stop)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+# Set in a worker by a Ctrl-C: the command is stopping.
+_stopping = False
+
+
+def _note_stop(signum: int, frame: Any) -> None:
+    """Ctrl-C in a worker between tasks. The worker stays (leaving would break the pool the
+    command is closing, which Python 3.11 reports with a traceback of its own), but the tasks
+    already queued for it, which the command cannot take back, stop at once instead of running
+    whole."""
+    global _stopping
+    _stopping = True
+
+
+def _in_worker(fn: Callable[[T], R], arg: T) -> R:
+    """A task in a worker. Ctrl-C raises KeyboardInterrupt in it, as in the command: a run stops
+    where it is (the engine polls for it) and the interruption goes back to the command; the
+    tasks queued behind it then stop at once too."""
+    global _stopping
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        if _stopping:
+            raise KeyboardInterrupt
+        return fn(arg)
+    except KeyboardInterrupt:
+        _stopping = True
+        raise
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+class _WorkerProcess(multiprocessing.context.SpawnProcess):
+    """Started with SIGINT blocked (a signal mask survives fork and exec), until `_start_worker`."""
+
+    def start(self) -> None:
+        if not hasattr(signal, "pthread_sigmask"):  # pragma: no cover - not POSIX
+            return super().start()
+        before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            super().start()
+        finally:  # the command's own Ctrl-C, if one came meanwhile, arrives now
+            signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
+class _WorkerContext(multiprocessing.context.SpawnContext):
+    Process = _WorkerProcess
 
 
 class LocalExecutor:
@@ -127,8 +181,8 @@ class LocalExecutor:
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn"),
-                                             initializer=_die_with_parent, initargs=(os.getpid(),))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=_WorkerContext(),
+                                             initializer=_start_worker, initargs=(os.getpid(),))
         return self._pool
 
     def close(self) -> None:
@@ -156,10 +210,10 @@ class LocalExecutor:
 
     def _pool_submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         try:
-            future = self._ensure_pool().submit(fn, arg)
+            future = self._ensure_pool().submit(_in_worker, fn, arg)
         except BrokenProcessPool:  # a worker died outside a batch of runs (a point's folder): a new pool
             self.close()
-            future = self._ensure_pool().submit(fn, arg)
+            future = self._ensure_pool().submit(_in_worker, fn, arg)
         self._in_flight.add(future)
         return future
 
