@@ -240,3 +240,17 @@ def test_the_report_says_identical_repetitions_are_one_sample():
     assert "the same in all 3 repetitions" in headline and "confidence interval" not in headline
     assert "The repetitions of prio-a or default gave identical results" in headline
     assert "larger than both" not in headline
+
+
+def test_names_from_the_scenario_are_text_in_the_report_never_markup(tmp_path):
+    # A job's name is the scenario author's: in a shared report.html it must not become markup
+    # (the headline's "worst hit" wrote it raw, so `<img onerror=...>` ran in the reader's browser).
+    hostile = "<img src=x onerror=alert(1)>"
+    t = tables()
+    for name in ("jobs", "iterations"):
+        t[name]["job"] = t[name]["job"].replace("b", hostile)
+    meta = {"name": "hand-made", "seeds": [1], "qoslab_version": "test",
+            "policies": [{"name": "default", "description": "everyone on SL0"}, {"name": "prio-a", "description": "a"}]}
+    page = report(tmp_path, t, meta).read_text()
+    assert "the worst hit, &lt;img src=x onerror=alert(1)&gt;, runs 1.60× slower" in page
+    assert "<img src=x" not in page and "onerror=alert(1)>" not in page

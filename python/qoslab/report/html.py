@@ -214,7 +214,7 @@ def _headline(summary: pd.DataFrame) -> str:
     if len(default):
         d = default.iloc[0]
         lines.append(f"Sharing the fabric under the default policy costs the jobs {d['total_contention_us']:,.0f} us of "
-                     f"contention in total; the worst hit, {d['worst_job']}, runs {d['worst_slowdown']:.2f}× slower than alone.")
+                     f"contention in total; the worst hit, {html.escape(str(d['worst_job']))}, runs {d['worst_slowdown']:.2f}× slower than alone.")
         if best["policy"] != "default":
             lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>: "
                          f"{best['total_contention_us']:,.0f} us ({best['vs_default_pct']:+.1f}% against default)"
