@@ -158,9 +158,16 @@ def test_an_mpi_message_too_large_to_number_its_packets_is_refused():
 def test_files_that_are_not_scenarios_are_refused_not_read_whole(tmp_path):
     deep = tmp_path / "deep.toml"
     deep.write_text("x = " + "[" * 600 + "1" + "]" * 600 + "\n")
-    for path, words in ((deep, "nested too deeply"), (Path("/dev/zero"), "larger than 64 MiB")):
+    long = tmp_path / "long.toml"  # beyond Python's 4300-digit integers: a traceback before
+    long.write_text("seed = " + "9" * 5000 + "\n")
+    for path, words in ((deep, "nested too deeply"), (Path("/dev/zero"), "larger than 64 MiB"),
+                        (long, "a number of more than 4300 digits")):
         result = CliRunner().invoke(app, ["check", str(path)])
         assert result.exit_code == 2 and words in result.stderr and "Traceback" not in result.output, result.output
+    fine = tmp_path / "fine.toml"
+    fine.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n')
+    result = CliRunner().invoke(app, ["check", str(fine), "--set", "run.duration_us=" + "9" * 5000])
+    assert result.exit_code == 2 and "run.duration_us: expected a number" in result.stderr, result.output
 
 
 def test_bad_command_line_values_are_refused_before_any_work(tmp_path):

@@ -4,6 +4,7 @@ checked against hand-computed values."""
 
 from __future__ import annotations
 
+import gzip
 import itertools
 import textwrap
 from datetime import datetime
@@ -11,6 +12,7 @@ from datetime import datetime
 import numpy as np
 import pytest
 from qoslab.errors import FileLineError
+from qoslab.io import scheduler
 from qoslab.io.scheduler import (
     HEURISTICS,
     SACCT_FIELDS,
@@ -21,6 +23,7 @@ from qoslab.io.scheduler import (
     map_snapshot,
     parse_jobcomp,
     parse_sacct,
+    parse_sacct_json,
     parse_swf,
     read_jobcomp,
     read_sacct,
@@ -159,6 +162,30 @@ def test_missing_file_is_an_error_not_a_traceback(tmp_path):
         read_sacct(tmp_path / "nope.sacct")
     with pytest.raises(SchedulerLogError, match="expected a file"):
         read_swf(tmp_path)
+    with pytest.raises(SchedulerLogError, match="expected a regular file, got a device"):
+        read_swf("/dev/zero")  # read whole, it never ended
+
+
+def test_logs_that_cannot_be_read_whole_are_refused_by_name(tmp_path, monkeypatch):
+    # A gzip bomb (14 MB -> 3 GB of zeros) was a MemoryError traceback; the cap holds for what is
+    # decompressed, not only for the file.
+    monkeypatch.setattr(scheduler, "MAX_LOG_BYTES", 1 << 20)
+    bomb = tmp_path / "bomb.swf.gz"
+    bomb.write_bytes(gzip.compress(b"0" * (2 << 20)))
+    with pytest.raises(SchedulerLogError, match="bomb.swf.gz: larger than"):
+        read_swf(bomb)
+    plain = tmp_path / "big.swf"
+    plain.write_bytes(b";" * (2 << 20))
+    with pytest.raises(SchedulerLogError, match="big.swf: larger than"):
+        read_swf(plain)
+
+
+def test_sacct_json_that_python_cannot_decode_names_the_log():
+    # RecursionError and Python's 4300-digit limit came out as tracebacks, or named the study file.
+    with pytest.raises(SchedulerLogError, match="log.json: .*nested too deeply"):
+        parse_sacct_json("[" * 200_000 + "]" * 200_000, "log.json")
+    with pytest.raises(SchedulerLogError, match="log.json: a number of more than"):
+        parse_sacct_json('{"jobs": [' + "9" * 5000 + "]}", "log.json")
 
 
 # ------------------------------------------------------------------------------------------------

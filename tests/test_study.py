@@ -6,6 +6,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import tracemalloc
 
 import pandas as pd
 import pytest
@@ -55,6 +56,13 @@ def test_weights_beyond_64_entries_are_refused():
     with pytest.raises(ValueError, match="65 VLArb entries"):
         weight_entries({0: 255 * 65})
     assert len(weight_entries({0: 255 * 64})) == 64
+    # Refused before the entries are made: 2^63 - 1 took every byte of memory (a MemoryError
+    # traceback), 10^10 771 MB, before the same refusal.
+    tracemalloc.start()
+    with pytest.raises(ValueError, match="36170086419038338 VLArb entries"):
+        weight_entries({0: 2**63 - 1, 1: 1})
+    assert tracemalloc.get_traced_memory()[1] < 1 << 20
+    tracemalloc.stop()
 
 
 # -- the study file and its errors ----------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import sys
 import tomllib
 from contextvars import ContextVar
 from pathlib import Path
@@ -74,12 +75,15 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             where = f"line {match[2]}, column {match[3]}"
             raise ScenarioError([(where, f"TOML syntax error: {match[1]}")], source) from None
         raise ScenarioError([("", f"TOML syntax error: {message}")], source) from None
+    except ValueError:  # Python's own limit on integer digits, said plainly
+        message = f"a number of more than {sys.get_int_max_str_digits()} digits: too long to read"
+        raise ScenarioError([("", message)], source) from None
 
 
 def _parse_value(raw: str) -> Any:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # not TOML (a bare word), or an integer beyond Python's 4300 digits: text
         return raw
 
 

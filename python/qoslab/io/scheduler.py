@@ -19,6 +19,7 @@ import gzip
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -301,10 +302,15 @@ def parse_sacct_json(text: str, source: str = "<text>") -> list[SchedulerJob]:
     means still running. Errors name the file and the job (``jobs[3] (job 1004)``)."""
     try:
         data = json.loads(text)
+    except RecursionError:
+        raise SchedulerLogError(source, 0, "expected `sacct --json` output, got JSON nested too deeply to read") from None
     except json.JSONDecodeError as error:
         raise SchedulerLogError(
             source, error.lineno, f"expected `sacct --json` output (a JSON object with a jobs list), got text that is not JSON: {error.msg} (column {error.colno})"
         ) from None
+    except ValueError:  # Python's limit on integer digits
+        raise SchedulerLogError(source, 0, f"a number of more than {sys.get_int_max_str_digits()} digits: "
+                                "not `sacct --json` output") from None
     if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
         got = f"an object with keys {', '.join(map(repr, list(data)[:6]))}" if isinstance(data, dict) else f"a JSON {_json_kind(data)}"
         raise SchedulerLogError(source, 0, f"expected `sacct --json` output, a JSON object with a 'jobs' list, got {got}")
@@ -662,21 +668,33 @@ def _swf_row(v: list[float], limits: dict[str, int], source: str, number: int, p
     )
 
 
+# A log beyond this (gzipped or not) is refused rather than read whole: a year of sacct on a large
+# cluster is a few hundred MB, and a gzip bomb or a device would otherwise take every byte.
+MAX_LOG_BYTES = 4 << 30
+
+
 def _read_text(path: str | Path) -> str:
     p = Path(path)
     if not p.is_file():
-        raise SchedulerLogError(str(p), 0, "no such file" if not p.exists() else "expected a file, got a folder")
+        what = "no such file" if not p.exists() else "expected a file, got a folder" if p.is_dir() else \
+            "expected a regular file, got a device or pipe"
+        raise SchedulerLogError(str(p), 0, what)
+    too_large = f"larger than {MAX_LOG_BYTES >> 30} GiB of text: not read"
     try:
-        data = p.read_bytes()
+        with p.open("rb") as file:
+            data = file.read(MAX_LOG_BYTES + 1)
+        # Archives hand out their logs gzipped (the Parallel Workloads Archive's .swf.gz): read them
+        # as they come, by their magic number, so a copy never has to be unpacked next to the project.
+        if data[:2] == b"\x1f\x8b":
+            try:
+                with gzip.open(p, "rb") as file:
+                    data = file.read(MAX_LOG_BYTES + 1)
+            except (OSError, EOFError) as error:
+                raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
     except OSError as error:
         raise SchedulerLogError(str(p), 0, f"cannot read: {error.strerror or error}") from None
-    # Archives hand out their logs gzipped (the Parallel Workloads Archive's .swf.gz): read them
-    # as they come, by their magic number, so a copy never has to be unpacked next to the project.
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as error:
-            raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
+    if len(data) > MAX_LOG_BYTES:
+        raise SchedulerLogError(str(p), 0, too_large)
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise SchedulerLogError(str(p), 0, "UTF-16 text: expected UTF-8 (or ASCII), as sacct writes it; convert it "
                                 "with iconv -f UTF-16 -t UTF-8")

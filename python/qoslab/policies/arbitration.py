@@ -11,7 +11,6 @@ either way. What the entries give at the fabric's MTU is qoslab.vlarb's closed f
 
 from __future__ import annotations
 
-import math
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -48,21 +47,20 @@ class _Table(BaseModel):
 def weight_entries(weights: dict[int, int]) -> list[tuple[int, int]]:
     """{VL: weight} -> VLArb entries of at most 255 each, interleaved by rounds. Weight 0 gives
     no entry. Raises ValueError when more than 64 entries would be needed."""
-    chunks: dict[int, list[int]] = {}
-    for vl, weight in weights.items():
-        if weight <= 0:
-            continue
-        count = math.ceil(weight / MAX_ENTRY_WEIGHT)
-        base, extra = divmod(weight, count)
-        # Near-equal chunks: 2286 -> 9 x 254, not 8 x 255 + 246.
-        chunks[vl] = [base + 1] * extra + [base] * (count - extra)
-    total = sum(len(c) for c in chunks.values())
+    # Counted before any entry is made: a weight of 10^12 would otherwise build 4 * 10^9 of them.
+    counts = {vl: -(-weight // MAX_ENTRY_WEIGHT) for vl, weight in weights.items() if weight > 0}
+    total = sum(counts.values())
     if total > MAX_TABLE_ENTRIES:
         shown = ", ".join(f"VL{vl}: {w}" for vl, w in weights.items())
         raise ValueError(
             f"weights {{{shown}}} need {total} VLArb entries of at most {MAX_ENTRY_WEIGHT}, "
             f"but a table holds {MAX_TABLE_ENTRIES}"
         )
+    chunks: dict[int, list[int]] = {}
+    for vl, count in counts.items():
+        base, extra = divmod(weights[vl], count)
+        # Near-equal chunks: 2286 -> 9 x 254, not 8 x 255 + 246.
+        chunks[vl] = [base + 1] * extra + [base] * (count - extra)
     return interleave(chunks)
 
 
