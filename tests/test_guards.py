@@ -11,6 +11,7 @@ from qoslab import resources
 from qoslab.cli import app
 from qoslab.errors import ScenarioError
 from qoslab.io.opensm import OpenSmConfError, read_opensm_conf
+from qoslab.io.traces.read import read_trace
 from typer.testing import CliRunner
 
 
@@ -42,12 +43,42 @@ def test_a_run_that_cannot_fit_in_memory_is_refused_naming_its_size(monkeypatch)
     monkeypatch.setattr("qoslab.scenario.available_memory_bytes", lambda: 4 * 2**30)
     job = {"nodes": 300, "ranks_per_node": 64, "workload": {"kind": "all-to-all", "bytes": 64, "iterations": 1}}
     with pytest.raises(ScenarioError, match=r"jobs: this run would need about .* GiB \(19,200 ranks, "
-                                            r"368,620,800 all-to-all messages posted at once\), but this machine "
+                                            r"368,620,800 all-to-all messages posted at once, 19,200 packets of the "
+                                            r"jobs' messages\), but this machine "
                                             r"has 4.0 GiB available"):
         qoslab.Scenario(topology={"kind": "xgft", "m": [18, 17], "w": [1, 18]}, jobs=[job])
     # The same ranks without an all-to-all fit.
     qoslab.Scenario(topology={"kind": "xgft", "m": [18, 17], "w": [1, 18]},
                     jobs=[{**job, "workload": {"kind": "random-pairs", "iterations": 1}}])
+
+
+def test_the_packets_of_large_messages_count_in_the_memory_check(monkeypatch):
+    # A message is cut into packets when sent: four ranks flooding eight messages of 2^39 - 1
+    # bytes passed the check and the engine then aborted on an allocation (signal 6, no output).
+    monkeypatch.setattr("qoslab.scenario.available_memory_bytes", lambda: 8 * 2**30)
+    job = {"name": "f", "nodes": 4, "workload": {"kind": "flood-pairs", "bytes": 2**39 - 1, "messages": 8,
+                                                   "iterations": 1}}
+    with pytest.raises(ScenarioError, match=r"jobs: this run would need about .* \(4 ranks, 4,294,967,296 packets "
+                                            r"of the jobs' messages\)"):
+        qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, jobs=[job])
+    job["workload"]["bytes"] = 2**20  # 256 packets a message: fits
+    qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, jobs=[job])
+
+
+def test_a_trace_s_messages_are_bounded_as_built_in_workloads_are(tmp_path):
+    # A DUMPI count of 2^40 ints grew the engine to 23.5 GB before the kernel killed it.
+    for rank, (call, peer, status) in enumerate((("MPI_Send", "dest=1", ""),
+                                                 ("MPI_Recv", "source=0", "MPI_Status status=<IGNORED>\n"))):
+        (tmp_path / f"t-{rank:04d}.txt").write_text(
+            "MPI_Init entering at walltime 1.0, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Init returning at walltime 1.0, cputime 0.0 seconds in thread 0.\n"
+            f"{call} entering at walltime 1.000001, cputime 0.0 seconds in thread 0.\nint count=1099511627776\n"
+            f"MPI_Datatype datatype=9 (MPI_INT)\nint {peer}\nint tag=1\nMPI_Comm comm=2 (MPI_COMM_WORLD)\n{status}"
+            f"{call} returning at walltime 1.000002, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Finalize entering at walltime 1.00001, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Finalize returning at walltime 1.00001, cputime 0.0 seconds in thread 0.\n")
+    with pytest.raises(ScenarioError, match=r"rank 0: a message of 4398046511104 bytes, beyond the 549755813888"):
+        read_trace(tmp_path / "t-0000.txt")
 
 
 def test_the_memory_estimate_bounds_a_measured_peak():

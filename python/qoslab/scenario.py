@@ -537,10 +537,16 @@ class Scenario(_Table):
         # Open-loop and saturating sources: every queued message's packets can wait at once.
         count = self.host_count()
         queued = [len(expand_hosts(t.hosts, count)) * self._queued_packets(t) for t in self.traffic]
-        need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued))
+        # A job's message is cut into packets when it is sent: each rank has at least one of its
+        # messages' packets at once (a flood's `messages` each); 2^39 bytes are 134 M packets.
+        job_packets = sum(r * getattr(job.workload, "messages", 1) * -(-getattr(job.workload, "bytes", 0)
+                                                                         // self.fabric.mtu_bytes)
+                          for r, job in zip(ranks, self.jobs))
+        need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued) + job_packets)
         if need > available:
             detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
                                 *([f"{at_once:,} all-to-all messages posted at once"] if at_once else []),
+                                *([f"{job_packets:,} packets of the jobs' messages"] if job_packets else []),
                                 *([f"up to {sum(queued):,} packets queued by [[traffic]]"] if sum(queued) else [])])
             largest = max(range(len(queued)), key=queued.__getitem__, default=None)
             if largest is not None and queued[largest] * PACKET_BYTES > need // 2:

@@ -19,6 +19,7 @@ import numpy as np
 
 from qoslab.io.traces.communicators import Communicator
 from qoslab.io.traces.program import KIND_NAMES, Code, PackedProgram, RankProgram
+from qoslab.workload_base import MAX_MESSAGE_BYTES
 
 Fail = Callable[[str], NoReturn]
 
@@ -157,6 +158,28 @@ def _match_collectives(ranks: list[RankProgram], fail: Fail) -> tuple[list[list[
 
 
 
+# The longest compute gap a program may hold: the longest run the engine simulates (run.duration_us
+# at most 2^55 ps, about 10 hours); beyond it a trace's timestamps are not a run's.
+MAX_COMPUTE_PS = 2**55
+
+
+def _check_sizes(programs: list[list[tuple[int, int, int, int]]], fail: Fail) -> None:
+    """Message sizes and compute gaps the engine can take, as built-in workloads are bounded: a
+    trace's byte count of 2^40 had the engine allocate its packets until the machine ran out."""
+    ranks = len(programs)
+    for r, program in enumerate(programs):
+        for code, a, b, _ in program:
+            if code in (Code.ISEND, Code.PUT, Code.GET) and b >= MAX_MESSAGE_BYTES:
+                fail(f"rank {r}: a message of {b} bytes, beyond the {MAX_MESSAGE_BYTES} (2^39) the engine takes")
+            # A collective can put a block of every rank into one message, as for built-in jobs.
+            if code == Code.COLLECTIVE and b * ranks >= MAX_MESSAGE_BYTES:
+                fail(f"rank {r}: a {KIND_NAMES[a & 0xFFFFFFFF]} of {b} bytes x {ranks} ranks, beyond the "
+                     f"{MAX_MESSAGE_BYTES} (2^39) bytes the engine takes in one message")
+            if code == Code.COMPUTE and a >= MAX_COMPUTE_PS:
+                fail(f"rank {r}: a compute gap of {a / 1e12:.4g} s between MPI calls, beyond the longest run "
+                     f"qoslab simulates ({MAX_COMPUTE_PS / 1e12:.4g} s): are the trace's timestamps right?")
+
+
 def assemble(
     ranks: list[RankProgram],
     fmt: str,
@@ -190,6 +213,7 @@ def assemble(
             for p, t in zip(programs, trailing, strict=True):
                 if not t:
                     p.append((Code.ITERATION_END, 0, 0, 0))
+    _check_sizes(programs, fail_here)
     offsets = np.zeros(n + 1, dtype="<u8")
     offsets[1:] = np.cumsum([len(p) for p in programs], dtype=np.uint64)
     total = int(offsets[-1])
