@@ -95,7 +95,9 @@ def test_values_the_array_script_cannot_carry_are_refused_before_anything_is_wri
     # A line break in an #SBATCH value or a path would start a line of the script: a command.
     (tmp_path / "base.toml").write_text(SCENARIO)
     (tmp_path / "study.toml").write_text(PLAIN)
-    for option, value in (("--partition", "compute\ntouch /tmp/x"), ("--account", "a b"), ("--walltime", "")):
+    # And values sbatch would refuse only when the array is submitted (they were written as given).
+    for option, value in (("--partition", "compute\ntouch /tmp/x"), ("--account", "a b"), ("--walltime", ""),
+                          ("--walltime", "abc"), ("--memory", "-5GB"), ("--memory", "lots")):
         result = study(tmp_path, "--out", tmp_path / "o", "--array-script", "2", option, value)
         assert result.exit_code == 2 and "Traceback" not in result.output, result.output
         assert f"{option} {value!r}" in result.output and "#SBATCH" in result.output

@@ -5,11 +5,14 @@ runs straight into the study's run store (study/stages.py `task_of` splits them)
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+from qoslab.sweep.executors import walltime_seconds
 
 
 def parse_array_task(text: str, env: Mapping[str, str] | None = None) -> tuple[int, int]:
@@ -33,6 +36,9 @@ def parse_array_task(text: str, env: Mapping[str, str] | None = None) -> tuple[i
         raise ValueError(f"--array-task: expected 0 <= I < N, got task {index} of {count}")
     return index, count
 
+
+# sbatch's --mem: a whole number, in megabytes unless a unit follows (K, M, G or T).
+_SLURM_MEMORY = re.compile(r"^\d+([KMGT]B?)?$", re.IGNORECASE)
 
 SBATCH_OPTIONS = (("queue", "--partition"), ("account", "--account"), ("walltime", "--time"), ("memory", "--mem"))
 
@@ -58,6 +64,15 @@ def array_script(study_file: Path | None, out: Path, tasks: int, slurm: dict[str
              "#SBATCH --ntasks=1", f"#SBATCH --cpus-per-task={cores}", f"#SBATCH --output={logs}"]
     lines += [f"#SBATCH {flag}={_sbatch_word(str(slurm[key]), '--partition' if key == 'queue' else '--' + key)}"
               for key, flag in SBATCH_OPTIONS if slurm.get(key) is not None]
+    # Checked here, as the Slurm executor checks them, rather than by sbatch when the array is submitted.
+    if slurm.get("walltime") is not None:
+        try:
+            walltime_seconds(str(slurm["walltime"]))
+        except ValueError as error:
+            raise ValueError(f"--walltime {slurm['walltime']!r}: an #SBATCH --time of the array script: {error}") from None
+    if slurm.get("memory") is not None and not _SLURM_MEMORY.match(str(slurm["memory"])):
+        raise ValueError(f"--memory {slurm['memory']!r}: an #SBATCH --mem of the array script: expected a Slurm "
+                         "memory size (a whole number, with K, M, G or T; megabytes without)")
     command = [sys.executable, "-m", "qoslab.cli", "study"]
     command += [str(study_file.resolve())] if study_file is not None else []
     command += ["--out", str(out.resolve()), "--array-task", "slurm", "--workers", str(cores)]
