@@ -118,6 +118,19 @@ def test_bad_study_is_refused_before_any_run(policies, scenario_change, key, wor
     assert f"study.toml: {key}" in text and words in text, text
 
 
+def test_a_plain_union_s_errors_name_keys_not_pydantic_types():
+    # `assignment` is a table of job levels or "all": pydantic named the branches it tried
+    # (assignment.dict[str,constrained-int].a) and added the other branch's "expected 'all', got a
+    # table", which misled; an empty list read "List should have at least 1 item after validation".
+    with pytest.raises(ScenarioError) as caught:
+        Study.from_dict({"scenario": copy.deepcopy(SCENARIO), "policies": [{"kind": "per-job", "assignment": {"a2a": 99}}]},
+                        "study.toml")
+    assert caught.value.problems == [("policies[0].assignment.a2a", "expected less than or equal to 14, got 99")]
+    with pytest.raises(ScenarioError) as caught:
+        Study.from_dict({"scenario": copy.deepcopy(SCENARIO), "seeds": [], "policies": [{"kind": "default"}]}, "s.toml")
+    assert caught.value.problems == [("seeds", "expected at least 1 entry, got []")]
+
+
 def test_executor_keys_are_checked():
     with pytest.raises(ScenarioError, match="needs the scheduler address"):
         study(executor={"kind": "dask"})

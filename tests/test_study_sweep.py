@@ -87,6 +87,14 @@ def test_grid_and_zip():
     # A TOML date is no scenario value: the point's own error, not a traceback.
     ({"sweep": [{"key": "fabric.mtu_bytes", "values": [2048, datetime.date(1979, 5, 27)]}]}, "fabric.mtu_bytes: expected 256"),
     ({"sweep_mode": "zip"}, "sweep_mode: there is no [[sweep]]"),
+    # Too many points is said first, also when zipped (it was not checked there), before the values
+    # are searched for duplicates (that search was quadratic: minutes for 100,000 values).
+    ({"sweep": [{"key": "jobs[0].workload.bytes", "values": [*range(1, 100_002), 1]},
+                {"key": "jobs[0].workload.iterations", "values": [*range(1, 100_003)]}], "sweep_mode": "zip"},
+     "sweep: 100002 points; at most 100000"),
+    ({"sweep": [{"key": "jobs[0].workload.bytes", "values": [*range(1, 400), 1]},
+                {"key": "jobs[0].workload.iterations", "values": [*range(1, 401)]}]},
+     "sweep: 160000 points; at most 100000"),
     # A point valid as a scenario on which a policy is not: four SLs on two VLs.
     ({"sweep": [{"key": "fabric.data_vls", "values": [2]}],
       "policies": [{"kind": "per-job", "assignment": "all"}]},

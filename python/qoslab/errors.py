@@ -155,6 +155,9 @@ def _describe(err: dict[str, Any], allowed: list[str] | None) -> tuple[str, str]
         return f"{key}.kind" if key else "kind", f"expected one of {ctx['expected_tags']}, got {show(ctx['tag'])}"
     if kind in _TYPE_WORDS:
         return key, f"expected {_TYPE_WORDS[kind]}, got {show(value)}"
+    if kind == "too_short":
+        least = ctx.get("min_length", 1)
+        return key, f"expected at least {least} {'entry' if least == 1 else 'entries'}, got {show(value)}"
     message = err["msg"]
     message = message.replace("Input should be", "expected").replace("Value error, ", "")
     if isinstance(value, dict):
@@ -178,20 +181,33 @@ def from_validation_error(
     ``allowed`` gives a table's keys from its location as pydantic reports it, for "unknown key" hints.
     """
     skips = set(skip_loc)
-    problems: list[tuple[str, str]] = []
+    described: list[tuple[tuple[Any, ...], int | None, tuple[str, str]]] = []
     for err in error.errors(include_url=False):
         loc = list(err["loc"])
         keys = allowed(tuple(loc[:-1])) if allowed and err["type"] == "extra_forbidden" else None
         cleaned: list[Any] = []
+        branch_at = None  # where a plain union's branch was named, as the cleaned path's length
         for part in loc:
             if cleaned and (str(cleaned[-1]), str(part)) in skips:
                 continue
             # ("[]", tag): a union tag inside a list of tables (policies[0].per-rank.fraction)
             if cleaned and isinstance(cleaned[-1], int) and ("[]", str(part)) in skips:
                 continue
+            # A plain union names the branch it tried (`dict[str,constrained-int]`, `literal['all']`):
+            # a type, not a key the user wrote (no TOML bare key has a bracket).
+            if isinstance(part, str) and "[" in part:
+                branch_at = len(cleaned)
+                continue
             cleaned.append(part)
         details: dict[str, Any] = {**err, "loc": tuple(cleaned)}
-        entry = _describe(details, keys)
+        described.append((tuple(cleaned), branch_at, _describe(details, keys)))
+    # Of a union's branches, the one the value's shape fitted failed inside it (a key of the table):
+    # the others only say the value is not their type ("expected 'all', got a table"), which misleads.
+    fitted = {path[:at] for path, at, _ in described if at is not None and len(path) > at}
+    problems: list[tuple[str, str]] = []
+    for path, at, entry in described:
+        if at is not None and len(path) == at and path in fitted:
+            continue
         if entry not in problems:
             problems.append(entry)
     return ScenarioError(problems, source)

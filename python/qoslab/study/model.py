@@ -327,22 +327,26 @@ class Study(StudyFile):
                 raise self._error(f"sweep[{i}].key", f"{key!r} is swept twice (sweep[{keys.index(key)}] too)")
             if key == "seed" or key.startswith("seed."):
                 raise self._error(f"sweep[{i}].key", "seeds come from repetitions or seeds, not from a sweep")
-        for i, axis in enumerate(self.sweep):
-            seen = [json.dumps(value, sort_keys=True, default=str) for value in axis.values]  # values may be tables
-            twice = next((value for j, value in enumerate(axis.values) if seen.index(seen[j]) != j), None)
-            if twice is not None:
-                raise self._error(f"sweep[{i}].values", f"{twice!r} is listed twice: its point would be run and "
-                                  "counted twice")
-        if self.sweep_mode == "zip":
+        zipped = self.sweep_mode == "zip"
+        if zipped:
             lengths = {len(axis.values) for axis in self.sweep}
             if len(lengths) > 1:
                 raise self._error("sweep", "sweep_mode = \"zip\" takes the i-th value of every key together: give "
                                   f"each key as many values (got {', '.join(str(len(a.values)) for a in self.sweep)})")
+        count = len(self.sweep[0].values) if zipped else math.prod(len(axis.values) for axis in self.sweep)
+        if count > MAX_SWEEP_POINTS:
+            raise self._error("sweep", f"{count} points; at most {MAX_SWEEP_POINTS} (split the sweep into studies)")
+        for i, axis in enumerate(self.sweep):
+            seen: set[str] = set()
+            for value in axis.values:
+                text = json.dumps(value, sort_keys=True, default=str)  # values may be tables
+                if text in seen:
+                    raise self._error(f"sweep[{i}].values", f"{value!r} is listed twice: its point would be run "
+                                      "and counted twice")
+                seen.add(text)
+        if zipped:
             combos = list(zip(*(axis.values for axis in self.sweep)))
         else:
-            count = math.prod(len(axis.values) for axis in self.sweep)
-            if count > MAX_SWEEP_POINTS:
-                raise self._error("sweep", f"{count} points; at most {MAX_SWEEP_POINTS} (split the sweep into studies)")
             combos = list(itertools.product(*(axis.values for axis in self.sweep)))
         points = [dict(zip(keys, combo)) for combo in combos]
         for point in points:
