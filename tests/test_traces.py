@@ -7,6 +7,7 @@ import os
 import shutil
 from collections import Counter
 from collections.abc import Callable
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -131,6 +132,7 @@ def test_otf2_ping_pong_exact_ops(tmp_path):
         (COMPUTE, 1_000_000, 0, 0),
         (ISEND, 1, 100, 9),  # MPI_Send: ISEND + WAIT on its request
         (WAIT, 2, 0, 0),
+        (COMPUTE, 5_000, 0, 0),  # trailing compute: 10 ns from MPI_Send's return to MPI_Finalize
     ]
     assert ops(prog, 1) == [
         (COMPUTE, 5_000, 0, 0),
@@ -144,10 +146,11 @@ def test_otf2_ping_pong_exact_ops(tmp_path):
         (COMPUTE, 40_000, 0, 0),
         (IRECV, 0, 0, 9),
         (WAIT, 2, 0, 0),
+        (COMPUTE, 2_000, 0, 0),  # 4 ns from MPI_Recv's return to MPI_Finalize
     ]
-    assert list(prog.offsets) == [0, 10, 20]
-    assert list(prog.ops_per_rank) == [10, 10]
-    assert len(prog.words) == 4 * 20
+    assert list(prog.offsets) == [0, 11, 22]
+    assert list(prog.ops_per_rank) == [11, 11]
+    assert len(prog.words) == 4 * 22
     assert prog.skipped == {"MPI_Probe": 1}
     assert prog.approximated == {}
     assert prog.iterations == 1
@@ -245,7 +248,9 @@ def write_collectives(folder: Path, ranks: int = 4) -> Path:
 def test_otf2_collectives_and_iterations(tmp_path):
     prog = read_trace(write_collectives(tmp_path / "coll"))
     assert prog.ranks == 4
-    assert prog.iterations == 2
+    # Two marked iterations, and the 5 ns of compute between the last marker and MPI_Finalize:
+    # like any op after the last marker, one more iteration.
+    assert prog.iterations == 3
     assert prog.skipped == {"MPI_Gather": 8}
     for r in range(4):
         step = (r + 1) * 100_000  # ps
@@ -263,7 +268,7 @@ def test_otf2_collectives_and_iterations(tmp_path):
             ]
 
         # The skipped gather's 20 ns are not compute; the Pcontrol marker follows it directly.
-        assert ops(prog, r) == iteration(0) + iteration(6), r
+        assert ops(prog, r) == [*iteration(0), *iteration(6), (COMPUTE, 5_000, 0, 0)], r
     assert prog.summary()["collectives"] == {
         "barrier": 8, "bcast": 8, "reduce": 8, "allreduce": 8, "alltoall": 8, "allgather": 8,
     }
@@ -409,7 +414,8 @@ def test_dumpi_exact_ops(tmp_path):
     first = write_dumpi(tmp_path / "d", dumpi_pair())
     prog = read_trace(first, cpu_speedup=0.5)  # a slower CPU: compute doubles
     assert prog.format == "dumpi" and prog.ranks == 2
-    assert prog.iterations == 2
+    # Two marked iterations and the trailing compute after the last marker (one more).
+    assert prog.iterations == 3
     assert ops(prog, 0) == [
         # 1000 ns before MPI_Comm_rank + 2900 after it (ns -> ps, x2 for cpu_speedup 0.5)
         (COMPUTE, 7_800_000, 0, 0),
@@ -437,6 +443,7 @@ def test_dumpi_exact_ops(tmp_path):
         (WAIT, 4, 0, 0),
         (COMPUTE, 1_000_000, 0, 0),
         (ITERATION_END, 0, 0, 0),
+        (COMPUTE, 9_998_000, 0, 0),  # trailing compute: 4999 ns from the last marker to MPI_Finalize
     ]
     assert ops(prog, 1) == [
         (COMPUTE, 4_000_000, 0, 0),
@@ -462,6 +469,7 @@ def test_dumpi_exact_ops(tmp_path):
         (WAIT, 4, 0, 0),
         (COMPUTE, 1_000_000, 0, 0),
         (ITERATION_END, 0, 0, 0),
+        (COMPUTE, 9_998_000, 0, 0),  # trailing compute: 4999 ns from the last marker to MPI_Finalize
     ]
     assert prog.skipped == {"MPI_Gather": 1}
 
@@ -1078,6 +1086,7 @@ def test_real_dumpi_rank0():
         (WAIT, 0, 0, 0),
         (COMPUTE, 15_000_000, 0, 0),
         coll(ALLREDUCE, 4, 1),
+        (COMPUTE, 7_000_000, 0, 0),  # trailing compute: 7 us from the allreduce's return to MPI_Finalize
     ]
 
 
@@ -1384,3 +1393,161 @@ def test_an_in_place_allreduce_is_replayed_at_its_own_size(tmp_path):
                    ("mpi_collective_end", 29, CollectiveOp.ALLREDUCE, t.world, UNDEFINED_ROOT, sent, sent))
         program = read_trace(t.close())
         assert [op[2] for op in ops(program, 0) if op[0] == COLLECTIVE] == [expected], sent
+
+
+# ---------------------------------------------------------------------------------------------
+# Compute: from MPI_Init's return to MPI_Finalize's start, less the time inside MPI calls
+# ---------------------------------------------------------------------------------------------
+
+
+def compute_ps(program: PackedProgram, rank: int) -> int:
+    return sum(op[1] for op in ops(program, rank) if op[0] == COMPUTE)
+
+
+def dumpi_bracketed(finalize: bool = True) -> list[Dumpi]:
+    """Two ranks: MPI_Initialized twice before MPI_Init, a send from 0 to 1, then calls that
+    carry no traffic (a skipped MPI_Gather, a barrier on MPI_COMM_SELF, a wait on no request)
+    with compute between them, MPI_Finalize, and MPI_Finalized after it. Times in ns."""
+    ranks = []
+    for r in range(2):
+        d = Dumpi()
+        d.rec("MPI_Initialized", 0, 100, "int flag=0")
+        d.rec("MPI_Initialized", 300 + 50 * r, 350 + 50 * r, "int flag=0")
+        d.rec("MPI_Init", 1000, 2000, "int argc=1", 'string argv[1]=["./mpi"]')
+        d.rec("MPI_Comm_rank", 2500, 2600, WORLD, f"int rank={r}")
+        if r == 0:
+            d.rec("MPI_Send", 3600, 3700, "int count=4", "MPI_Datatype datatype=9 (MPI_INT)", "int dest=1", "int tag=3", WORLD)
+        else:
+            d.rec("MPI_Recv", 3600, 4200, "int count=4", "MPI_Datatype datatype=9 (MPI_INT)", "int source=0", "int tag=3", WORLD,
+                  "MPI_Status status=<IGNORED>")
+        d.rec("MPI_Gather", 5200, 5300, "int sendcount=1", "MPI_Datatype sendtype=9 (MPI_INT)", "int recvcount=1",
+              "MPI_Datatype recvtype=9 (MPI_INT)", "int root=0", WORLD)
+        d.rec("MPI_Barrier", 5500 + 100 * r, 5510 + 100 * r, "MPI_Comm comm=3 (MPI_COMM_SELF)")
+        d.rec("MPI_Wait", 5810 + 100 * r, 5900 + 100 * r, "MPI_Request request=[0]", "MPI_Status status=<IGNORED>")
+        if finalize:
+            d.rec("MPI_Finalize", 7900 + 1000 * r, 8000 + 1000 * r)
+            d.rec("MPI_Finalized", 12000, 12010, "int flag=1")  # after MPI_Finalize: not compute
+        ranks.append(d)
+    return ranks
+
+
+def test_dumpi_compute_runs_from_mpi_init_to_mpi_finalize(tmp_path):
+    prog = read_trace(write_dumpi(tmp_path / "t", dumpi_bracketed()))
+    assert prog.skipped == {"MPI_Gather": 2}
+    # (MPI_Finalize's start - MPI_Init's return) - the time inside the calls between: the 850 ns
+    # between the MPI_Initialized calls and MPI_Init are not compute.
+    assert compute_ps(prog, 0) == 1000 * ((7900 - 2000) - (100 + 100 + 100 + 10 + 90)) == 5_500_000
+    assert compute_ps(prog, 1) == 1000 * ((8900 - 2000) - (100 + 600 + 100 + 10 + 90)) == 6_000_000
+    # The compute after the last traffic (around the calls that carry none) ends the program.
+    assert ops(prog, 0) == [(COMPUTE, 1_500_000, 0, 0), (ISEND, 1, 16, 3), (WAIT, 0, 0, 0), (COMPUTE, 4_000_000, 0, 0)]
+    assert ops(prog, 1) == [(COMPUTE, 1_500_000, 0, 0), (IRECV, 0, 0, 3), (WAIT, 0, 0, 0), (COMPUTE, 4_500_000, 0, 0)]
+    # One rank's file on its own reads the same.
+    assert read_dumpi_rank(tmp_path / "t" / "app-0001.txt", rank=1, ranks=2)[0] == ops(prog, 1)
+
+
+def test_a_trace_without_mpi_finalize_computes_up_to_its_last_mpi_call(tmp_path):
+    prog = read_trace(write_dumpi(tmp_path / "t", dumpi_bracketed(finalize=False)))
+    # Up to the last call's start (MPI_Wait): what came after it is unknown.
+    assert compute_ps(prog, 0) == 1000 * ((5810 - 2000) - (100 + 100 + 100 + 10)) == 3_500_000
+    assert ops(prog, 0)[-1] == (COMPUTE, 2_000_000, 0, 0)
+
+
+def otf2_bracketed(folder: Path) -> Path:
+    """The OTF2 twin of dumpi_bracketed: MPI_Initialized before MPI_Init (as Score-P records it),
+    a send, then a broadcast on a one-rank communicator (no traffic), a skipped MPI_Iallreduce, an
+    MPI_Wait and an MPI_Comm_free with compute between them, MPI_Finalize and MPI_Finalized."""
+    t = Otf2Trace(folder, 2)
+    d = t.w.definitions
+    selfish = d.comm("", group=d.group("", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI, members=[]))
+    for r in range(2):
+        t.writers[r].enter(0, t.main)  # a non-MPI region around everything: ignored
+        t.call(r, "MPI_Initialized", 10, 20)
+        t.call(r, "MPI_Initialized", 300 + 50 * r, 350 + 50 * r)
+        t.call(r, "MPI_Init", 1000, 2000)
+        if r == 0:
+            t.call(r, "MPI_Send", 3000, 3100, ("mpi_send", 3050, 1, t.world, 3, 16))
+        else:
+            t.call(r, "MPI_Recv", 3000, 3500, ("mpi_recv", 3400, 0, t.world, 3, 16))
+        t.call(r, "MPI_Bcast", 4000, 4100, ("mpi_collective_begin", 4001),
+               ("mpi_collective_end", 4099, CollectiveOp.BCAST, selfish, 0, 0, 8))
+        t.call(r, "MPI_Iallreduce", 4600, 4650)
+        t.call(r, "MPI_Wait", 5650, 5700)
+        t.call(r, "MPI_Comm_free", 6000 + 100 * r, 6020 + 100 * r)
+        t.call(r, "MPI_Finalize", 8020 + 1000 * r, 8500 + 1000 * r)
+        t.call(r, "MPI_Finalized", 12000, 12010)  # after MPI_Finalize: not compute
+        t.writers[r].leave(12100, t.main)
+    return t.close()
+
+
+def test_otf2_compute_runs_from_mpi_init_to_mpi_finalize(tmp_path):
+    prog = read_trace(otf2_bracketed(tmp_path / "t"))
+    assert prog.skipped == {"MPI_Iallreduce": 2}
+    # Nanosecond timer. The gaps around the MPI_Initialized calls before MPI_Init are not compute.
+    assert compute_ps(prog, 0) == 1000 * ((8020 - 2000) - (100 + 100 + 50 + 50 + 20)) == 5_700_000
+    assert compute_ps(prog, 1) == 1000 * ((9020 - 2000) - (500 + 100 + 50 + 50 + 20)) == 6_300_000
+    assert ops(prog, 0) == [(COMPUTE, 1_000_000, 0, 0), (ISEND, 1, 16, 3), (WAIT, 0, 0, 0), (COMPUTE, 4_700_000, 0, 0)]
+    assert ops(prog, 1) == [(COMPUTE, 1_000_000, 0, 0), (IRECV, 0, 0, 3), (WAIT, 0, 0, 0), (COMPUTE, 5_300_000, 0, 0)]
+
+
+def traced_calls(path: Path) -> tuple[Fraction, list[list[tuple[str, int, int]]]]:
+    """Per rank, its outermost MPI calls as (name, start, end) in the trace's ticks, and the ps in
+    a tick: from the otf2 package (OTF2) or a plain scan of the dumpi2ascii text (DUMPI)."""
+    if path.suffix == ".otf2":
+        with otf2.reader.open(str(path)) as trace:
+            defs = trace.definitions
+            world = next(list(g.members) for g in defs.groups
+                         if g.group_type == GroupType.COMM_LOCATIONS and g.paradigm == Paradigm.MPI)
+            calls: dict[object, list[tuple[str, int, int]]] = {loc: [] for loc in world}
+            depth: Counter[object] = Counter()
+            start: dict[object, tuple[str, int]] = {}
+            for loc, ev in trace.events:
+                kind = type(ev).__name__
+                if kind not in ("Enter", "Leave") or ev.region.paradigm != Paradigm.MPI or loc not in calls:
+                    continue
+                if kind == "Enter":
+                    if not depth[loc]:
+                        start[loc] = (ev.region.name, ev.time)
+                    depth[loc] += 1
+                else:
+                    depth[loc] -= 1
+                    if not depth[loc]:
+                        calls[loc].append((*start[loc], ev.time))
+            return Fraction(10**12, int(defs.clock_properties.timer_resolution)), [calls[loc] for loc in world]
+    out = []
+    for f in sorted(path.glob("*-[0-9][0-9][0-9][0-9].txt")):
+        rank: list[tuple[str, int, int]] = []
+        begun = 0
+        for line in f.read_text().splitlines():
+            words = line.split()
+            if len(words) > 4 and words[1] in ("entering", "returning") and words[2:4] == ["at", "walltime"]:
+                s, ns = words[4].rstrip(",").split(".")
+                t = int(s) * 10**9 + int(ns)
+                if words[1] == "entering":
+                    begun = t
+                else:
+                    rank.append((words[0], begun, t))
+        out.append(rank)
+    return Fraction(1000), out
+
+
+@needs_real
+@pytest.mark.parametrize("trace", ["casita-10-mpi-tags/traces.otf2", "casita-4-ls-barr/traces.otf2",
+                                   "sstmacro-otf2-10/traces.otf2", "sstmacro-testbgp-7"])
+def test_real_traces_compute_from_mpi_init_to_mpi_finalize(trace):
+    """Each rank's compute is the time from MPI_Init's return to MPI_Finalize's start less the time
+    inside the MPI calls between, from the trace's own timestamps. casita-10-mpi-tags and
+    sstmacro-otf2-10 call MPI_Initialized before MPI_Init (27-316 and 55-67 us before it returns,
+    not compute); sstmacro-otf2-10 ends with some 119 calls that carry no traffic, with 68-133 us
+    of compute between them; sstmacro-testbgp-7 computes 0.26-0.65 ms before MPI_Finalize."""
+    path = REAL / trace
+    prog = read_trace(path)
+    ps_per_tick, calls = traced_calls(path)
+    assert prog.ranks == len(calls)
+    for r, rank in enumerate(calls):
+        names = [c[0] for c in rank]
+        init, fin = names.index("MPI_Init"), names.index("MPI_Finalize")
+        inside = sum(end - start for _, start, end in rank[init + 1 : fin])
+        expected = (rank[fin][1] - rank[init][2] - inside) * ps_per_tick
+        # Each COMPUTE op is rounded to the picosecond on its own.
+        n = sum(1 for op in ops(prog, r) if op[0] == COMPUTE)
+        assert abs(compute_ps(prog, r) - expected) <= Fraction(n, 2), (r, compute_ps(prog, r), float(expected))

@@ -71,6 +71,9 @@ LOCAL_CALLS = {
     "MPI_Comm_create",
     "MPI_Comm_create_group",
 }
+# Compute counts from the return of one of these (time before it, around MPI_Initialized say, is not
+# the program's).
+INIT_CALLS = frozenset({"MPI_Init", "MPI_Init_thread"})
 # Completion calls: they produce WAITs for what completed, or nothing when nothing did.
 COMPLETION_CALLS = {
     "MPI_Wait",

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from qoslab.errors import ScenarioError
-from qoslab.io.traces.calls import is_local
+from qoslab.io.traces.calls import INIT_CALLS, is_local
 from qoslab.io.traces.communicators import (
     Communicator,
     CommView,
@@ -312,6 +312,10 @@ class _DumpiRank:
         if self.last_return is not None:
             rk.gap(rec.start - self.last_return)
         self.last_return = end
+        if rec.name in INIT_CALLS:
+            rk.init_returned()
+        elif rec.name == "MPI_Finalize":
+            rk.finalize()
         handler = _HANDLERS.get(rec.name)
         if handler is not None:
             handler(self, rec)

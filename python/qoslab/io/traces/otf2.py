@@ -15,7 +15,7 @@ from typing import Any
 
 from qoslab.errors import ScenarioError
 from qoslab.extras import require
-from qoslab.io.traces.calls import is_local
+from qoslab.io.traces.calls import INIT_CALLS, is_local
 from qoslab.io.traces.communicators import Communicator
 from qoslab.io.traces.pack import Fail, assemble
 from qoslab.io.traces.program import (
@@ -159,6 +159,8 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                     if st.last_leave is not None:
                         rk.gap(ev.time - st.last_leave)
                     st.produced = False
+                    if region.name == "MPI_Finalize":
+                        rk.finalize()
                 st.stack.append(region.name)
                 if region.name == "MPI_Pcontrol" and len(st.stack) == 1:
                     rk.iteration_end()
@@ -173,6 +175,8 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                         rk.wait(req)
                     st.blocking.clear()
                     st.last_leave = ev.time
+                    if region.name in INIT_CALLS:
+                        rk.init_returned()
                     if not st.produced and not is_local(region.name):
                         skipped[region.name] += 1
             elif kind == "MpiSend":

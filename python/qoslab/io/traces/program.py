@@ -141,12 +141,25 @@ class RankProgram:
         self.ops: list[list[Any]] = []
         self.ps_per_tick = ps_per_tick
         self.pending_ticks = 0  # compute not yet emitted (merged across skipped calls)
+        self.finalized = False  # MPI_Finalize entered: no gap after it is compute
         # [communicator, kind, bytes estimate, where] per collective call, in call order.
         self.collectives: list[list[Any]] = []
 
     def gap(self, ticks: int) -> None:
-        if ticks > 0:
+        if ticks > 0 and not self.finalized:
             self.pending_ticks += ticks
+
+    def init_returned(self) -> None:
+        """MPI_Init (or MPI_Init_thread) returned: compute counts from here. Gaps before it
+        (around MPI_Initialized, say) are not compute. A trace without MPI_Init counts from the
+        return of its first MPI call."""
+        self.pending_ticks = 0
+
+    def finalize(self) -> None:
+        """MPI_Finalize entered: the gaps since the last op are the rank's trailing compute, and
+        nothing after this is compute."""
+        self._flush()
+        self.finalized = True
 
     def _flush(self) -> None:
         if self.pending_ticks:
@@ -195,7 +208,9 @@ class RankProgram:
     def finish(self, coll_ops: list[tuple[int, int] | None]) -> list[tuple[int, int, int, int]]:
         """Numbers the requests that survive, resolves waits; ``coll_ops[i]`` is collective i's
         (bytes, c word), or None when it carries no traffic (a one-rank communicator)."""
-        self.pending_ticks = 0  # time after the last MPI call is not part of the program
+        # Compute after the last op (up to MPI_Finalize, or to the last MPI call of a trace
+        # without it) is the rank's trailing compute: the job is not done before it is.
+        self._flush()
         out: list[tuple[int, int, int, int]] = []
         next_number = 0
         for op in self.ops:
