@@ -182,6 +182,9 @@ class Job(_Table):
             raise problem(f'hosts is only used with placement = "hosts" (placement is {self.placement!r})', "hosts")
         elif self.nodes is None:
             raise problem("required key is missing (how many nodes the job uses)", "nodes")
+        if "fragment_nodes" in self.model_fields_set and self.placement != "fragmented":
+            raise problem(f'fragment_nodes is only used with placement = "fragmented" (placement is '
+                          f'{self.placement!r})', "fragment_nodes")
         return self
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BeforeValidator, Field
+from pydantic import BeforeValidator, Field, field_validator
 
 from qoslab.errors import problem, show
 from qoslab.host_lists import Hosts
@@ -41,6 +41,17 @@ class Traffic(_Table):
     hotspot_fraction: Annotated[float, Field(ge=0, le=1)] = 0.5
     saturate_depth: Annotated[int, Field(ge=1, lt=2**32)] = 2
     max_queued_messages: Annotated[int, Field(ge=1, lt=2**32)] = 64
+
+    @field_validator("hotspot_hosts")
+    @classmethod
+    def _distinct_hotspots(cls, hosts: list[int]) -> list[int]:
+        # A host listed twice would silently take twice its share of the hotspot traffic.
+        seen: set[int] = set()
+        for host in hosts:
+            if host in seen:
+                raise ValueError(f"host {host} listed twice")
+            seen.add(host)
+        return hosts
 
     def unread_keys(self) -> list[tuple[str, str, str]]:
         """(key, what this table has, what would read the key) for each key set here to other than
