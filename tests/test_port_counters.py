@@ -164,3 +164,23 @@ def test_compare_needs_a_port_in_both_dumps():
         table = pa.table({"lid": [1], "port": [1], "node": ["H0"], "node_guid": ["0x1"], "link_gbps": [100.0],
                           "PortXmitData": [0], "PortXmitWait": [0]})
         compare(table, 1000.0, Dump("a", {(1, 1): {}}, {(1, 1): 1}), Dump("b", {}, {}), 1.0)
+
+
+@pytest.mark.parametrize("summary", ['{"window_ns": null}', "[1, 2]", '{"window_ns": ["a", "b"]}',
+                                     '{"window_ns": [5, 5]}', '{"window_ns": [10, 5]}'])
+def test_a_run_summary_without_a_window_is_refused_by_name(tmp_path, summary):
+    # Tracebacks (TypeError, ZeroDivisionError) before; [10, 5] gave a negative window silently.
+    out = counters_run(tmp_path)
+    text = (out / "port_counters.txt").read_text()
+    (tmp_path / "d.txt").write_text(scaled_dump(text, 0))
+    (out / "summary.json").write_text(summary)
+    result = CliRunner().invoke(app, ["compare-counters", str(out), str(tmp_path / "d.txt"), str(tmp_path / "d.txt"),
+                                      "--interval", "1", "--out", str(tmp_path / "c")])
+    assert result.exit_code == 2 and "summary.json: window_ns: expected [start, end]" in result.stderr, result.output
+
+
+def test_the_interval_is_a_required_option(tmp_path):
+    # Its help said "[default: 0.0]", a value always refused.
+    result = CliRunner().invoke(app, ["compare-counters", str(tmp_path), str(tmp_path), str(tmp_path)])
+    assert result.exit_code == 2 and "--interval" in result.output
+    assert "default: 0.0" not in CliRunner().invoke(app, ["compare-counters", "--help"]).output

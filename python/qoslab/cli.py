@@ -42,6 +42,7 @@ from qoslab.errors import (
     Interrupted,
     ScenarioError,
     from_engine_config_error,
+    show,
 )
 from qoslab.extras import MissingExtra
 from qoslab.scenario import Scenario
@@ -619,7 +620,8 @@ def compare_counters_command(
     before: Annotated[Path, typer.Argument(metavar="BEFORE", help="perfquery output taken at the interval's start.",
                                            show_default=False)],
     after: Annotated[Path, typer.Argument(metavar="AFTER", help="perfquery output taken at its end.", show_default=False)],
-    interval: Annotated[float, typer.Option("--interval", help="Seconds between the two dumps.")] = 0.0,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between the two dumps (required).",
+                                            show_default=False)],
     tick_bytes: Annotated[int, typer.Option(help="Bytes of link time per PortXmitWait tick: 8 on Quantum switches, "
                                                  "32 x lanes on Switch-IB.")] = 8,
     out: OutDir = Path("qoslab-counters"),
@@ -640,7 +642,12 @@ def compare_counters_command(
                    f"(qoslab run SCENARIO --set run.port_counters=true --out {run_out})")
     try:
         summary = json.loads((run_out / "summary.json").read_text())
-        window_ns = summary["window_ns"][1] - summary["window_ns"][0]
+        window = summary.get("window_ns") if isinstance(summary, dict) else None
+        if not (isinstance(window, list) and len(window) == 2 and all(type(t) in (int, float) for t in window)
+                and window[1] > window[0]):
+            raise fail(f"error: {run_out / 'summary.json'}: window_ns: expected [start, end] in ns with end > start "
+                       f"(a `qoslab run` summary), got {show(window)}")
+        window_ns = window[1] - window[0]
         table = compare(pq.read_table(counters), window_ns, read_dump(before), read_dump(after), interval, tick_bytes)
     except CounterDumpError as error:
         raise fail(f"error: {error}") from None
