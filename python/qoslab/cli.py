@@ -406,8 +406,15 @@ def _write_array_script(study_file: Path | None, out: Path, tasks: int, slurm: d
 
 def _plan(loaded: Any, out: Path) -> None:
     """`qoslab study --plan`: the study's size, printed and written to plan.json."""
+    from qoslab.sweep.folder import held_study
+
     with _scheduler_log_errors(loaded.source):  # a tail study reads and maps its log, as a run would
         size = loaded.plan()
+    # Not beside another study's results: its plan.json would describe a study the folder does not hold.
+    held = held_study(out)
+    if held is not None and (held.get("study"), held.get("source") or "") != (loaded.title(), loaded.source or ""):
+        raise fail(f"error: {out}: holds the runs of another study ({held.get('study')!r} from "
+                   f"{held.get('source') or 'the built-in default'}); give this plan another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "plan.json").write_text(json.dumps(size, indent=2) + "\n")

@@ -35,6 +35,15 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def held_study(out: Path) -> dict[str, Any] | None:
+    """The identity of the study whose runs `out` holds (its marker), or None (none, or unreadable)."""
+    try:
+        held = json.loads((Path(out) / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    return held if isinstance(held, dict) else None
+
+
 class StudyFolder:
     """`with StudyFolder(out, identity):` holds the folder for one study while it runs. The array
     tasks of one study (`shared`) hold it together, each writing only its own runs; a whole study,
