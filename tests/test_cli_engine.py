@@ -343,3 +343,25 @@ def test_an_absurd_duration_is_refused_by_name_not_by_a_traceback(tmp_path):
     toml.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[[traffic]]\nload = 0.5\n[run]\nduration_us = 1e303\n')
     result = CliRunner().invoke(app, ["check", str(toml)])
     assert result.exit_code == 2 and "run.duration_us: at most" in result.stderr, result.output
+
+
+def test_terminal_tables_fold_figures_instead_of_cutting_them(monkeypatch):
+    # At 80 columns rich cut cells to "2,6…": a study with many jobs lost its key figures.
+    import pandas as pd
+    from qoslab import cli_render
+    from qoslab.study import results
+
+    columns = {"policy": ["default", "per-job[a=1 b=0 c=0 d=0 e=0 f=0]"], "total contention us": [2612345.0, 1234567.0]}
+    columns |= {f"job-number-{i} slowdown": [1.23456, 2.34567] for i in range(8)}
+    monkeypatch.setattr(results, "policy_table", lambda tables, policies: pd.DataFrame(columns))
+
+    class Outcome:
+        tables: dict = {}
+        policies: list = []
+        runs_total, runs_reused, written, out, report_error, failed = 2, 0, [], "out", None, []
+
+    with cli_render.console.capture() as captured:
+        cli_render.print_study(Outcome())
+    text = captured.get()
+    assert cli_render.console.width == 80 and "…" not in text, text
+    assert all(part in text for part in ("2,612", ",345", "1,234", ",567")), text  # folded, whole

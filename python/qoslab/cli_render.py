@@ -59,8 +59,8 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
     wall = summary.get("wall_seconds") or 0.0
     hops_per_s = summary.get("packet_hops", 0) / wall if wall > 0 else None
     table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
+    table.add_column(style="bold", overflow="fold")
+    table.add_column(justify="right", overflow="fold")
     rows = [
         ("hosts / switches / links", " / ".join(fmt(summary.get(k)) for k in ("hosts", "switches", "links"))),
         ("simulated time (us)", fmt(summary.get("sim_time_ns"), 1e3, 4)),
@@ -79,7 +79,7 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
     if by_sl:
         per_sl = Table(title="per service level", title_justify="left")
         for column in ("SL", "offered load", "accepted load", "p50 (us)", "p99 (us)", "max (us)"):
-            per_sl.add_column(column, justify="right")
+            per_sl.add_column(column, justify="right", overflow="fold")
         for sl, figures in sorted(by_sl.items(), key=lambda item: int(item[0])):
             lat = figures.get("latency_ns") or {}
             per_sl.add_row(
@@ -95,7 +95,7 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
     if jobs:
         per_job = Table(title="jobs", title_justify="left")
         for column in ("job", "ranks", "runtime us", "runs", "iters", "iter p50/p99 us", "in MPI", "MiB sent"):
-            per_job.add_column(column, justify="right")
+            per_job.add_column(column, justify="right", overflow="fold")
         for name, job in jobs.items():
             it = job.get("rank_iteration_ns") or {}
             per_job.add_row(
@@ -117,7 +117,7 @@ def print_congestion_control(summary: dict[str, Any]) -> None:
         return
     table = Table(title="congestion control (whole run)", title_justify="left")
     for column in ("class", "FECN marked", "BECNs received", "throttled (us)"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     classes = [(f"traffic[{i}]", t) for i, t in enumerate(summary.get("by_traffic") or [])]
     classes += [(name, job.get("network") or {}) for name, job in (summary.get("jobs") or {}).items()]
     for name, figures in classes:
@@ -141,7 +141,7 @@ def print_study(outcome: Any) -> None:
             if column == "policy":
                 table.add_column(column, overflow="fold")  # names are the point: wrap, never cut
             else:
-                table.add_column(column, justify="right")
+                table.add_column(column, justify="right", overflow="fold")
         for record in rows.itertuples(index=False):
             table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
         console.print(table)
@@ -272,8 +272,8 @@ def print_placements(scenario: Scenario) -> None:
 def print_description(fabric: dict[str, Any]) -> None:
     """Whatever the engine describes: scalars in one table, lists of records as their own tables."""
     scalars = Table(title="fabric", show_header=False, title_justify="left")
-    scalars.add_column(style="bold")
-    scalars.add_column()
+    scalars.add_column(style="bold", overflow="fold")
+    scalars.add_column(overflow="fold")
     records: list[tuple[str, list[dict[str, Any]]]] = []
     for key, value in fabric.items():
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
@@ -287,7 +287,7 @@ def print_description(fabric: dict[str, Any]) -> None:
         columns = list(dict.fromkeys(k for row in rows for k in row))
         table = Table(title=key, title_justify="left")
         for column in columns:
-            table.add_column(column, justify="right")
+            table.add_column(column, justify="right", overflow="fold")
         for row in rows:
             table.add_row(*(fmt(row.get(c)) for c in columns))
         console.print(table)
@@ -314,7 +314,7 @@ def print_qos(scenario: Scenario) -> None:
                   f"carries VL v's traffic on the next layer, with its weight")
     table = Table(title=title, title_justify="left")
     for column in ("ports", "SL2VL (SL0..15)", "VLArb high", "VLArb low", "high_limit"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for port, label in (("ca", "HCA"), ("swe", "switch")):
         q = scenario.port_qos(cast(Literal["ca", "swe"], port))
         table.add_row(
@@ -338,7 +338,7 @@ def print_arbitration(arbitration: dict[str, Any]) -> None:
     columns = ["ports", "VL"] + (["high weight", "high share"] if has_high else []) + [
         "low weight", "packets per round", "low share"]
     for column in columns:
-        table.add_column(column, justify="left" if column == "ports" else "right")
+        table.add_column(column, justify="left" if column == "ports" else "right", overflow="fold")
     for label, port in groups:
         for row in port["vls"]:
             cells = [label, str(row["vl"])]
@@ -381,7 +381,7 @@ def print_plan(size: dict[str, Any], out: Path) -> None:
     console.print(f"study [bold]{size['study']}[/bold]: {size['runs']} runs on {size['hosts']} hosts")
     table = Table(title="jobs", title_justify="left")
     for column in ("job", "nodes", "ranks per node", "ranks"):
-        table.add_column(column, justify="left" if column == "job" else "right")
+        table.add_column(column, justify="left" if column == "job" else "right", overflow="fold")
     for name, job in size["jobs"].items():
         table.add_row(name, str(job["nodes"]), str(job["ranks_per_node"]), str(job["ranks"]))
     console.print(table)
@@ -417,7 +417,7 @@ def print_tail_study(outcome: Any, several_targets: bool, out: Path) -> None:
         summary = compare_groups(with_background_label(iterations), by=by)
         table = Table(title="iteration latency (ns)", title_justify="left")
         for column in by + ["runs' iterations", "p50", "p99", "p99/p50", "bimodal"]:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in summary.to_dict("records"):
             table.add_row(*(str(row[k]) for k in by), f"{row['count']:.0f}", f"{row['p50']:,.0f}", f"{row['p99']:,.0f}",
                           f"{row['p99_over_p50']:.2f}", str(row["bimodal"]))
@@ -426,7 +426,7 @@ def print_tail_study(outcome: Any, several_targets: bool, out: Path) -> None:
     if correlations is not None and several_targets and len(correlations):
         table = Table(title="b against each run's median latency", title_justify="left")
         for column in ("target", "locality", "routing", "runs", "Pearson r", "Spearman rho"):
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in correlations.to_dict("records"):
             table.add_row(row["target"], row["locality"], row["routing"], str(row["runs"]),
                           *("-" if math.isnan(row[k]) else f"{row[k]:.2f}" for k in ("pearson_r", "spearman_rho")))
@@ -447,7 +447,7 @@ def print_validation(checks: list[Any]) -> None:
     """`qoslab validate`: each closed-form check, expected against measured."""
     table = Table(title="validation against closed forms")
     for column in ("check", "expected", "measured", "result"):
-        table.add_column(column)
+        table.add_column(column, overflow="fold")
     for c in checks:
         table.add_row(c.name, f"{c.expected:.4f} {c.unit}", f"{c.measured:.4f} {c.unit}",
                       "pass" if c.ok else "[red]FAIL[/red]")
@@ -458,7 +458,7 @@ def print_counter_comparison(table: Any, out: Path) -> None:
     """`qoslab compare-counters`: per port, measured against simulated, once the files are written."""
     shown = Table(title="per port: measured against simulated", title_justify="left")
     for column in ("node", "port", "lid", "real util", "sim util", "real wait", "sim wait"):
-        shown.add_column(column, justify="left" if column == "node" else "right")
+        shown.add_column(column, justify="left" if column == "node" else "right", overflow="fold")
     for r in table.itertuples(index=False):
         shown.add_row(str(r.node), str(r.port), str(r.lid), f"{r.real_utilisation:.3f}", f"{r.simulated_utilisation:.3f}",
                       f"{r.real_wait:.3f}", f"{r.simulated_wait:.3f}")
