@@ -298,7 +298,7 @@ def test_a_description_cannot_set_a_lid_or_a_link_option():
                          '"spine base port 0 lid 7" enhanced port 0 lid 1 lmc 0')
     fabric, _ = parse_fabric(dump, "described.topo")
     leaf = next(i for i, n in enumerate(fabric.nodes) if n.description == "spine base port 0 lid 7")
-    assert 0 not in fabric.nodes[leaf].lids  # "enhanced port 0": the record itself sets no base LID
+    assert fabric.nodes[leaf].lids[0] == 1  # the record's own "enhanced port 0 lid 1", not the description's
     dump = MESSY.replace('"leaf-b SwitchIB" enhanced port 0 lid 2 lmc 0', '"b" base port 0 lid 2 lmc 0') \
                 .replace('Switch\t8 "S-0002c90300000001"\t\t# "leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
                          'Switch\t8 "S-0002c90300000001"\t\t# "a base port 0 lid 7" base port 0 lid 48 lmc 0')
@@ -308,7 +308,7 @@ def test_a_description_cannot_set_a_lid_or_a_link_option():
     dump = MESSY.replace('"leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
                          '"lab" base port 0 lid 7 "x" enhanced port 0 lid 1 lmc 0')
     fabric, _ = parse_fabric(dump, "described.topo")
-    assert all(0 not in n.lids for n in fabric.nodes if n.kind == "switch" and n.description == "lab")
+    assert [n.lids[0] for n in fabric.nodes if n.kind == "switch" and n.description == "lab"] == [1]
     ibsim = 'Switch\t2 "S-0000000000000001"\n[1]\t"H-0000000000000002"[1] w=2 s=4 e=2 # "w=1 s=1"\n' \
             'Hca\t1 "H-0000000000000002"\n[1]\t"S-0000000000000001"[1] w=2 s=4 e=2\n'
     fabric, _ = parse_fabric(ibsim, "net")
@@ -333,3 +333,33 @@ def test_a_link_width_outside_the_tables_is_an_unknown_link_type_not_a_crash():
         dump = MESSY.replace("lid 4 4xDDR   ", f"lid 4 {width}DDR")
         fabric, warnings = parse_fabric(dump, "odd.topo")
         assert any(f"link type {width}DDR is unknown" in w for w in warnings), warnings
+
+
+REAL_DUMPS = Path(__file__).resolve().parents[1].parent / "shared" / "real-data" / "ibnetdiscover"
+needs_real_dumps = pytest.mark.skipif(not REAL_DUMPS.is_dir(), reason=f"{REAL_DUMPS} is not here (../shared/real-data)")
+
+
+def lids_named_by_port_lines(text: str) -> dict[str, int]:
+    """Each switch's LID as the other records' port lines give it ('... "S-<guid>"[p] ... lid N 4xQDR'):
+    the dump's own cross-check of its switch records, by a plain scan."""
+    import re
+
+    found: dict[str, int] = {}
+    for m in re.finditer(r'^\[\d+\].*?"(S-[0-9a-f]{16})"\[\d+\].*\blid (\d+) \S+$', text, re.MULTILINE):
+        assert found.setdefault(m[1], int(m[2])) == int(m[2])
+    return found
+
+
+@needs_real_dumps
+@pytest.mark.parametrize("name", ["psmn-x5-2020.topo", "nvidia-howto-2016.topo", "bee-cluster-2023.topo",
+                                  "manpage-voltaire-2007.topo"])
+def test_every_switch_of_a_real_dump_keeps_its_lid_base_or_enhanced_port_0(name):
+    # psmn-x5-2020: 9 of its 11 switch records end "enhanced port 0 lid N lmc 0" (S-0008f10500108bba
+    # is lid 7); nvidia-howto-2016's SX6012 "enhanced port 0 lid 174". Their LIDs had been lost.
+    text = (REAL_DUMPS / name).read_text()
+    fabric, _ = parse_fabric(text, name)
+    expected = lids_named_by_port_lines(text)
+    switches = {n.ident: n for n in fabric.nodes if n.kind == "switch"}
+    assert set(expected) <= set(switches)
+    assert {ident: switches[ident].lids.get(0) for ident in expected} == expected
+    assert {ident: fabric.lid(i, 1) for i, n in enumerate(fabric.nodes) if (ident := n.ident) in expected} == expected

@@ -41,11 +41,12 @@ _GUID = re.compile(r"^(switchguid|caguid|hcaguids|rtguid)\s*([=+])\s*(0x[0-9a-fA
 _DESCRIPTION = re.compile(r'#\s*"([^"]*)"')
 _LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\s*$")
 _OPTION = re.compile(r"\b([wse])=(\d+)")
-# LIDs: a switch record's "base port 0 lid N", a CA port line's own "# lid N" (before the peer's
+# LIDs: a switch record's port-0 LID, a CA port line's own "# lid N lmc M" (before the peer's
 # quoted description, whose "lid N" is the peer's). 0 means unassigned (a dump taken before the SM ran).
-# A switch record ends "base port 0 lid N lmc M" (or "enhanced port 0 ..."), after its
-# description, which is printed raw, quotes and all: read from the end of the line.
-_SWITCH_TAIL = re.compile(r"\s(base|enhanced) port 0 lid (\d+) lmc \d+\s*$")
+# A switch record ends "base port 0 lid N lmc M" or "enhanced port 0 lid N lmc M" (ibnetdiscover.c
+# prints the switch's LID either way; only port 0's kind differs), after its description, which
+# is printed raw, quotes and all: read from the end of the line.
+_SWITCH_TAIL = re.compile(r"\s(?:base|enhanced) port 0 lid (\d+) lmc (\d+)\s*$")
 _OWN_LID = re.compile(r"\s*#\s*lid (\d+)")
 _IBSIM_WIDTHS = {code: width for width, code in IBSIM_WIDTH.items()}
 _IBSIM_SPEEDS = {code: speed for speed, code in IBSIM_SPEED.items()}
@@ -122,8 +123,8 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             ids[ident] = len(nodes)
             nodes.append(Node(kind, node_guid, description, count, line=number))
             tail = _SWITCH_TAIL.search(rest)
-            if kind == "switch" and tail and tail[1] == "base" and int(tail[2]):
-                nodes[-1].lids[0] = int(tail[2])
+            if kind == "switch" and tail and int(tail[1]):
+                nodes[-1].lids[0] = int(tail[1])
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
