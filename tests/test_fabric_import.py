@@ -363,3 +363,20 @@ def test_every_switch_of_a_real_dump_keeps_its_lid_base_or_enhanced_port_0(name)
     assert set(expected) <= set(switches)
     assert {ident: switches[ident].lids.get(0) for ident in expected} == expected
     assert {ident: fabric.lid(i, 1) for i, n in enumerate(fabric.nodes) if (ident := n.ident) in expected} == expected
+
+
+@needs_real_dumps
+def test_numbered_lids_pass_over_every_lid_the_dump_gives():
+    # nvidia-howto-2016 with the SX6012's LID unassigned (a dump taken before the SM ran): numbered
+    # from 1 in node order it had got 2, r-ufm216's real LID, and compare-counters paired them.
+    text = (REAL_DUMPS / "nvidia-howto-2016.topo").read_text()
+    text = text.replace('"MF0;switch-de779e:SX6012/U1" enhanced port 0 lid 174 lmc 0',
+                        '"MF0;switch-de779e:SX6012/U1" enhanced port 0 lid 0 lmc 0')
+    fabric, _ = parse_fabric(text, "unassigned.topo")
+    sx6012 = next(i for i, n in enumerate(fabric.nodes) if n.ident == "S-f4521403005764b0")
+    keys = [(fabric.lid(i, p), p) for i, n in enumerate(fabric.nodes) for p in range(1, n.ports + 1)]
+    assert len(keys) == len(set(keys))
+    assert fabric.lid(sx6012, 1) == 4  # 1, 2 and 3 are r-ufm96's, r-ufm216's and r-ufm111's
+    # A port with LMC 1 answers at two LIDs from its base: r-ufm111's 3 and 4.
+    fabric, _ = parse_fabric(text.replace('# lid 3 lmc 0 "SwitchIB', '# lid 3 lmc 1 "SwitchIB'), "lmc.topo")
+    assert fabric.lid(sx6012, 1) == 5

@@ -54,8 +54,10 @@ class Node:
     # CA port -> port GUID; a switch's only port GUID is its node GUID (port 0).
     port_guids: dict[int, int] = field(default_factory=dict)
     line: int = 0  # where its record starts in the file it came from (0: generated)
-    # LIDs the dump gives: a switch's base LID at port 0, a CA's per port (empty: not given).
+    # LIDs the dump gives: a switch's base LID at port 0, a CA's per port (empty: not given),
+    # and their LMCs (a port answers at 2^LMC LIDs from its base; absent: 0).
     lids: dict[int, int] = field(default_factory=dict)
+    lmcs: dict[int, int] = field(default_factory=dict)
 
     @property
     def ident(self) -> str:
@@ -134,7 +136,9 @@ class Fabric:
     def lid(self, node: int, port: int) -> int:
         """The LID that addresses a port's counters: a switch's base LID (every port of a switch
         answers at it), a CA port's own. From the dump when it gives them; otherwise numbered in
-        node order from 1 (switches one each, CA ports one each), as a subnet manager might."""
+        node order from 1 (switches one each, CA ports one each), as a subnet manager might,
+        passing over every LID the dump gives (a perfquery dump names a port by LID: a numbered
+        LID equal to a real one would pair its counters with the wrong port)."""
         n = self.nodes[node]
         own = n.lids.get(0 if n.kind == "switch" else port)
         if own:
@@ -143,9 +147,15 @@ class Fabric:
 
     def _numbered_lids(self) -> dict[tuple[int, int], int]:
         if not hasattr(self, "_lid_cache"):
+            taken = {lid + k for n in self.nodes for port, lid in n.lids.items()
+                     for k in range(1 << min(n.lmcs.get(port, 0), 7))}  # LMC is a 3-bit field
             numbered, lid = {}, 1
             for i, n in enumerate(self.nodes):
                 for port in ([0] if n.kind == "switch" else range(1, n.ports + 1)):
+                    if n.lids.get(port):
+                        continue
+                    while lid in taken:
+                        lid += 1
                     numbered[(i, port)] = lid
                     lid += 1
             self._lid_cache = numbered

@@ -47,7 +47,7 @@ _OPTION = re.compile(r"\b([wse])=(\d+)")
 # prints the switch's LID either way; only port 0's kind differs), after its description, which
 # is printed raw, quotes and all: read from the end of the line.
 _SWITCH_TAIL = re.compile(r"\s(?:base|enhanced) port 0 lid (\d+) lmc (\d+)\s*$")
-_OWN_LID = re.compile(r"\s*#\s*lid (\d+)")
+_OWN_LID = re.compile(r"\s*#\s*lid (\d+)(?: lmc (\d+))?")
 _IBSIM_WIDTHS = {code: width for width, code in IBSIM_WIDTH.items()}
 _IBSIM_SPEEDS = {code: speed for speed, code in IBSIM_SPEED.items()}
 
@@ -125,6 +125,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             tail = _SWITCH_TAIL.search(rest)
             if kind == "switch" and tail and int(tail[1]):
                 nodes[-1].lids[0] = int(tail[1])
+                nodes[-1].lmcs[0] = int(tail[2])
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
@@ -145,6 +146,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             own_lid = _OWN_LID.match(port[6] or "")
             if owner.kind == "ca" and own_lid and int(own_lid[1]):
                 owner.lids[local] = int(own_lid[1])
+                owner.lmcs[local] = int(own_lid[2] or 0)
             width, speed = _link_type(port[6], number, warnings, source)
             ports.append(_Port(current, local, port[3], int(port[4] or 1), width, speed, number))
             continue
