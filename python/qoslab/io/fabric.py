@@ -148,7 +148,7 @@ class Fabric:
     def _numbered_lids(self) -> dict[tuple[int, int], int]:
         if not hasattr(self, "_lid_cache"):
             taken = {lid + k for n in self.nodes for port, lid in n.lids.items()
-                     for k in range(1 << min(n.lmcs.get(port, 0), 7))}  # LMC is a 3-bit field
+                     for k in range(1 << n.lmcs.get(port, 0))}
             numbered, lid = {}, 1
             for i, n in enumerate(self.nodes):
                 for port in ([0] if n.kind == "switch" else range(1, n.ports + 1)):

@@ -89,6 +89,17 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
     def fail(line: int, message: str) -> FabricFileError:
         return FabricFileError(source, line, message)
 
+    given: dict[int, int] = {}  # each LID the dump gives -> the line giving it
+
+    def give_lid(node: Node, port: int, lid: int, lmc: int, line: int) -> None:
+        node.lids[port], node.lmcs[port] = lid, min(lmc, 7)  # LMC is a 3-bit field
+        for value in range(lid, lid + (1 << node.lmcs[port])):
+            first = given.setdefault(value, line)
+            if first != line:  # LIDs are unique in a subnet; a perfquery dump names a port by one
+                warnings.append(f"{source}:{line}: LID {value} is given at line {first} too: a perfquery dump "
+                                "naming it may mean either port")
+                return
+
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         stripped = line.strip()
@@ -124,8 +135,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             nodes.append(Node(kind, node_guid, description, count, line=number))
             tail = _SWITCH_TAIL.search(rest)
             if kind == "switch" and tail and int(tail[1]):
-                nodes[-1].lids[0] = int(tail[1])
-                nodes[-1].lmcs[0] = int(tail[2])
+                give_lid(nodes[-1], 0, int(tail[1]), int(tail[2]), number)
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
@@ -145,8 +155,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
                 owner.port_guids[local] = int(port[2], 16)
             own_lid = _OWN_LID.match(port[6] or "")
             if owner.kind == "ca" and own_lid and int(own_lid[1]):
-                owner.lids[local] = int(own_lid[1])
-                owner.lmcs[local] = int(own_lid[2] or 0)
+                give_lid(owner, local, int(own_lid[1]), int(own_lid[2] or 0), number)
             width, speed = _link_type(port[6], number, warnings, source)
             ports.append(_Port(current, local, port[3], int(port[4] or 1), width, speed, number))
             continue
