@@ -380,3 +380,41 @@ def test_numbered_lids_pass_over_every_lid_the_dump_gives():
     # A port with LMC 1 answers at two LIDs from its base: r-ufm111's 3 and 4.
     fabric, _ = parse_fabric(text.replace('# lid 3 lmc 0 "SwitchIB', '# lid 3 lmc 1 "SwitchIB'), "lmc.topo")
     assert fabric.lid(sx6012, 1) == 5
+
+
+def full_form(text: str) -> str:
+    """A dump as `ibnetdiscover -f` prints it: each port line's link type followed by the raw
+    PortInfo codes " s=<speed> w=<width> v=<vlcap>[ e=<ext speed>]" (ibnetdiscover.c)."""
+    import re
+
+    from qoslab.io.fabric import IBSIM_SPEED, IBSIM_WIDTH
+
+    def codes(m: re.Match[str]) -> str:
+        s, e = IBSIM_SPEED[m[2]]
+        return f"{m[0]} s={s} w={IBSIM_WIDTH[m[1]]} v=4" + (f" e={e}" if e else "")
+
+    return re.sub(r"(\d+x)(SDR|DDR|QDR|FDR|EDR|HDR|NDR)(?=\s*$)", codes, text, flags=re.MULTILINE)
+
+
+@needs_real_dumps
+@pytest.mark.parametrize("name", ["nvidia-howto-2016.topo", "psmn-x5-2020.topo", "bee-cluster-2023.topo"])
+def test_a_full_dump_keeps_every_link_rate(name):
+    # `ibnetdiscover -f`: nvidia-howto-2016's EDR, FDR, QDR and SDR links had all read as unknown
+    # and run at fabric.link_gbps (100 Gb/s), without a word.
+    text = (REAL_DUMPS / name).read_text()
+    full = full_form(text)
+    assert full != text and " s=4 w=2 v=4" in full
+    plain, _ = parse_fabric(text, name)
+    fabric, warnings = parse_fabric(full, name)
+    assert warnings == []
+    rates = [(c.a, c.b, c.width, c.speed) for c in fabric.cables]
+    assert rates == [(c.a, c.b, c.width, c.speed) for c in plain.cables] and None not in {r[2] for r in rates}
+
+
+def test_xsigo_tails_and_a_missing_link_type():
+    dump = MESSY.replace('# "node001 HCA-1" lid 3 4xEDR', '# "node001 HCA-1" lid 3 4xEDR s=4 w=2 v=4 e=2 slot 1') \
+                .replace('# "node010 HCA-1" lid 6 4xEDR', '# "node010 HCA-1" lid 6 4xEDR (scp)')
+    fabric, warnings = parse_fabric(dump, "xsigo.topo")
+    assert warnings == [] and all(c.width for c in fabric.cables)
+    fabric, warnings = parse_fabric(MESSY.replace('lid 2 4xEDR\n[6]', 'lid 2\n[6]'), "missing.topo")
+    assert any("no link type" in w and "missing.topo:" in w for w in warnings), warnings

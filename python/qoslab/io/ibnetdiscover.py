@@ -39,7 +39,11 @@ _PORT = re.compile(
 )
 _GUID = re.compile(r"^(switchguid|caguid|hcaguids|rtguid)\s*([=+])\s*(0x[0-9a-fA-F]+|\d+)")
 _DESCRIPTION = re.compile(r'#\s*"([^"]*)"')
-_LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\s*$")
+# A port line's link type ends it, but for what ibnetdiscover.c appends after it: with -f (full)
+# the raw PortInfo codes " s=<speed> w=<width> v=<vlcap>[ e=<ext speed>]", on Xsigo devices
+# " slot N" or " (scp)".
+_LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)"
+                   r"(?:\s+s=\d+\s+w=\d+\s+v=\d+(?:\s+e=\d+)?)?(?:\s+slot \d+|\s+\(scp\))?\s*$")
 _OPTION = re.compile(r"\b([wse])=(\d+)")
 # LIDs: a switch record's port-0 LID, a CA port line's own "# lid N lmc M" (before the peer's
 # quoted description, whose "lid N" is the peer's). 0 means unassigned (a dump taken before the SM ran).
@@ -192,6 +196,9 @@ def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[
         return width, speed
     options = {k: int(v) for k, v in _OPTION.findall(rest.split("#", 1)[0])}  # not from a comment
     if not options:
+        if re.search(r"#.*\blid \d+", rest):  # ibnetdiscover's form, whose link type we did not find
+            warnings.append(f"{source}:{line}: no link type (width x speed, like 4xEDR) at the end of this port "
+                            "line; it runs at fabric.link_gbps")
         return None, None
     width = _IBSIM_WIDTHS.get(options.get("w", 2))
     speed = _IBSIM_SPEEDS.get((options.get("s", 1), options.get("e", 0)))
