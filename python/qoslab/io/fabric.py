@@ -58,6 +58,7 @@ class Node:
     # and their LMCs (a port answers at 2^LMC LIDs from its base; absent: 0).
     lids: dict[int, int] = field(default_factory=dict)
     lmcs: dict[int, int] = field(default_factory=dict)
+    enhanced_port0: bool = False  # a switch whose record says "enhanced port 0" (written back as such)
 
     @property
     def ident(self) -> str:

@@ -50,7 +50,7 @@ _OPTION = re.compile(r"\b([wse])=(\d+)")
 # A switch record ends "base port 0 lid N lmc M" or "enhanced port 0 lid N lmc M" (ibnetdiscover.c
 # prints the switch's LID either way; only port 0's kind differs), after its description, which
 # is printed raw, quotes and all: read from the end of the line.
-_SWITCH_TAIL = re.compile(r"\s(?:base|enhanced) port 0 lid (\d+) lmc (\d+)\s*$")
+_SWITCH_TAIL = re.compile(r"\s(base|enhanced) port 0 lid (\d+) lmc (\d+)\s*$")
 _OWN_LID = re.compile(r"\s*#\s*lid (\d+)(?: lmc (\d+))?")
 _IBSIM_WIDTHS = {code: width for width, code in IBSIM_WIDTH.items()}
 _IBSIM_SPEEDS = {code: speed for speed, code in IBSIM_SPEED.items()}
@@ -138,8 +138,10 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             ids[ident] = len(nodes)
             nodes.append(Node(kind, node_guid, description, count, line=number))
             tail = _SWITCH_TAIL.search(rest)
-            if kind == "switch" and tail and int(tail[1]):
-                give_lid(nodes[-1], 0, int(tail[1]), int(tail[2]), number)
+            if kind == "switch" and tail:
+                nodes[-1].enhanced_port0 = tail[1] == "enhanced"
+                if int(tail[2]):
+                    give_lid(nodes[-1], 0, int(tail[2]), int(tail[3]), number)
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
@@ -298,34 +300,46 @@ def write_ibsim(fabric: Fabric) -> str:
 
 
 def write_ibnetdiscover(fabric: Fabric) -> str:
-    """Text in `ibnetdiscover`'s default format (no LIDs are assigned: they print as 0)."""
+    """Text in `ibnetdiscover`'s default format, with each node's description and LIDs as its dump
+    gave them. A LID the fabric does not have (a generated topology: no subnet manager has run)
+    prints as 0, unassigned, as ibnetdiscover prints it before the SM has run."""
     ends = _links_by_port(fabric)
-    names = {**fabric.switch_names(), **{i: fabric.host_name(i) for i, n in enumerate(fabric.nodes) if n.kind == "ca"}}
     out = ["#", f"# Topology file: written by qoslab from {comment(fabric.source)}", "#", ""]
 
     def link(cable: Cable) -> str:
         return f"{cable.width}{cable.speed}" if cable.width else "??" + "???"
 
+    def lid(node: int, port: int) -> int:  # the LID a port line names: a switch's at its port 0
+        n = fabric.nodes[node]
+        return n.lids.get(0 if n.kind == "switch" else port, 0)
+
+    def lmc(node: int, port: int) -> int:
+        n = fabric.nodes[node]
+        return n.lmcs.get(0 if n.kind == "switch" else port, 0)
+
     for i in sorted(range(len(fabric.nodes)), key=lambda i: fabric.nodes[i].kind != "switch"):
         n = fabric.nodes[i]
         out += ["vendid=0x2c9", "devid=0x0", f"sysimgguid=0x{n.guid:x}"]
         if n.kind == "switch":
-            out += [f"switchguid=0x{n.guid:x}({n.guid:x})", f'Switch\t{n.ports} "{n.ident}"\t\t# "{names[i]}" base port 0 lid 0 lmc 0']
+            port0 = "enhanced" if n.enhanced_port0 else "base"
+            out += [f"switchguid=0x{n.guid:x}({n.guid:x})",
+                    f'Switch\t{n.ports} "{n.ident}"\t\t# "{n.description}" {port0} port 0 lid {lid(i, 0)} lmc {lmc(i, 0)}']
             for port in range(1, n.ports + 1):
                 if (i, port) not in ends:
                     continue
                 (peer, peer_port), cable = ends[(i, port)]
                 p = fabric.nodes[peer]
                 guid = f"({p.port_guid(peer_port):x}) " if p.kind == "ca" else ""
-                out.append(f'[{port}]\t"{p.ident}"[{peer_port}]{guid}\t\t# "{names[peer]}" lid 0 {link(cable)}')
+                out.append(f'[{port}]\t"{p.ident}"[{peer_port}]{guid}\t\t# "{p.description}" lid {lid(peer, peer_port)} '
+                           f"{link(cable)}")
         else:
-            out += [f"caguid=0x{n.guid:x}", f'Ca\t{n.ports} "{n.ident}"\t\t# "{names[i]}"']
+            out += [f"caguid=0x{n.guid:x}", f'Ca\t{n.ports} "{n.ident}"\t\t# "{n.description}"']
             for port in range(1, n.ports + 1):
                 if (i, port) not in ends:
                     continue
                 (peer, peer_port), cable = ends[(i, port)]
                 p = fabric.nodes[peer]
-                out.append(f'[{port}]({n.port_guid(port):x}) \t"{p.ident}"[{peer_port}]\t\t# lid 0 lmc 0 '
-                           f'"{names[peer]}" lid 0 {link(cable)}')
+                out.append(f'[{port}]({n.port_guid(port):x}) \t"{p.ident}"[{peer_port}]\t\t# lid {lid(i, port)} '
+                           f'lmc {lmc(i, port)} "{p.description}" lid {lid(peer, peer_port)} {link(cable)}')
         out.append("")
     return "\n".join(out)
