@@ -1384,3 +1384,22 @@ def test_an_in_place_allreduce_is_replayed_at_its_own_size(tmp_path):
                    ("mpi_collective_end", 29, CollectiveOp.ALLREDUCE, t.world, UNDEFINED_ROOT, sent, sent))
         program = read_trace(t.close())
         assert [op[2] for op in ops(program, 0) if op[0] == COLLECTIVE] == [expected], sent
+
+
+@needs_real
+def test_binary_dumpi_is_named_as_such_with_or_without_the_format(tmp_path):
+    # With format = "dumpi" a .bin rank file had been taken for a prefix: "testbgp-0000.bin-NNNN.txt:
+    # no dumpi2ascii files found for this prefix".
+    binary = REAL / "sstmacro-testbgp-7" / "testbgp-0000.bin"
+    for fmt in (None, "dumpi"):
+        with pytest.raises(ScenarioError) as e:
+            read_trace(binary, format=fmt, key="jobs[0].workload.path")
+        assert e.value.problems == [("jobs[0].workload.path", f"{binary}: binary DUMPI files cannot be read; "
+                                     "convert each rank's .bin with dumpi2ascii to .txt")]
+    # A folder or a prefix holding only the .bin files says the same of them.
+    for f in sorted((REAL / "sstmacro-testbgp-7").glob("*.bin")):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    for path in (tmp_path, tmp_path / "testbgp"):
+        for fmt in (None, "dumpi"):
+            with pytest.raises(ScenarioError, match=r"testbgp-0000\.bin: binary DUMPI files cannot be read; convert"):
+                read_trace(path, format=fmt)
