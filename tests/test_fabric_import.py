@@ -452,3 +452,28 @@ def test_a_generated_fabric_is_written_with_unassigned_lids():
     again, warnings = parse_fabric(written, "again")
     assert warnings == [] and all(not n.lids for n in again.nodes)
     assert {n.description for n in again.nodes} >= {"H0", "S1-0"}
+
+
+def test_links_of_an_imported_fabric_number_ports_as_the_dump_does(tmp_path):
+    # A host is its HCA port (node002's second port is 2), a switch port its number in the dump
+    # (node002/P2 is cabled to leaf-a's port 3); the engine numbers them 0 and 2.
+    scenario = messy_scenario(tmp_path, traffic=[{"load": 0.05}], run={"duration_us": 5, "warmup_us": 0})
+    rows = {(r["src"], r["src_port"], r["dst"], r["dst_port"]) for r in qoslab.simulate(scenario).links.to_pylist()}
+    assert ("node002/P2", 2, "leaf-a SwitchIB", 3) in rows and ("leaf-a SwitchIB", 3, "node002/P2", 2) in rows
+    assert ("leaf-a SwitchIB", 7, "leaf-a SwitchIB", 8) in rows  # the self cable
+
+
+@needs_real_dumps
+def test_links_and_port_counters_of_a_real_dump_name_the_same_ports(tmp_path):
+    # bee-cluster-2023's one 4xDDR cable joins port 11 of S-ec0d9a0300ec8480 to port 11 of
+    # S-ec0d9a0300ec8200: port_counters.parquet said 11, links.parquet 10 (IB port - 1).
+    scenario = qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(REAL_DUMPS / "bee-cluster-2023.topo")},
+                               traffic=[{"load": 0.01}], run={"duration_us": 2, "warmup_us": 0, "port_counters": True})
+    result = qoslab.simulate(scenario)
+    counted = {(r["node"], r["port"]): r["link_gbps"] for r in result.port_counters.to_pylist()}
+    links = result.links.to_pylist()
+    assert {(r["src"], r["src_port"]) for r in links} == {(r["dst"], r["dst_port"]) for r in links} == set(counted)
+    ddr = [key for key, gbps in counted.items() if gbps == pytest.approx(16.0)]
+    assert sorted(port for _, port in ddr) == [11, 11]
+    assert {(r["src"], r["src_port"], r["dst"], r["dst_port"]) for r in links if (r["src"], r["src_port"]) in ddr} == \
+           {(a[0], a[1], b[0], b[1]) for a in ddr for b in ddr if a != b}

@@ -52,16 +52,12 @@ def _port_map(scenario: Any) -> tuple[Any, dict[tuple[int, int], tuple[int, int]
     if not isinstance(scenario.topology, Ibnetdiscover):
         # from_engine: the same nodes in the same order, ports numbered from 1.
         return fabric, {(n, p): (n, p + 1) for n, node in enumerate(fabric.nodes) for p in range(node.ports)}
-    hosts = fabric.endpoints()
-    mapping = {(i, 0): (e.node, e.port) for i, e in enumerate(hosts)}
-    for k, node in enumerate(fabric.switch_indices()):
-        for p in range(fabric.nodes[node].ports):
-            mapping[(len(hosts) + k, p)] = (node, p + 1)
-    return fabric, mapping
+    return fabric, fabric.engine_ports()
 
 
 def port_counters(scenario: Any, links: pa.Table, port_waits: pa.Table, tick_bytes: int = TICK_BYTES) -> pa.Table:
-    """One row per cabled port: its node (name, GUID), IB port number, LID and counters."""
+    """One row per cabled port: its node (name, GUID), IB port number, LID and counters. `links`
+    is the engine's link table, ports numbered as the engine numbers them."""
     fabric, mapping = _port_map(scenario)
     vls = scenario.fabric.data_vls
     rows = links.select(["link", "vl", "src_node", "src_port", "dst_node", "dst_port", "packets", "bytes",

@@ -162,21 +162,25 @@ class Fabric:
             self._lid_cache = numbered
         return self._lid_cache
 
+    def engine_ports(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """How the engine's `graph` topology numbers this fabric's ports: (engine node, engine
+        port) -> (node index here, IB port number). Engine nodes are the hosts (one per cabled CA
+        port, with port 0) in endpoints() order, then the switches (port = IB port - 1)."""
+        hosts = self.endpoints()
+        ports = {(i, 0): (e.node, e.port) for i, e in enumerate(hosts)}
+        for k, node in enumerate(self.switch_indices()):
+            for port in range(1, self.nodes[node].ports + 1):
+                ports[(len(hosts) + k, port - 1)] = (node, port)
+        return ports
+
     def engine_topology(self, default_gbps: float) -> dict[str, Any]:
-        """The engine's `graph` topology: hosts (one per cabled CA port), then switches; links
-        whose rate the file does not give run at `default_gbps`."""
+        """The engine's `graph` topology: hosts (one per cabled CA port), then switches, numbered
+        as engine_ports() says; links whose rate the file does not give run at `default_gbps`."""
         hosts = self.endpoints()
         switches = self.switch_indices()
-        host_id = {(e.node, e.port): i for i, e in enumerate(hosts)}
-        switch_id = {n: len(hosts) + i for i, n in enumerate(switches)}
+        end = {ib: engine for engine, ib in self.engine_ports().items()}
         names = self.switch_names()
-
-        def end(node: int, port: int) -> tuple[int, int]:
-            if self.nodes[node].kind == "ca":
-                return host_id[(node, port)], 0
-            return switch_id[node], port - 1
-
-        cables = [[*end(*c.a), *end(*c.b)] for c in self.cables]
+        cables = [[*end[c.a], *end[c.b]] for c in self.cables]
         return {
             "kind": "graph",
             "host_names": [e.name for e in hosts],
