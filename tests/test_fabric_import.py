@@ -298,7 +298,7 @@ def test_a_description_cannot_set_a_lid_or_a_link_option():
                          '"spine base port 0 lid 7" enhanced port 0 lid 1 lmc 0')
     fabric, _ = parse_fabric(dump, "described.topo")
     leaf = next(i for i, n in enumerate(fabric.nodes) if n.description == "spine base port 0 lid 7")
-    assert 0 not in fabric.nodes[leaf].lids  # "enhanced port 0": the record itself sets no base LID
+    assert fabric.nodes[leaf].lids[0] == 1  # the record's own "enhanced port 0 lid 1", not the description's
     dump = MESSY.replace('"leaf-b SwitchIB" enhanced port 0 lid 2 lmc 0', '"b" base port 0 lid 2 lmc 0') \
                 .replace('Switch\t8 "S-0002c90300000001"\t\t# "leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
                          'Switch\t8 "S-0002c90300000001"\t\t# "a base port 0 lid 7" base port 0 lid 48 lmc 0')
@@ -308,7 +308,7 @@ def test_a_description_cannot_set_a_lid_or_a_link_option():
     dump = MESSY.replace('"leaf-a SwitchIB" enhanced port 0 lid 1 lmc 0',
                          '"lab" base port 0 lid 7 "x" enhanced port 0 lid 1 lmc 0')
     fabric, _ = parse_fabric(dump, "described.topo")
-    assert all(0 not in n.lids for n in fabric.nodes if n.kind == "switch" and n.description == "lab")
+    assert [n.lids[0] for n in fabric.nodes if n.kind == "switch" and n.description == "lab"] == [1]
     ibsim = 'Switch\t2 "S-0000000000000001"\n[1]\t"H-0000000000000002"[1] w=2 s=4 e=2 # "w=1 s=1"\n' \
             'Hca\t1 "H-0000000000000002"\n[1]\t"S-0000000000000001"[1] w=2 s=4 e=2\n'
     fabric, _ = parse_fabric(ibsim, "net")
@@ -333,3 +333,147 @@ def test_a_link_width_outside_the_tables_is_an_unknown_link_type_not_a_crash():
         dump = MESSY.replace("lid 4 4xDDR   ", f"lid 4 {width}DDR")
         fabric, warnings = parse_fabric(dump, "odd.topo")
         assert any(f"link type {width}DDR is unknown" in w for w in warnings), warnings
+
+
+REAL_DUMPS = Path(__file__).resolve().parents[1].parent / "shared" / "real-data" / "ibnetdiscover"
+needs_real_dumps = pytest.mark.skipif(not REAL_DUMPS.is_dir(), reason=f"{REAL_DUMPS} is not here (../shared/real-data)")
+
+
+def lids_named_by_port_lines(text: str) -> dict[str, int]:
+    """Each switch's LID as the other records' port lines give it ('... "S-<guid>"[p] ... lid N 4xQDR'):
+    the dump's own cross-check of its switch records, by a plain scan."""
+    import re
+
+    found: dict[str, int] = {}
+    for m in re.finditer(r'^\[\d+\].*?"(S-[0-9a-f]{16})"\[\d+\].*\blid (\d+) \S+$', text, re.MULTILINE):
+        assert found.setdefault(m[1], int(m[2])) == int(m[2])
+    return found
+
+
+@needs_real_dumps
+@pytest.mark.parametrize("name", ["psmn-x5-2020.topo", "nvidia-howto-2016.topo", "bee-cluster-2023.topo",
+                                  "manpage-voltaire-2007.topo"])
+def test_every_switch_of_a_real_dump_keeps_its_lid_base_or_enhanced_port_0(name):
+    # psmn-x5-2020: 9 of its 11 switch records end "enhanced port 0 lid N lmc 0" (S-0008f10500108bba
+    # is lid 7); nvidia-howto-2016's SX6012 "enhanced port 0 lid 174". Their LIDs had been lost.
+    text = (REAL_DUMPS / name).read_text()
+    fabric, _ = parse_fabric(text, name)
+    expected = lids_named_by_port_lines(text)
+    switches = {n.ident: n for n in fabric.nodes if n.kind == "switch"}
+    assert set(expected) <= set(switches)
+    assert {ident: switches[ident].lids.get(0) for ident in expected} == expected
+    assert {ident: fabric.lid(i, 1) for i, n in enumerate(fabric.nodes) if (ident := n.ident) in expected} == expected
+
+
+@needs_real_dumps
+def test_numbered_lids_pass_over_every_lid_the_dump_gives():
+    # nvidia-howto-2016 with the SX6012's LID unassigned (a dump taken before the SM ran): numbered
+    # from 1 in node order it had got 2, r-ufm216's real LID, and compare-counters paired them.
+    text = (REAL_DUMPS / "nvidia-howto-2016.topo").read_text()
+    text = text.replace('"MF0;switch-de779e:SX6012/U1" enhanced port 0 lid 174 lmc 0',
+                        '"MF0;switch-de779e:SX6012/U1" enhanced port 0 lid 0 lmc 0')
+    fabric, _ = parse_fabric(text, "unassigned.topo")
+    sx6012 = next(i for i, n in enumerate(fabric.nodes) if n.ident == "S-f4521403005764b0")
+    keys = [(fabric.lid(i, p), p) for i, n in enumerate(fabric.nodes) for p in range(1, n.ports + 1)]
+    assert len(keys) == len(set(keys))
+    assert fabric.lid(sx6012, 1) == 4  # 1, 2 and 3 are r-ufm96's, r-ufm216's and r-ufm111's
+    # A port with LMC 1 answers at two LIDs from its base: r-ufm111's 3 and 4.
+    fabric, _ = parse_fabric(text.replace('# lid 3 lmc 0 "SwitchIB', '# lid 3 lmc 1 "SwitchIB'), "lmc.topo")
+    assert fabric.lid(sx6012, 1) == 5
+
+
+def full_form(text: str) -> str:
+    """A dump as `ibnetdiscover -f` prints it: each port line's link type followed by the raw
+    PortInfo codes " s=<speed> w=<width> v=<vlcap>[ e=<ext speed>]" (ibnetdiscover.c)."""
+    import re
+
+    from qoslab.io.fabric import IBSIM_SPEED, IBSIM_WIDTH
+
+    def codes(m: re.Match[str]) -> str:
+        s, e = IBSIM_SPEED[m[2]]
+        return f"{m[0]} s={s} w={IBSIM_WIDTH[m[1]]} v=4" + (f" e={e}" if e else "")
+
+    return re.sub(r"(\d+x)(SDR|DDR|QDR|FDR|EDR|HDR|NDR)(?=\s*$)", codes, text, flags=re.MULTILINE)
+
+
+@needs_real_dumps
+@pytest.mark.parametrize("name", ["nvidia-howto-2016.topo", "psmn-x5-2020.topo", "bee-cluster-2023.topo"])
+def test_a_full_dump_keeps_every_link_rate(name):
+    # `ibnetdiscover -f`: nvidia-howto-2016's EDR, FDR, QDR and SDR links had all read as unknown
+    # and run at fabric.link_gbps (100 Gb/s), without a word.
+    text = (REAL_DUMPS / name).read_text()
+    full = full_form(text)
+    assert full != text and " s=4 w=2 v=4" in full
+    plain, _ = parse_fabric(text, name)
+    fabric, warnings = parse_fabric(full, name)
+    assert warnings == []
+    rates = [(c.a, c.b, c.width, c.speed) for c in fabric.cables]
+    assert rates == [(c.a, c.b, c.width, c.speed) for c in plain.cables] and None not in {r[2] for r in rates}
+
+
+def test_xsigo_tails_and_a_missing_link_type():
+    dump = MESSY.replace('# "node001 HCA-1" lid 3 4xEDR', '# "node001 HCA-1" lid 3 4xEDR s=4 w=2 v=4 e=2 slot 1') \
+                .replace('# "node010 HCA-1" lid 6 4xEDR', '# "node010 HCA-1" lid 6 4xEDR (scp)')
+    fabric, warnings = parse_fabric(dump, "xsigo.topo")
+    assert warnings == [] and all(c.width for c in fabric.cables)
+    fabric, warnings = parse_fabric(MESSY.replace('lid 2 4xEDR\n[6]', 'lid 2\n[6]'), "missing.topo")
+    assert any("no link type" in w and "missing.topo:" in w for w in warnings), warnings
+
+
+def record_lines(text: str) -> list[str]:
+    """A dump's Switch, Ca and port lines, blanks collapsed, in order of the records."""
+    import re
+
+    return [re.sub(r"\s+", " ", line).strip() for line in text.splitlines() if re.match(r"(Switch|Ca|\[)", line)]
+
+
+@needs_real_dumps
+@pytest.mark.parametrize("name", ["psmn-x5-2020.topo", "nvidia-howto-2016.topo", "bee-cluster-2023.topo"])
+def test_a_real_dump_written_back_keeps_its_descriptions_and_lids(name):
+    # The export had written "lid 0" everywhere and host names for descriptions ("node019 HCA-1"
+    # became "node019"), so a re-import fell back to numbered LIDs. Every record and port line
+    # comes back as the dump has it (these dumps list each record's ports in order and their
+    # cable ends agree).
+    text = (REAL_DUMPS / name).read_text()
+    fabric, _ = parse_fabric(text, name)
+    written = write_ibnetdiscover(fabric)
+    assert record_lines(written) == record_lines(text)
+    again, warnings = parse_fabric(written, "again")
+    assert warnings == []
+    assert [(n.ident, n.description, n.lids, n.lmcs, n.enhanced_port0) for n in again.nodes] == \
+           [(n.ident, n.description, n.lids, n.lmcs, n.enhanced_port0) for n in fabric.nodes]
+    assert again.engine_topology(100.0) == fabric.engine_topology(100.0)
+
+
+def test_a_generated_fabric_is_written_with_unassigned_lids():
+    scenario = qoslab.Scenario(topology={"kind": "xgft", "m": [2, 2], "w": [1, 2]})
+    written = write_ibnetdiscover(scenario.tool_fabric())
+    assert "base port 0 lid 0 lmc 0" in written and "# lid 0 lmc 0" in written
+    again, warnings = parse_fabric(written, "again")
+    assert warnings == [] and all(not n.lids for n in again.nodes)
+    assert {n.description for n in again.nodes} >= {"H0", "S1-0"}
+
+
+def test_links_of_an_imported_fabric_number_ports_as_the_dump_does(tmp_path):
+    # A host is its HCA port (node002's second port is 2), a switch port its number in the dump
+    # (node002/P2 is cabled to leaf-a's port 3); the engine numbers them 0 and 2.
+    scenario = messy_scenario(tmp_path, traffic=[{"load": 0.05}], run={"duration_us": 5, "warmup_us": 0})
+    rows = {(r["src"], r["src_port"], r["dst"], r["dst_port"]) for r in qoslab.simulate(scenario).links.to_pylist()}
+    assert ("node002/P2", 2, "leaf-a SwitchIB", 3) in rows and ("leaf-a SwitchIB", 3, "node002/P2", 2) in rows
+    assert ("leaf-a SwitchIB", 7, "leaf-a SwitchIB", 8) in rows  # the self cable
+
+
+@needs_real_dumps
+def test_links_and_port_counters_of_a_real_dump_name_the_same_ports(tmp_path):
+    # bee-cluster-2023's one 4xDDR cable joins port 11 of S-ec0d9a0300ec8480 to port 11 of
+    # S-ec0d9a0300ec8200: port_counters.parquet said 11, links.parquet 10 (IB port - 1).
+    scenario = qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(REAL_DUMPS / "bee-cluster-2023.topo")},
+                               traffic=[{"load": 0.01}], run={"duration_us": 2, "warmup_us": 0, "port_counters": True})
+    result = qoslab.simulate(scenario)
+    counted = {(r["node"], r["port"]): r["link_gbps"] for r in result.port_counters.to_pylist()}
+    links = result.links.to_pylist()
+    assert {(r["src"], r["src_port"]) for r in links} == {(r["dst"], r["dst_port"]) for r in links} == set(counted)
+    ddr = [key for key, gbps in counted.items() if gbps == pytest.approx(16.0)]
+    assert sorted(port for _, port in ddr) == [11, 11]
+    assert {(r["src"], r["src_port"], r["dst"], r["dst_port"]) for r in links if (r["src"], r["src_port"]) in ddr} == \
+           {(a[0], a[1], b[0], b[1]) for a in ddr for b in ddr if a != b}

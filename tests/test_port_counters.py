@@ -184,3 +184,59 @@ def test_the_interval_is_a_required_option(tmp_path):
     result = CliRunner().invoke(app, ["compare-counters", str(tmp_path), str(tmp_path), str(tmp_path)])
     assert result.exit_code == 2 and "--interval" in result.output
     assert "default: 0.0" not in CliRunner().invoke(app, ["compare-counters", "--help"]).output
+
+
+REAL_DUMPS = Path(__file__).resolve().parents[1].parent / "shared" / "real-data" / "ibnetdiscover"
+needs_real_dumps = pytest.mark.skipif(not REAL_DUMPS.is_dir(), reason=f"{REAL_DUMPS} is not here (../shared/real-data)")
+
+
+def perfquery_block(lid: int, port: int, data: int) -> str:
+    values = "".join(f"{name}:{'.' * (33 - len(name) - 1)}{data}\n"
+                     for name in ("PortXmitData", "PortRcvData", "PortXmitPkts", "PortRcvPkts"))
+    return (f"# Port extended counters: Lid {lid} port {port} (CapMask: 0x1300 CapMask2: 0x0000000)\n"
+            f"PortSelect:......................{port}\nCounterSelect:...................0x0000\n{values}")
+
+
+def compare_on_dump(tmp_path: Path, topo: str, lid: int, port: int):
+    (tmp_path / "fabric.topo").write_text(topo)
+    (tmp_path / "s.toml").write_text('[topology]\nkind = "ibnetdiscover"\npath = "fabric.topo"\n[[traffic]]\nload = 0.1\n'
+                                     "[run]\nduration_us = 5\nwarmup_us = 0\nport_counters = true\n")
+    runner = CliRunner()
+    run = runner.invoke(app, ["run", str(tmp_path / "s.toml"), "--out", str(tmp_path / "run")])
+    assert run.exit_code == 0, run.output
+    (tmp_path / "t0.txt").write_text(perfquery_block(lid, port, 0))
+    (tmp_path / "t1.txt").write_text(perfquery_block(lid, port, 1000))
+    return runner.invoke(app, ["compare-counters", str(tmp_path / "run"), str(tmp_path / "t0.txt"),
+                               str(tmp_path / "t1.txt"), "--interval", "1", "--out", str(tmp_path / "c")])
+
+
+@needs_real_dumps
+def test_a_real_dumps_switch_lid_pairs_perfquery_with_that_switch(tmp_path):
+    # nvidia-howto-2016: the SX6012 is "enhanced port 0 lid 174"; its port 8 is r-ufm96's 4xSDR link.
+    result = compare_on_dump(tmp_path, (REAL_DUMPS / "nvidia-howto-2016.topo").read_text(), 174, 8)
+    assert result.exit_code == 0, result.output
+    import pandas as pd
+
+    row = pd.read_csv(tmp_path / "c" / "comparison.csv").iloc[0]
+    assert (row["node_guid"], row["lid"], row["port"]) == ("0xf4521403005764b0", 174, 8)
+    assert row["real_utilisation"] == pytest.approx(4000 / (8e9 / 8))  # 1000 words over 1 s of a 4xSDR link
+    (tmp_path / "uncabled").mkdir()
+    result = compare_on_dump(tmp_path / "uncabled", (REAL_DUMPS / "nvidia-howto-2016.topo").read_text(), 174, 4)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "Lid 174 is MF0;switch-de779e:SX6012/U1 (0xf4521403005764b0), whose port 4 is not cabled" in \
+        " ".join(result.output.split())
+
+
+@needs_real_dumps
+def test_a_lid_naming_two_simulated_ports_is_refused_naming_them(tmp_path):
+    # The dump gives r-ufm96 r-ufm216's LID 2: a perfquery dump of Lid 2 port 1 may be either.
+    topo = (REAL_DUMPS / "nvidia-howto-2016.topo").read_text().replace(
+        '# lid 1 lmc 0 "MF0;switch-de779e:SX6012/U1"', '# lid 2 lmc 0 "MF0;switch-de779e:SX6012/U1"')
+    result = compare_on_dump(tmp_path, topo, 2, 1)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "t0.txt:1: Lid 2 port 1 names 2 ports" in result.output
+    assert "0xe41d2d030061f957" in result.output and "0xe41d2d03005cf1f8" in result.output
+    from qoslab.io.ibnetdiscover import parse_fabric
+
+    _, warnings = parse_fabric(topo, "dup.topo")
+    assert any("LID 2 is given at line" in w for w in warnings), warnings

@@ -86,6 +86,11 @@ def test_ibnetdiscover_of_the_exported_fabric_imports_to_the_same_fabric(routed)
     assert cabling(seen) == cabling(mine)
     assert sorted((n.guid, n.description, n.ports) for n in seen.nodes) == \
         sorted((n.guid, n.description, n.ports) for n in mine.nodes)
+    # `ibnetdiscover -f` appends the raw PortInfo codes to each port line: the same links and rates.
+    full = routed[1].run("ibnetdiscover", "-f")
+    assert re.search(r"x[A-Z]+ s=\d+ w=\d+ v=\d+", full), full[:2000]
+    seen_full, warnings = parse_fabric(full, "ibnetdiscover -f")
+    assert warnings == [] and cabling(seen_full) == cabling(mine)
     # And as a qoslab topology: the same hosts, in the same order, with the same engine cabling.
     saved = routed[1].folder / "discovered.topo"
     saved.write_text(topo)

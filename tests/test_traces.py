@@ -1551,3 +1551,22 @@ def test_real_traces_compute_from_mpi_init_to_mpi_finalize(trace):
         # Each COMPUTE op is rounded to the picosecond on its own.
         n = sum(1 for op in ops(prog, r) if op[0] == COMPUTE)
         assert abs(compute_ps(prog, r) - expected) <= Fraction(n, 2), (r, compute_ps(prog, r), float(expected))
+
+
+@needs_real
+def test_binary_dumpi_is_named_as_such_with_or_without_the_format(tmp_path):
+    # With format = "dumpi" a .bin rank file had been taken for a prefix: "testbgp-0000.bin-NNNN.txt:
+    # no dumpi2ascii files found for this prefix".
+    binary = REAL / "sstmacro-testbgp-7" / "testbgp-0000.bin"
+    for fmt in (None, "dumpi"):
+        with pytest.raises(ScenarioError) as e:
+            read_trace(binary, format=fmt, key="jobs[0].workload.path")
+        assert e.value.problems == [("jobs[0].workload.path", f"{binary}: binary DUMPI files cannot be read; "
+                                     "convert each rank's .bin with dumpi2ascii to .txt")]
+    # A folder or a prefix holding only the .bin files says the same of them.
+    for f in sorted((REAL / "sstmacro-testbgp-7").glob("*.bin")):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    for path in (tmp_path, tmp_path / "testbgp"):
+        for fmt in (None, "dumpi"):
+            with pytest.raises(ScenarioError, match=r"testbgp-0000\.bin: binary DUMPI files cannot be read; convert"):
+                read_trace(path, format=fmt)

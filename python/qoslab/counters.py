@@ -52,16 +52,12 @@ def _port_map(scenario: Any) -> tuple[Any, dict[tuple[int, int], tuple[int, int]
     if not isinstance(scenario.topology, Ibnetdiscover):
         # from_engine: the same nodes in the same order, ports numbered from 1.
         return fabric, {(n, p): (n, p + 1) for n, node in enumerate(fabric.nodes) for p in range(node.ports)}
-    hosts = fabric.endpoints()
-    mapping = {(i, 0): (e.node, e.port) for i, e in enumerate(hosts)}
-    for k, node in enumerate(fabric.switch_indices()):
-        for p in range(fabric.nodes[node].ports):
-            mapping[(len(hosts) + k, p)] = (node, p + 1)
-    return fabric, mapping
+    return fabric, fabric.engine_ports()
 
 
 def port_counters(scenario: Any, links: pa.Table, port_waits: pa.Table, tick_bytes: int = TICK_BYTES) -> pa.Table:
-    """One row per cabled port: its node (name, GUID), IB port number, LID and counters."""
+    """One row per cabled port: its node (name, GUID), IB port number, LID and counters. `links`
+    is the engine's link table, ports numbered as the engine numbers them."""
     fabric, mapping = _port_map(scenario)
     vls = scenario.fabric.data_vls
     rows = links.select(["link", "vl", "src_node", "src_port", "dst_node", "dst_port", "packets", "bytes",
@@ -233,17 +229,28 @@ def compare(simulated: pa.Table, window_ns: float, before: Dump, after: Dump, in
 
     if interval_s <= 0:
         raise ValueError(f"--interval: expected seconds > 0, got {interval_s:g}")
-    sim = simulated.to_pandas().set_index(["lid", "port"])
-    known = set(sim.index)
+    sim: dict[tuple[int, int], list[dict[str, Any]]] = {}
+    for row in simulated.to_pylist():
+        sim.setdefault((row["lid"], row["port"]), []).append(row)
     for dump in (before, after):
         for key, line in dump.lines.items():
-            if key not in known:
+            ports = sim.get(key, [])
+            if not ports:
+                node = next((f"{r[0]['node']} ({r[0]['node_guid']})" for k, r in sim.items() if k[0] == key[0]), None)
                 raise CounterDumpError(dump.source, line, f"Lid {key[0]} port {key[1]} is not a port of the simulated "
-                                       "fabric (LIDs come from its ibnetdiscover dump)")
+                                       "fabric (LIDs come from its ibnetdiscover dump)" if node is None else
+                                       f"Lid {key[0]} port {key[1]}: Lid {key[0]} is {node}, whose port {key[1]} is "
+                                       "not cabled in the simulated fabric")
+            if len(ports) > 1:  # the counters could belong to either: never pick one
+                named = " and ".join(f"{r['node']} ({r['node_guid']})" for r in ports)
+                raise CounterDumpError(dump.source, line, f"Lid {key[0]} port {key[1]} names {len(ports)} ports of the "
+                                       f"simulated fabric, on {named}: their counters cannot be told apart (the "
+                                       "scenario's ibnetdiscover dump gives them one LID, or the run is older than "
+                                       "qoslab's numbering of LIDs past the dump's: run it again)")
     rows = []
     for key in sorted(set(before.counters) & set(after.counters)):
         a, b = before.counters[key], after.counters[key]
-        s = sim.loc[key]
+        s = sim[key][0]
         capacity_bytes_per_s = float(s["link_gbps"]) * 1e9 / 8
         real_bytes = 4 * (b.get("PortXmitData", 0) - a.get("PortXmitData", 0))
         real_wait = tick_bytes * (b.get("PortXmitWait", 0) - a.get("PortXmitWait", 0))

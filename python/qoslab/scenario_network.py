@@ -209,6 +209,12 @@ class Ibnetdiscover(_Table):
     def engine(self, link_gbps: float = 100.0) -> dict[str, Any]:
         return self._fabric.engine_topology(link_gbps)
 
+    def ib_ports(self) -> dict[tuple[int, int], int]:
+        """Per engine (node, port), the IB port number the dump gives it: what the run's tables
+        show an administrator (a switch's port as numbered in the dump, a host's HCA port), where
+        the engine numbers a switch's ports from 0 and a host's only port 0."""
+        return {engine: ib for engine, (_, ib) in self._fabric.engine_ports().items()}
+
 
 # Assumed, not published: Marconi100's groups and switch counts (docs/dragonfly.md). 36-port EDR
 # switches in the balanced Dragonfly+ building block: leaves with 18 hosts and 18 up-links, one

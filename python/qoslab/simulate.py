@@ -21,7 +21,7 @@ from qoslab.errors import (
     from_engine_config_error,
 )
 from qoslab.levels import link_level
-from qoslab.scenario import Scenario
+from qoslab.scenario import Ibnetdiscover, Scenario
 from qoslab.tables import Column, Columns, EngineTable
 
 if TYPE_CHECKING:
@@ -187,7 +187,8 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
         summary["interference"] = {key: {victim: dict(zip(classes, row)) for victim, row in zip(classes, matrix)}
                                    for key, matrix in summary["interference"].items()}
 
-    tables: dict[str, EngineTable | pa.Table] = {"links": engine_tables.links(raw["links"], raw.get("nodes"))}
+    ports = scenario.topology.ib_ports() if isinstance(scenario.topology, Ibnetdiscover) else None
+    tables: dict[str, EngineTable | pa.Table] = {"links": engine_tables.links(raw["links"], raw.get("nodes"), ports)}
     if raw.get("messages") is not None:
         tables["messages"] = engine_tables.messages(raw["messages"], raw["mpi_kinds"])
     if raw.get("ranks") is not None:
@@ -202,7 +203,7 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
         from qoslab.counters import port_counters
 
         waits = engine_tables.numbers(raw["port_waits"]).to_arrow()
-        result._tables["port_counters"] = port_counters(scenario, result.links, waits)
+        result._tables["port_counters"] = port_counters(scenario, engine_tables.numbers(raw["links"]).to_arrow(), waits)
     if summary.get("interrupted"):
         raise Interrupted(result)
     if summary.get("status") == "deadlock":

@@ -15,6 +15,7 @@ A column is (name, kind, numpy dtype, little-endian bytes, extra):
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -94,15 +95,35 @@ def numbers(columns: Columns) -> EngineTable:
     return EngineTable(tuple((name, "numbers", dtype, data, None) for name, (dtype, data) in columns.items()))
 
 
-def links(columns: Columns, nodes: list[str] | None) -> EngineTable:
-    """Node names (src, dst) in front of the engine's node index columns."""
+def links(columns: Columns, nodes: list[str] | None, ports: dict[tuple[int, int], int] | None = None) -> EngineTable:
+    """Node names (src, dst) in front of the engine's node index columns. With `ports`, (engine
+    node, engine port) -> the port number to show: src_port and dst_port renumbered (an imported
+    fabric's ports as its dump numbers them, Ibnetdiscover.ib_ports)."""
     out: list[Column] = []
     for name, (dtype, data) in columns.items():
         label = {"src_node": "src", "dst_node": "dst"}.get(name)
         if label is not None and nodes is not None:
             out.append((label, "names", dtype, data, nodes))
+        if ports is not None and name in ("src_port", "dst_port"):
+            data = _renumbered(columns[name[:3] + "_node"], (dtype, data), ports)
         out.append((name, "numbers", dtype, data, None))
     return EngineTable(tuple(out))
+
+
+def _renumbered(nodes: tuple[str, bytes], ports: tuple[str, bytes], numbers: dict[tuple[int, int], int]) -> bytes:
+    """A port column's values looked up by (node, port), without numpy (a run does not import it)."""
+    from array import array
+
+    if nodes[0] != "<u4" or ports[0] != "<u4" or array("I").itemsize != 4:
+        raise ValueError(f"port columns: expected <u4 values, got {nodes[0]} and {ports[0]}")
+    node, port = array("I", nodes[1]), array("I", ports[1])
+    if sys.byteorder == "big":
+        node.byteswap()
+        port.byteswap()
+    out = array("I", (numbers[key] for key in zip(node, port)))
+    if sys.byteorder == "big":
+        out.byteswap()
+    return out.tobytes()
 
 
 def ranks(columns: Columns, job_names: list[str]) -> EngineTable:

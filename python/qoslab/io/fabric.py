@@ -54,8 +54,11 @@ class Node:
     # CA port -> port GUID; a switch's only port GUID is its node GUID (port 0).
     port_guids: dict[int, int] = field(default_factory=dict)
     line: int = 0  # where its record starts in the file it came from (0: generated)
-    # LIDs the dump gives: a switch's base LID at port 0, a CA's per port (empty: not given).
+    # LIDs the dump gives: a switch's base LID at port 0, a CA's per port (empty: not given),
+    # and their LMCs (a port answers at 2^LMC LIDs from its base; absent: 0).
     lids: dict[int, int] = field(default_factory=dict)
+    lmcs: dict[int, int] = field(default_factory=dict)
+    enhanced_port0: bool = False  # a switch whose record says "enhanced port 0" (written back as such)
 
     @property
     def ident(self) -> str:
@@ -134,7 +137,9 @@ class Fabric:
     def lid(self, node: int, port: int) -> int:
         """The LID that addresses a port's counters: a switch's base LID (every port of a switch
         answers at it), a CA port's own. From the dump when it gives them; otherwise numbered in
-        node order from 1 (switches one each, CA ports one each), as a subnet manager might."""
+        node order from 1 (switches one each, CA ports one each), as a subnet manager might,
+        passing over every LID the dump gives (a perfquery dump names a port by LID: a numbered
+        LID equal to a real one would pair its counters with the wrong port)."""
         n = self.nodes[node]
         own = n.lids.get(0 if n.kind == "switch" else port)
         if own:
@@ -143,29 +148,39 @@ class Fabric:
 
     def _numbered_lids(self) -> dict[tuple[int, int], int]:
         if not hasattr(self, "_lid_cache"):
+            taken = {lid + k for n in self.nodes for port, lid in n.lids.items()
+                     for k in range(1 << n.lmcs.get(port, 0))}
             numbered, lid = {}, 1
             for i, n in enumerate(self.nodes):
                 for port in ([0] if n.kind == "switch" else range(1, n.ports + 1)):
+                    if n.lids.get(port):
+                        continue
+                    while lid in taken:
+                        lid += 1
                     numbered[(i, port)] = lid
                     lid += 1
             self._lid_cache = numbered
         return self._lid_cache
 
+    def engine_ports(self) -> dict[tuple[int, int], tuple[int, int]]:
+        """How the engine's `graph` topology numbers this fabric's ports: (engine node, engine
+        port) -> (node index here, IB port number). Engine nodes are the hosts (one per cabled CA
+        port, with port 0) in endpoints() order, then the switches (port = IB port - 1)."""
+        hosts = self.endpoints()
+        ports = {(i, 0): (e.node, e.port) for i, e in enumerate(hosts)}
+        for k, node in enumerate(self.switch_indices()):
+            for port in range(1, self.nodes[node].ports + 1):
+                ports[(len(hosts) + k, port - 1)] = (node, port)
+        return ports
+
     def engine_topology(self, default_gbps: float) -> dict[str, Any]:
-        """The engine's `graph` topology: hosts (one per cabled CA port), then switches; links
-        whose rate the file does not give run at `default_gbps`."""
+        """The engine's `graph` topology: hosts (one per cabled CA port), then switches, numbered
+        as engine_ports() says; links whose rate the file does not give run at `default_gbps`."""
         hosts = self.endpoints()
         switches = self.switch_indices()
-        host_id = {(e.node, e.port): i for i, e in enumerate(hosts)}
-        switch_id = {n: len(hosts) + i for i, n in enumerate(switches)}
+        end = {ib: engine for engine, ib in self.engine_ports().items()}
         names = self.switch_names()
-
-        def end(node: int, port: int) -> tuple[int, int]:
-            if self.nodes[node].kind == "ca":
-                return host_id[(node, port)], 0
-            return switch_id[node], port - 1
-
-        cables = [[*end(*c.a), *end(*c.b)] for c in self.cables]
+        cables = [[*end[c.a], *end[c.b]] for c in self.cables]
         return {
             "kind": "graph",
             "host_names": [e.name for e in hosts],

@@ -39,14 +39,19 @@ _PORT = re.compile(
 )
 _GUID = re.compile(r"^(switchguid|caguid|hcaguids|rtguid)\s*([=+])\s*(0x[0-9a-fA-F]+|\d+)")
 _DESCRIPTION = re.compile(r'#\s*"([^"]*)"')
-_LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)\s*$")
+# A port line's link type ends it, but for what ibnetdiscover.c appends after it: with -f (full)
+# the raw PortInfo codes " s=<speed> w=<width> v=<vlcap>[ e=<ext speed>]", on Xsigo devices
+# " slot N" or " (scp)".
+_LINK = re.compile(r"(\d+x|\?\?)(SDR|DDR|QDR|FDR10|FDR|EDR|HDR|NDR|XDR|\?\?\?)"
+                   r"(?:\s+s=\d+\s+w=\d+\s+v=\d+(?:\s+e=\d+)?)?(?:\s+slot \d+|\s+\(scp\))?\s*$")
 _OPTION = re.compile(r"\b([wse])=(\d+)")
-# LIDs: a switch record's "base port 0 lid N", a CA port line's own "# lid N" (before the peer's
+# LIDs: a switch record's port-0 LID, a CA port line's own "# lid N lmc M" (before the peer's
 # quoted description, whose "lid N" is the peer's). 0 means unassigned (a dump taken before the SM ran).
-# A switch record ends "base port 0 lid N lmc M" (or "enhanced port 0 ..."), after its
-# description, which is printed raw, quotes and all: read from the end of the line.
-_SWITCH_TAIL = re.compile(r"\s(base|enhanced) port 0 lid (\d+) lmc \d+\s*$")
-_OWN_LID = re.compile(r"\s*#\s*lid (\d+)")
+# A switch record ends "base port 0 lid N lmc M" or "enhanced port 0 lid N lmc M" (ibnetdiscover.c
+# prints the switch's LID either way; only port 0's kind differs), after its description, which
+# is printed raw, quotes and all: read from the end of the line.
+_SWITCH_TAIL = re.compile(r"\s(base|enhanced) port 0 lid (\d+) lmc (\d+)\s*$")
+_OWN_LID = re.compile(r"\s*#\s*lid (\d+)(?: lmc (\d+))?")
 _IBSIM_WIDTHS = {code: width for width, code in IBSIM_WIDTH.items()}
 _IBSIM_SPEEDS = {code: speed for speed, code in IBSIM_SPEED.items()}
 
@@ -88,6 +93,17 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
     def fail(line: int, message: str) -> FabricFileError:
         return FabricFileError(source, line, message)
 
+    given: dict[int, int] = {}  # each LID the dump gives -> the line giving it
+
+    def give_lid(node: Node, port: int, lid: int, lmc: int, line: int) -> None:
+        node.lids[port], node.lmcs[port] = lid, min(lmc, 7)  # LMC is a 3-bit field
+        for value in range(lid, lid + (1 << node.lmcs[port])):
+            first = given.setdefault(value, line)
+            if first != line:  # LIDs are unique in a subnet; a perfquery dump names a port by one
+                warnings.append(f"{source}:{line}: LID {value} is given at line {first} too: a perfquery dump "
+                                "naming it may mean either port")
+                return
+
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.rstrip()
         stripped = line.strip()
@@ -122,8 +138,10 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             ids[ident] = len(nodes)
             nodes.append(Node(kind, node_guid, description, count, line=number))
             tail = _SWITCH_TAIL.search(rest)
-            if kind == "switch" and tail and tail[1] == "base" and int(tail[2]):
-                nodes[-1].lids[0] = int(tail[2])
+            if kind == "switch" and tail:
+                nodes[-1].enhanced_port0 = tail[1] == "enhanced"
+                if int(tail[2]):
+                    give_lid(nodes[-1], 0, int(tail[2]), int(tail[3]), number)
             current = len(nodes) - 1
             continue
         if stripped.startswith("["):
@@ -143,7 +161,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
                 owner.port_guids[local] = int(port[2], 16)
             own_lid = _OWN_LID.match(port[6] or "")
             if owner.kind == "ca" and own_lid and int(own_lid[1]):
-                owner.lids[local] = int(own_lid[1])
+                give_lid(owner, local, int(own_lid[1]), int(own_lid[2] or 0), number)
             width, speed = _link_type(port[6], number, warnings, source)
             ports.append(_Port(current, local, port[3], int(port[4] or 1), width, speed, number))
             continue
@@ -180,6 +198,9 @@ def _link_type(rest: str, line: int, warnings: list[str], source: str) -> tuple[
         return width, speed
     options = {k: int(v) for k, v in _OPTION.findall(rest.split("#", 1)[0])}  # not from a comment
     if not options:
+        if re.search(r"#.*\blid \d+", rest):  # ibnetdiscover's form, whose link type we did not find
+            warnings.append(f"{source}:{line}: no link type (width x speed, like 4xEDR) at the end of this port "
+                            "line; it runs at fabric.link_gbps")
         return None, None
     width = _IBSIM_WIDTHS.get(options.get("w", 2))
     speed = _IBSIM_SPEEDS.get((options.get("s", 1), options.get("e", 0)))
@@ -279,34 +300,46 @@ def write_ibsim(fabric: Fabric) -> str:
 
 
 def write_ibnetdiscover(fabric: Fabric) -> str:
-    """Text in `ibnetdiscover`'s default format (no LIDs are assigned: they print as 0)."""
+    """Text in `ibnetdiscover`'s default format, with each node's description and LIDs as its dump
+    gave them. A LID the fabric does not have (a generated topology: no subnet manager has run)
+    prints as 0, unassigned, as ibnetdiscover prints it before the SM has run."""
     ends = _links_by_port(fabric)
-    names = {**fabric.switch_names(), **{i: fabric.host_name(i) for i, n in enumerate(fabric.nodes) if n.kind == "ca"}}
     out = ["#", f"# Topology file: written by qoslab from {comment(fabric.source)}", "#", ""]
 
     def link(cable: Cable) -> str:
         return f"{cable.width}{cable.speed}" if cable.width else "??" + "???"
 
+    def lid(node: int, port: int) -> int:  # the LID a port line names: a switch's at its port 0
+        n = fabric.nodes[node]
+        return n.lids.get(0 if n.kind == "switch" else port, 0)
+
+    def lmc(node: int, port: int) -> int:
+        n = fabric.nodes[node]
+        return n.lmcs.get(0 if n.kind == "switch" else port, 0)
+
     for i in sorted(range(len(fabric.nodes)), key=lambda i: fabric.nodes[i].kind != "switch"):
         n = fabric.nodes[i]
         out += ["vendid=0x2c9", "devid=0x0", f"sysimgguid=0x{n.guid:x}"]
         if n.kind == "switch":
-            out += [f"switchguid=0x{n.guid:x}({n.guid:x})", f'Switch\t{n.ports} "{n.ident}"\t\t# "{names[i]}" base port 0 lid 0 lmc 0']
+            port0 = "enhanced" if n.enhanced_port0 else "base"
+            out += [f"switchguid=0x{n.guid:x}({n.guid:x})",
+                    f'Switch\t{n.ports} "{n.ident}"\t\t# "{n.description}" {port0} port 0 lid {lid(i, 0)} lmc {lmc(i, 0)}']
             for port in range(1, n.ports + 1):
                 if (i, port) not in ends:
                     continue
                 (peer, peer_port), cable = ends[(i, port)]
                 p = fabric.nodes[peer]
                 guid = f"({p.port_guid(peer_port):x}) " if p.kind == "ca" else ""
-                out.append(f'[{port}]\t"{p.ident}"[{peer_port}]{guid}\t\t# "{names[peer]}" lid 0 {link(cable)}')
+                out.append(f'[{port}]\t"{p.ident}"[{peer_port}]{guid}\t\t# "{p.description}" lid {lid(peer, peer_port)} '
+                           f"{link(cable)}")
         else:
-            out += [f"caguid=0x{n.guid:x}", f'Ca\t{n.ports} "{n.ident}"\t\t# "{names[i]}"']
+            out += [f"caguid=0x{n.guid:x}", f'Ca\t{n.ports} "{n.ident}"\t\t# "{n.description}"']
             for port in range(1, n.ports + 1):
                 if (i, port) not in ends:
                     continue
                 (peer, peer_port), cable = ends[(i, port)]
                 p = fabric.nodes[peer]
-                out.append(f'[{port}]({n.port_guid(port):x}) \t"{p.ident}"[{peer_port}]\t\t# lid 0 lmc 0 '
-                           f'"{names[peer]}" lid 0 {link(cable)}')
+                out.append(f'[{port}]({n.port_guid(port):x}) \t"{p.ident}"[{peer_port}]\t\t# lid {lid(i, port)} '
+                           f'lmc {lmc(i, port)} "{p.description}" lid {lid(peer, peer_port)} {link(cable)}')
         out.append("")
     return "\n".join(out)

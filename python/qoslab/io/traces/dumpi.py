@@ -93,6 +93,15 @@ def glob_escape(s: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", s)
 
 
+_BINARY = "binary DUMPI files cannot be read; convert each rank's .bin with dumpi2ascii to .txt"
+
+
+def _binary_hint(folder: Path, prefix: str = "") -> str:
+    """Where binary DUMPI rank files lie instead of dumpi2ascii text, what to do ('' if none)."""
+    found = sorted(folder.glob(f"{glob_escape(prefix)}*.bin")) if folder.is_dir() else []
+    return f"; {folder / found[0].name}: {_BINARY}" if found else ""
+
+
 def _dumpi_files(p: Path, fail: Fail) -> tuple[str, dict[int, Path], int | None, Path]:
     """(prefix, {rank: file}, rank count from the .meta file or None, what to name in errors)."""
     if p.is_dir():
@@ -102,7 +111,7 @@ def _dumpi_files(p: Path, fail: Fail) -> tuple[str, dict[int, Path], int | None,
             if m:
                 found.setdefault(m["prefix"], {})[int(m["rank"])] = f
         if not found:
-            fail(f"{p}: the folder holds no dumpi2ascii files (prefix-NNNN.txt)")
+            fail(f"{p}: the folder holds no dumpi2ascii files (prefix-NNNN.txt){_binary_hint(p)}")
         if len(found) > 1:
             fail(f"{p}: the folder holds the files of several DUMPI traces ({', '.join(sorted(found))}); give one prefix")
         prefix = next(iter(found))
@@ -121,6 +130,8 @@ def _dumpi_files(p: Path, fail: Fail) -> tuple[str, dict[int, Path], int | None,
             if not p.is_file():
                 fail(f"{p}: no such file")
             fail(f"{p}: not a dumpi2ascii rank file name (expected prefix-NNNN.txt, NNNN the rank)")
+        elif p.name.lower().endswith(".bin"):
+            fail(f"{p}: {_BINARY}")
         else:
             prefix_path = p
     prefix = prefix_path.name
@@ -139,7 +150,8 @@ def _dumpi_files(p: Path, fail: Fail) -> tuple[str, dict[int, Path], int | None,
                 except ValueError:
                     fail(f"{meta}: malformed numprocs line {line!r}")
     if not files:
-        fail(f"{prefix_path}-NNNN.txt: no dumpi2ascii files found for this prefix")
+        hint = _binary_hint(prefix_path.parent, f"{prefix}-")
+        fail(f"{prefix_path}-NNNN.txt: no dumpi2ascii files found for this prefix{hint}")
     return prefix, files, meta_ranks, prefix_path
 
 

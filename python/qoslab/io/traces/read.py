@@ -78,17 +78,18 @@ def _infer_format(p: Path, fail: Fail) -> str:
     if name.endswith((".txt", ".meta")):
         return "dumpi"
     if name.endswith(".bin"):
-        fail(f"{p}: binary DUMPI files cannot be read; convert each rank's .bin with dumpi2ascii to .txt")
+        return "dumpi"  # whose reader says that a binary DUMPI file is not read (given format = "dumpi" too)
     if name.endswith((".def", ".evt")):
         fail(f"{p}: give the OTF2 anchor file (the .otf2 file next to the traces folder), not a .def/.evt file")
     if p.is_dir():
         anchors = sorted(p.glob("*.otf2"))
         if anchors:
             return "otf2"
-        if any(DUMPI_FILE.match(f.name) for f in p.glob("*.txt")):
-            return "dumpi"
+        if any(DUMPI_FILE.match(f.name) for f in p.glob("*.txt")) or any(p.glob("*.bin")):
+            return "dumpi"  # .bin files alone: the DUMPI reader says to convert them
         fail(f"{p}: the folder holds no OTF2 anchor file (*.otf2) and no dumpi2ascii files (prefix-NNNN.txt)")
-    if not p.exists() and p.parent.is_dir() and any(p.parent.glob(f"{glob_escape(p.name)}-*.txt")):
+    ranks = (f"{glob_escape(p.name)}-*.{suffix}" for suffix in ("txt", "bin"))  # .bin: its reader says to convert
+    if not p.exists() and p.parent.is_dir() and any(any(p.parent.glob(g)) for g in ranks):
         return "dumpi"  # a DUMPI prefix
     if not p.exists():
         fail(f"{p}: no such file or folder")
