@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import qoslab
+from qoslab.cli import app
 from qoslab.deploy import export_opensm
 from qoslab.errors import ScenarioError
 from qoslab.io.ibnetdiscover import (
@@ -19,6 +20,7 @@ from qoslab.io.ibnetdiscover import (
 )
 from qoslab.io.ibroute import RoutingFileError, parse_dumps, routing_table
 from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf, write_opensm_conf
+from typer.testing import CliRunner
 
 # As real dumps come: tool noise on top, no blank lines between some records, tabs, trailing
 # blanks, a self-cabled switch (ports 7 and 8), a degraded 4xDDR link, a dual-port HCA.
@@ -477,3 +479,18 @@ def test_links_and_port_counters_of_a_real_dump_name_the_same_ports(tmp_path):
     assert sorted(port for _, port in ddr) == [11, 11]
     assert {(r["src"], r["src_port"], r["dst"], r["dst_port"]) for r in links if (r["src"], r["src_port"]) in ddr} == \
            {(a[0], a[1], b[0], b[1]) for a in ddr for b in ddr if a != b}
+
+
+@needs_real_dumps
+def test_what_the_reader_read_past_is_warned_by_check_and_run(tmp_path):
+    # The reader's warnings (here the man page's cable ends that disagree on their rate) were kept
+    # and never shown: the scenario said nothing of the slower rate it took.
+    path = tmp_path / "s.toml"
+    path.write_text(f'[topology]\nkind = "ibnetdiscover"\npath = "{REAL_DUMPS / "manpage-voltaire-2007.topo"}"\n'
+                    '[[traffic]]\nload = 0.1\n[run]\nduration_us = 2\nwarmup_us = 0\n')
+    expected = "topology.path: " + str(REAL_DUMPS / "manpage-voltaire-2007.topo") + ":15: the two ends of this link " \
+        "disagree (4xSDR here, 1xSDR at line 26); using the slower"
+    assert expected in qoslab.Scenario.from_toml(path).warnings()
+    for command in (["check", str(path)], ["run", str(path), "--out", str(tmp_path / "o")]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 0 and expected in " ".join(result.stderr.split()), result.output

@@ -202,10 +202,11 @@ class Scenario(_Table):
         return [t.group_of_host(h) for h in range(t.host_count())]
 
     def warnings(self) -> list[str]:
-        """Everything a run or check warns about: QoS tables that are almost certainly mistakes,
-        traffic keys that the table's pattern or load ignores, and congestion-control settings that
-        change nothing or stop all marking."""
-        return self.qos_warnings() + self.traffic_warnings() + self.congestion_control.warnings()
+        """Everything a run or check warns about: what an imported fabric's reader read past, QoS
+        tables that are almost certainly mistakes, traffic keys that the table's pattern or load
+        ignores, and congestion-control settings that change nothing or stop all marking."""
+        fabric = getattr(self.topology, "reader_warnings", list)()  # an imported fabric's file
+        return fabric + self.qos_warnings() + self.traffic_warnings() + self.congestion_control.warnings()
 
     def traffic_warnings(self) -> list[str]:
         """Keys a [[traffic]] table sets that its pattern or load never reads (a `shift` on a

@@ -193,6 +193,11 @@ class Ibnetdiscover(_Table):
         self.__dict__["path"] = str(path.resolve())
         return self
 
+    def reader_warnings(self) -> list[str]:
+        """What the file's reader noticed and read past (cable ends that disagree on their rate,
+        a LID given twice, a port line without a link type), each naming the file and line."""
+        return [f"topology.path: {message}" for message in self._warnings]
+
     def host_count(self) -> int:
         return len(self._fabric.endpoints())
 
