@@ -205,7 +205,7 @@ class Scenario(_Table):
         """Everything a run or check warns about: what an imported fabric's reader read past, QoS
         tables that are almost certainly mistakes, traffic keys that the table's pattern or load
         ignores, and congestion-control settings that change nothing or stop all marking."""
-        fabric = getattr(self.topology, "reader_warnings", list)()  # an imported fabric's file
+        fabric: list[str] = getattr(self.topology, "reader_warnings", list)()  # an imported fabric's file
         return fabric + self.qos_warnings() + self.traffic_warnings() + self.congestion_control.warnings()
 
     def traffic_warnings(self) -> list[str]:
