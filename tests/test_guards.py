@@ -310,3 +310,43 @@ def test_a_collective_whose_gathered_message_is_too_large_is_refused():
         qoslab.Scenario(topology={"kind": "single-switch", "hosts": 8},
                         jobs=[{"name": "a", "nodes": 8, "collectives": {"alltoall": "bruck"},
                                "workload": {"kind": "collective-loop", "collective": "alltoall", "bytes": 2**38 - 1}}])
+
+
+def test_input_files_that_cannot_be_read_whole_are_refused_by_name(tmp_path, monkeypatch):
+    # /dev/zero as a topology, a routing dump or a perfquery dump was read until memory ran out.
+    from qoslab.counters import CounterDumpError, read_dump
+    from qoslab.io import files
+    from qoslab.io.ibnetdiscover import FabricFileError, read_fabric
+    from qoslab.io.ibroute import RoutingFileError, read_dumps
+
+    for reader, error in ((read_fabric, FabricFileError), (read_dumps, RoutingFileError), (read_dump, CounterDumpError)):
+        with pytest.raises(error, match="/dev/zero: expected a regular file, got a device"):
+            reader("/dev/zero")
+    monkeypatch.setattr(files, "MAX_INPUT_BYTES", 1000)
+    big = tmp_path / "big.topo"
+    big.write_text("#" * 2000)
+    with pytest.raises(FabricFileError, match="big.topo: larger than"):
+        read_fabric(big)
+
+
+def test_reading_a_large_dump_names_its_hosts_once(tmp_path, monkeypatch):
+    # Each host's name was worked out from every CA's description again: 24 s for 4096 hosts.
+    from qoslab.io import fabric
+
+    path = tmp_path / "f.topo"
+    result = CliRunner().invoke(app, ["export", "fabric", str(_write(tmp_path, "x.toml", XGFT_256)),
+                                      "--format", "ibnetdiscover", "--out", str(path)])
+    assert result.exit_code == 0, result.output
+    calls = []
+    real = fabric._unique_names
+    monkeypatch.setattr(fabric, "_unique_names", lambda *a, **k: calls.append(1) or real(*a, **k))
+    scenario = qoslab.Scenario(topology={"kind": "ibnetdiscover", "path": str(path)})
+    assert scenario.host_count() == 256 and len(calls) <= 2, len(calls)
+
+
+XGFT_256 = '[topology]\nkind = "xgft"\nm = [16, 16]\nw = [1, 16]\n'
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    (folder / name).write_text(text)
+    return folder / name

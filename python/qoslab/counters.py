@@ -34,6 +34,7 @@ import pyarrow as pa
 
 from qoslab import arrow
 from qoslab.errors import FileLineError
+from qoslab.io.files import NotReadable, read_bytes
 
 TICK_BYTES = 8  # Quantum, Quantum-2, Quantum-3: one PortXmitWait tick per 8 bytes of link time
 VCRC_BYTES = 2  # counted in the wire size, not in PortXmitData
@@ -163,7 +164,9 @@ class Dump:
 def read_dump(path: str | Path) -> Dump:
     source = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
+    except NotReadable as error:
+        raise CounterDumpError(source, 0, str(error)) from None
     except OSError as error:
         raise CounterDumpError(source, 0, f"cannot read: {error.strerror or error}") from None
     if b"\0" in data:

@@ -98,6 +98,7 @@ class Fabric:
     cables: list[Cable]
     source: str = "<generated>"
     names: dict[int, str] = field(default_factory=dict)  # node index -> qoslab name, when given
+    _ca_name_cache: dict[int, str] | None = field(default=None, init=False, repr=False, compare=False)
 
     # -- what qoslab simulates -------------------------------------------------------------------
 
@@ -122,8 +123,14 @@ class Fabric:
         "node001") when no other CA shares it, else the whole description, else with the GUID."""
         if node in self.names:
             return self.names[node]
-        cas = [i for i, n in enumerate(self.nodes) if n.kind == "ca"]
-        return _unique_names(self.nodes, cas, first_word=True)[node]
+        return self._ca_names()[node]
+
+    def _ca_names(self) -> dict[int, str]:
+        # Worked out once for all CAs: per host it was quadratic (24 s to read a 4096-host dump).
+        if self._ca_name_cache is None:
+            cas = [i for i, n in enumerate(self.nodes) if n.kind == "ca"]
+            self._ca_name_cache = _unique_names(self.nodes, cas, first_word=True)
+        return self._ca_name_cache
 
     def switch_names(self) -> dict[int, str]:
         switches = [i for i, n in enumerate(self.nodes) if n.kind == "switch"]

@@ -25,6 +25,7 @@ from qoslab.io.fabric import (
     Fabric,
     Node,
 )
+from qoslab.io.files import NotReadable, read_bytes
 from qoslab.io.lines import IBSIM_LINE_BYTES, comment, comment_lines
 
 
@@ -71,7 +72,9 @@ def read_fabric(path: str | Path) -> tuple[Fabric, list[str]]:
     """Parses a file; returns the fabric and warnings (each naming its line)."""
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = read_bytes(path).decode("utf-8", errors="replace")
+    except NotReadable as error:
+        raise FabricFileError(source, 0, str(error)) from None
     except FileNotFoundError:
         raise FabricFileError(source, 0, "file not found") from None
     except IsADirectoryError:
@@ -86,6 +89,7 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
     nodes: list[Node] = []
     ids: dict[str, int] = {}
     ports: list[_Port] = []
+    listed: set[tuple[int, int]] = set()  # (node, port) of every port line read, for a linear-time check
     current: int | None = None
     pending_guid: int | None = None
     next_guid = {"switch": SWITCH_GUID_BASE + 0x8000, "ca": CA_GUID_BASE + 0x800000}
@@ -155,8 +159,9 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
             if not 1 <= local <= owner.ports:
                 raise fail(number, f'port [{local}] of "{owner.ident if owner.line else owner.description}": '
                                    f"the record declares {owner.ports} ports (1..{owner.ports})")
-            if any(p.node == current and p.port == local for p in ports):
+            if (current, local) in listed:
                 raise fail(number, f"port [{local}] is listed twice in this record")
+            listed.add((current, local))
             if port[2] and owner.kind == "ca":
                 owner.port_guids[local] = int(port[2], 16)
             own_lid = _OWN_LID.match(port[6] or "")
@@ -174,8 +179,9 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
     if not nodes:
         raise fail(0, "no Switch or Ca records: expected ibnetdiscover output or an ibsim net file")
     cables = _cables(nodes, ids, ports, source, warnings)
+    cabled = {c.a[0] for c in cables} | {c.b[0] for c in cables}
     for i, n in enumerate(nodes):
-        if n.kind == "ca" and not any(i in (c.a[0], c.b[0]) for c in cables):
+        if n.kind == "ca" and i not in cabled:
             warnings.append(f"{source}:{n.line}: CA {n.description!r} has no cabled port; it is left out")
     if not any(n.kind == "switch" for n in nodes):
         raise fail(0, "no switches: qoslab needs at least one switch")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from qoslab.errors import FileLineError
 from qoslab.io.fabric import Endpoint, Fabric
+from qoslab.io.files import NotReadable, read_bytes
 
 NO_ROUTE = 0xFFFF
 
@@ -65,7 +66,9 @@ def read_dumps(path: str | Path) -> list[SwitchDump]:
     dumps: list[SwitchDump] = []
     for f in files:
         try:
-            text = f.read_text(encoding="utf-8", errors="replace")
+            text = read_bytes(f).decode("utf-8", errors="replace")
+        except NotReadable as error:
+            raise RoutingFileError(str(f), 0, str(error)) from None
         except OSError as error:
             raise RoutingFileError(str(f), 0, f"cannot read: {error.strerror or error}") from None
         dumps += parse_dumps(text, str(f))
