@@ -350,3 +350,20 @@ XGFT_256 = '[topology]\nkind = "xgft"\nm = [16, 16]\nw = [1, 16]\n'
 def _write(folder: Path, name: str, text: str) -> Path:
     (folder / name).write_text(text)
     return folder / name
+
+
+def test_a_dumpi_parameter_given_twice_is_refused_by_line(tmp_path):
+    # `int dest=1` then `int dest=0`: the last one was used silently (here a deadlock).
+    for rank, (call, peer) in enumerate((("MPI_Send", "int dest=1\nint dest=0\n"), ("MPI_Recv", "int source=0\n"))):
+        status = "MPI_Status status=<IGNORED>\n" if call == "MPI_Recv" else ""
+        (tmp_path / f"t-{rank:04d}.txt").write_text(
+            "MPI_Init entering at walltime 1.0, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Init returning at walltime 1.0, cputime 0.0 seconds in thread 0.\n"
+            f"{call} entering at walltime 1.000001, cputime 0.0 seconds in thread 0.\nint count=1\n"
+            f"MPI_Datatype datatype=9 (MPI_INT)\n{peer}int tag=1\nMPI_Comm comm=2 (MPI_COMM_WORLD)\n{status}"
+            f"{call} returning at walltime 1.000002, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Finalize entering at walltime 1.00001, cputime 0.0 seconds in thread 0.\n"
+            "MPI_Finalize returning at walltime 1.00001, cputime 0.0 seconds in thread 0.\n")
+    with pytest.raises(ScenarioError, match=r"t-0000.txt, line 7: dest given twice in the MPI_Send record that starts "
+                                            r"at line 3 \(first at line 6\)"):
+        read_trace(tmp_path / "t-0000.txt")

@@ -148,6 +148,12 @@ def test_counters_going_down_and_missing_inputs_are_errors(tmp_path):
     result = runner.invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"), str(tmp_path / "after.txt"),
                                  "--interval", "1"])
     assert result.exit_code == 2 and "went down between the dumps" in result.output
+    # Only the wait going down: it was taken as a negative measured wait, without a word.
+    waits_down = re.sub(r"^(PortXmitWait:\.+)(\d+)$", lambda m: m[1] + str(int(m[2]) + 5), text, flags=re.MULTILINE)
+    (tmp_path / "before.txt").write_text(waits_down)
+    result = runner.invoke(app, ["compare-counters", str(out), str(tmp_path / "before.txt"), str(tmp_path / "after.txt"),
+                                 "--interval", "1"])
+    assert result.exit_code == 2 and "PortXmitWait went down between the dumps" in " ".join(result.output.split())
     result = runner.invoke(app, ["compare-counters", str(out), str(tmp_path / "after.txt"), str(tmp_path / "after.txt")])
     assert result.exit_code == 2 and "--interval" in result.output
     result = runner.invoke(app, ["compare-counters", str(tmp_path), str(tmp_path / "after.txt"),

@@ -267,11 +267,12 @@ def compare(simulated: pa.Table, window_ns: float, before: Dump, after: Dump, in
     if not rows:
         raise CounterDumpError(after.source, 0, f"no port appears in both {before.source} and {after.source}")
     table = pd.DataFrame(rows)
-    if (table["real_utilisation"] < 0).any():
-        bad = table[table["real_utilisation"] < 0].iloc[0]
-        raise CounterDumpError(after.source, after.lines[(bad["lid"], bad["port"])],
-                               f"Lid {bad['lid']} port {bad['port']}: PortXmitData went down between the dumps "
-                               "(counters reset, or the dumps in the wrong order)")
+    for column, counter in (("real_utilisation", "PortXmitData"), ("real_wait", "PortXmitWait")):
+        if (table[column] < 0).any():
+            bad = table[table[column] < 0].iloc[0]
+            raise CounterDumpError(after.source, after.lines[(bad["lid"], bad["port"])],
+                                   f"Lid {bad['lid']} port {bad['port']}: {counter} went down between the dumps "
+                                   "(counters reset, or the dumps in the wrong order)")
     return table
 
 

@@ -297,6 +297,9 @@ class _DumpiRank:
                     continue
                 pm = _PARAM.match(line)
                 if pm:
+                    if pm["name"] in rec.params and rec.name in _HANDLERS:  # which one would MPI have had?
+                        self.fail(i, f"{pm['name']} given twice in the {rec.name} record that starts at line "
+                                     f"{rec.line} (first at line {rec.params[pm['name']][2]})")
                     rec.params[pm["name"]] = (pm["type"], pm["value"], i)
                 elif rec.name in _HANDLERS:
                     self.fail(i, f"malformed parameter line in the {rec.name} record that starts at line {rec.line}: {line[:80]!r}")
