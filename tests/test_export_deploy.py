@@ -6,6 +6,7 @@ is complete and merges into the site's own."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -212,6 +213,54 @@ def test_a_merged_opensm_conf_keeps_the_vlarb_capability_note_and_the_export_war
         conf = (tmp_path / str(base is None) / "opensm.conf").read_text()
         assert "# note: 12 vlarb_low entries" in conf and conf.startswith("# QoS written by qoslab")
         assert any(w.startswith("qos.swe.vlarb_low: 12 VLArb entries") for w in bundle.warnings), bundle.warnings
+
+
+def test_tables_that_never_send_a_job_s_traffic_are_refused_naming_sl_vl_and_job(tmp_path):
+    # a2a on SL1 -> VL1, which has no weight in either table: OpenSM would program it, a2a would hang.
+    starving = qoslab.Scenario(**{**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "sl": 1}, SCENARIO["jobs"][1]],
+                                  "qos": {"vlarb_high": [], "vlarb_low": [[0, 255], [2, 64]]}})
+    with pytest.raises(ExportError) as error:
+        export_opensm(starving, tmp_path / "d", policy="per-job[a2a=1]")
+    message = str(error.value)
+    assert message.startswith("policy 'per-job[a2a=1]' of the scenario: not exported: traffic would never be sent")
+    assert "qos.ca: SL1 -> VL1" in message and "qos.swe: SL1 -> VL1" in message
+    assert "job 'a2a'" in message and "flood" not in message
+    assert not (tmp_path / "d").exists()
+    # The rule is check's: the same SL and VL are warned about there.
+    assert any("SL1 maps to VL1" in w and "job 'a2a'" in w for w in starving.warnings())
+
+
+def test_cli_export_of_a_table_without_weight_for_used_traffic_exits_2_and_writes_nothing(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[qos]\nvlarb_high = "1:255"\n'
+                        'vlarb_low = "0:255"\nsl2vl = "0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0"\n'
+                        '[[traffic]]\npattern = "uniform"\nload = 0.1\n')
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--set", "qos.vlarb_low=",
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2, result.output
+    assert "qos.swe: SL0 -> VL0" in result.stderr and "traffic[0]" in result.stderr
+    assert not (tmp_path / "d").exists()
+    fine = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--out", str(tmp_path / "e")])
+    assert fine.exit_code == 0, fine.output
+
+
+def test_the_default_export_passes_over_a_policy_whose_tables_never_send(study_out, tmp_path):
+    copy_out = tmp_path / "study"
+    shutil.copytree(study_out, copy_out)
+    runs = pd.read_parquet(copy_out / "runs.parquet")
+    starved = "per-job[a2a=1 flood=0]"
+    for run_id in runs[(runs["policy"] == starved) & (runs["mode"] == "shared")]["run_id"]:
+        record = copy_out / "runs" / str(run_id) / "record.json"
+        data = json.loads(record.read_text())
+        data["scenario"]["qos"]["vlarb_low"] = [[0, 64]]  # VL1 (a2a's) loses its weight
+        record.write_text(json.dumps(data))
+    rank_policies_first(copy_out, [starved, "default"])
+    choice = study_scenario(copy_out, None, 0)
+    assert choice.policy == "default" and "never send" in choice.why and repr(starved) in choice.why
+    result = CliRunner().invoke(app, ["export", "opensm", str(copy_out), "--policy", starved,
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "SL1 -> VL1" in result.stderr and "job 'a2a'" in result.stderr
+    assert not (tmp_path / "d").exists()
 
 
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):

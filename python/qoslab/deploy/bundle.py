@@ -64,6 +64,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     stems = file_stems([job["name"] for job in jobs])
     conf_word(policy_file, "--policy-file", "qos_policy_file")
     origin = f"policy {policy!r} of " if policy else ""
+    refuse_unsent(scenario, f"{origin}{scenario.source or 'the scenario'}")
     source = comment(f"{origin}{scenario.source or 'a scenario'}")
     header = [f"QoS written by qoslab from {source}"]
     if base is None:
@@ -133,6 +134,23 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     for name in ["slurm-taskprolog.sh", *wrappers]:
         (out / name).chmod(0o755)
     return Bundle(written, warnings, mpi_side)
+
+
+def refuse_unsent(scenario: Scenario, what: str) -> None:
+    """Raises ExportError when the tables would never send some traffic (an SL mapped to a VL with
+    no weight in either VLArb table: Scenario.unsent_traffic, the rule `qoslab check` warns by):
+    OpenSM programs them without a word and the jobs on that SL hang."""
+    unsent = scenario.unsent_traffic()
+    if not unsent:
+        return
+    listed = "\n".join(f"  {u.key}: SL{u.sl} -> VL{u.vl}, no weight in vlarb_high or vlarb_low; on it: "
+                       f"{', '.join(u.users)}" for u in unsent)
+    raise ExportError(f"{what}: not exported: traffic would never be sent. A port never sends the packets of a VL "
+                      "without weight in either VLArb table: on the fabric this traffic would never leave its port, and "
+                      f"a job sending on it would hang:\n{listed}\n"
+                      "Give every VL that carries traffic a weight (qos.vlarb_low or qos.vlarb_high; for a study's "
+                      "policy, its weights) or map its SL to a weighted VL (qos.sl2vl), then simulate and export "
+                      "again.")
 
 
 def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
