@@ -263,6 +263,18 @@ def test_the_default_export_passes_over_a_policy_whose_tables_never_send(study_o
     assert not (tmp_path / "d").exists()
 
 
+def test_more_than_8_data_vls_are_exported_with_a_warning_naming_the_key(tmp_path):
+    wide = qoslab.Scenario(**{**SCENARIO, "fabric": {"data_vls": 15}})
+    bundle = export_opensm(wide, tmp_path / "d")
+    conf = (tmp_path / "d" / "opensm.conf").read_text()
+    assert "\nmax_op_vls 5\n" in conf and "# note: ports whose VLCap is VL0-7" in conf
+    [warning] = [w for w in bundle.warnings if w.startswith("fabric.data_vls = 15")]
+    assert "VLCap VL0-7" in warning and "VL8-14 lands on VL0-6" in warning and "fabric.data_vls = 8" in warning
+    narrow = export_opensm(qoslab.Scenario(**{**SCENARIO, "fabric": {"data_vls": 8}}), tmp_path / "e")
+    assert not any("data_vls" in w for w in narrow.warnings)
+    assert "VLCap" not in (tmp_path / "e" / "opensm.conf").read_text()
+
+
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):
     rank_policies_first(study_out, ["per-job[a2a=1 flood=0]", "default"])
     table = pd.read_parquet(study_out / "policies.parquet")

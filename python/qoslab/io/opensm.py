@@ -28,6 +28,8 @@ MAX_OP_VLS = {1: 1, 2: 2, 4: 3, 8: 4, 15: 5}
 DATA_VLS = {code: vls for vls, code in MAX_OP_VLS.items()}
 # Many switches program only this many VLArb entries per table (VLArbitrationLowCap/HighCap).
 COMMON_VLARB_CAP = 8
+# Most InfiniBand ports advertise VLCap VL0-7: OpenSM operates at most this many data VLs on them.
+COMMON_DATA_VLS = 8
 
 
 def _vlarb_text(entries: list[tuple[int, int]]) -> str:
@@ -62,6 +64,11 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
     lines += ["qos TRUE", f"qos_policy_file {policy_file}",
               f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
               f"max_op_vls {MAX_OP_VLS[data_vls]}"]
+    if data_vls > COMMON_DATA_VLS:
+        lines.append(f"# note: ports whose VLCap is VL0-{COMMON_DATA_VLS - 1} (most hardware) operate "
+                     f"{COMMON_DATA_VLS} data VLs: OpenSM masks SL2VL and VLArb VLs {COMMON_DATA_VLS}-{data_vls - 1} "
+                     f"to VL0-{data_vls - 1 - COMMON_DATA_VLS} on them, unlike what fabric.data_vls = {data_vls} "
+                     "simulated")
     for prefix, port, what in WRITTEN_PORT_TYPES:
         t = tables[port]
         lines.append(f"# {what}")
