@@ -301,7 +301,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     for number, key in unknown:
         warnings.append(f"{source}:{number}: {key!r}: not an OpenSM option: OpenSM ignores this line")
 
-    def number_of(key: str, low: int, high: int) -> int | None:
+    def number_of(key: str, low: int, high: int, expected: str | None = None) -> int | None:
         if key not in values or values[key][0] in ("", "(null)"):
             return None
         value, line = values[key]
@@ -312,7 +312,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
         if value.strip().startswith("0") and len(value.strip()) > 1 and not value.lower().startswith("0x"):
             warnings.append(f"{source}:{line}: {key} {value}: a leading 0 makes OpenSM read it as octal ({n})")
         if not low <= n <= high:
-            raise OpenSmConfError(source, line, f"{key}: expected {low}..{high}, got {n}")
+            raise OpenSmConfError(source, line, f"{key}: expected {expected or f'{low}..{high}'}, got {n}")
         return n
 
     enabled = values.get("qos", ("FALSE", 0))[0].upper() == "TRUE"
@@ -321,25 +321,33 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     op = number_of("max_op_vls", 1, 5)
     data_vls = DATA_VLS[op if op is not None else 5]
     mask = (1 << (MAX_OP_VLS[data_vls] - 1)) - 1 if data_vls > 1 else 0
-    tables: dict[str, dict[str, Any]] = {}
-    for port, prefix in PORT_TYPES.items():
-        t: dict[str, Any] = {}
-        for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl"):
-            key = prefix + name
-            if key not in values or values[key][0] in ("", "(null)"):
-                key = "qos_" + name
-            if key not in values or values[key][0] in ("", "(null)"):
-                t[name] = OPENSM_DEFAULTS[name]
+    def table_value(name: str, prefix: str) -> Any:
+        """What OpenSM programs for one field of a port type (qos_build_config): the port type's
+        own option, else the global qos_ one, else the built-in default. A string option is unset
+        only when absent or "(null)" (what `opensm -c` writes): an empty one is a table of its own
+        (no weight, every SL on VL0). high_limit is unset when negative (`opensm -c` writes -1)."""
+        for key in (prefix + name, "qos_" + name):
+            if key not in values:
                 continue
             value, at = values[key]
             if name == "high_limit":
-                limit = number_of(key, -1, 255)
-                t[name] = OPENSM_DEFAULTS[name] if limit == -1 else limit
-            elif name == "sl2vl":
-                t[name] = _sl2vl(value, key, at, source, mask, warnings)
-            else:
-                t[name] = _vlarb(value, key, at, source, warnings)
-        tables[port] = t
+                if value in ("", "(null)"):  # strtol: 0, not unset
+                    warnings.append(f"{source}:{at}: {key} {value!r}: OpenSM reads it as 0, not as unset (-1 is "
+                                    "unset)")
+                    return 0
+                limit = number_of(key, -(2**31), 255, "0..255, or a negative number for unset")
+                if limit is not None and limit >= 0:
+                    return limit
+                continue  # negative: unset, the next level
+            if value == "(null)":
+                continue
+            if name == "sl2vl":
+                return _sl2vl(value, key, at, source, mask, warnings)
+            return _vlarb(value, key, at, source, warnings)
+        return OPENSM_DEFAULTS[name]
+
+    tables = {port: {name: table_value(name, prefix) for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl")}
+              for port, prefix in PORT_TYPES.items()}
     try:
         congestion = parse_cc(cc, source, warnings)
     except OpenSmCcError as error:
@@ -348,6 +356,10 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
 
 
 def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) -> list[tuple[int, int]]:
+    if not value:
+        warnings.append(f"{source}:{line}: {key} is empty: OpenSM programs a table without weight, not the "
+                        "fallback of an unset option ((null) or no line)")
+        return []
     entries = []
     for text in value.split(","):
         vl_text, sep, weight_text = text.partition(":")
@@ -374,6 +386,10 @@ def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) ->
 
 
 def _sl2vl(value: str, key: str, line: int, source: str, mask: int, warnings: list[str]) -> list[int]:
+    if not value:
+        warnings.append(f"{source}:{line}: {key} is empty: OpenSM maps every SL to VL 0, not the fallback of an "
+                        "unset option ((null) or no line)")
+        return [0] * 16
     try:
         vls = [_strtoul(v) for v in value.split(",")]
     except ValueError:
