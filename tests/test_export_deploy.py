@@ -275,6 +275,25 @@ def test_more_than_8_data_vls_are_exported_with_a_warning_naming_the_key(tmp_pat
     assert "VLCap" not in (tmp_path / "e" / "opensm.conf").read_text()
 
 
+def test_a_base_naming_another_policy_file_is_warned_about_and_the_readme_says_when_to_restart(tmp_path):
+    scenario = qoslab.Scenario(**SCENARIO)
+    base = "sm_priority 3\nqos_policy_file /etc/opensm/old.conf\nqos_policy_file '/etc/opensm/site-policy.conf'\n"
+    bundle = export_opensm(scenario, tmp_path / "d", base=base, base_source="site.conf")
+    [warning] = [w for w in bundle.warnings if "qos_policy_file" in w]
+    assert warning.startswith("site.conf:3: qos_policy_file /etc/opensm/site-policy.conf becomes "
+                              "/etc/opensm/qos-policy.conf: the exported qos-policy.conf replaces the site's policy "
+                              "rules in /etc/opensm/site-policy.conf, it is not merged with them")
+    assert "restart it, SIGHUP does not take a new path" in warning
+    assert "\nqos_policy_file /etc/opensm/qos-policy.conf\n" in (tmp_path / "d" / "opensm.conf").read_text()
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert "2. If `qos_policy_file` changed, restart OpenSM" in readme and "Restart OpenSM or send it SIGHUP" not in readme
+    assert "whose port groups, QoS levels and match rules are not merged in" in readme
+    # The same path, an unset one or none: nothing changes where OpenSM looks, nothing to warn about.
+    for same in ("qos_policy_file /etc/opensm/qos-policy.conf\n", "qos_policy_file (null)\n", "sm_priority 3\n"):
+        quiet = export_opensm(scenario, tmp_path / "e", base=same, base_source="site.conf")
+        assert not any("qos_policy_file" in w for w in quiet.warnings), same
+
+
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):
     rank_policies_first(study_out, ["per-job[a2a=1 flood=0]", "default"])
     table = pd.read_parquet(study_out / "policies.parquet")

@@ -142,6 +142,16 @@ def test_policy_file_path_with_spaces_or_newlines_is_refused(tmp_path):
             export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=path)
 
 
+def test_a_relative_policy_file_is_refused_naming_what_opensm_would_do(tmp_path):
+    for path in ("qos-policy.conf", "deploy/qos-policy.conf", "./x.conf", "../etc/x.conf"):
+        with pytest.raises(ExportError, match=r"--policy-file .*: a relative path, .*ERR AC01") as error:
+            export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=path)
+        assert "/etc/opensm/qos-policy.conf" in str(error.value)
+    assert not (tmp_path / "deploy").exists()
+    export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=str(tmp_path / "qos-policy.conf"))
+    assert f"qos_policy_file {tmp_path / 'qos-policy.conf'}\n" in (tmp_path / "deploy" / "opensm.conf").read_text()
+
+
 def test_a_hostile_policy_label_or_source_stays_inside_its_comment(tmp_path):
     s = scenario(["plain"])
     s._source = "study\nqos FALSE.toml"

@@ -493,7 +493,7 @@ def export_opensm_command(
     policy: Annotated[str | None, typer.Option(help="Study policy to export (default: the least total contention "
                                                        "among policies MPI settings alone can deploy).")] = None,
     repetition: Annotated[int, typer.Option(help="Study repetition whose placement names the port groups.")] = 0,
-    policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf.")] = "/etc/opensm/qos-policy.conf",
+    policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf (an absolute path).")] = "/etc/opensm/qos-policy.conf",
     base: Annotated[Path | None, typer.Option(help="An opensm.conf (or `opensm -c` template) to merge the QoS "
                                                       "options into; written whole to --out.")] = None,
     overrides: Overrides = None,

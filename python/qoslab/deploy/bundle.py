@@ -7,7 +7,7 @@ these files through names.py; every MPI variable through mpi_env.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from qoslab.deploy.mpi_env import (
@@ -36,6 +36,7 @@ from qoslab.io.opensm import (
     MAX_OP_VLS,
     enables_congestion_control,
     merge_opensm_conf,
+    option_value,
     routing_engine_warnings,
     write_opensm_conf,
 )
@@ -43,6 +44,7 @@ from qoslab.io.opensm_cc import cc_lines
 from qoslab.scenario import Scenario
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
+DEFAULT_POLICY_FILE = "/etc/opensm/qos-policy.conf"  # OpenSM's default qos_policy_file (its config dir)
 
 
 @dataclass
@@ -54,7 +56,7 @@ class Bundle:
     mpi_side: list[str] = field(default_factory=list)  # per job: what configuration alone cannot do
 
 
-def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = "/etc/opensm/qos-policy.conf",
+def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = DEFAULT_POLICY_FILE,
                   base: str | None = None, base_source: str = "opensm.conf") -> Bundle:
     """Writes the deployment bundle of `scenario`'s QoS into `out`. `base`: the text of an
     opensm.conf to merge the QoS options into (the site's, or `opensm -c`'s template). Every name
@@ -65,14 +67,20 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         check_name(job["name"], f"job name (jobs[{i}].name)")
     stems = file_stems([job["name"] for job in jobs])
     conf_word(policy_file, "--policy-file", "qos_policy_file")
+    if not PurePosixPath(policy_file).is_absolute():
+        raise ExportError(f"--policy-file {policy_file!r}: a relative path, which OpenSM opens from its own working "
+                          "directory (/ for a daemon), not from here, and then logs ERR AC01 (and PathRecords carry "
+                          f"SL 0): give the absolute path where qos-policy.conf will be ({DEFAULT_POLICY_FILE}, OpenSM's "
+                          f"default, or {Path(policy_file).absolute()} for that file seen from here)")
     origin = f"policy {policy!r} of " if policy else ""
     refuse_unsent(scenario, f"{origin}{scenario.source or 'the scenario'}")
     source = comment(f"{origin}{scenario.source or 'a scenario'}")
     header = [f"QoS written by qoslab from {source}"]
     if base is None:
         header.append("Every QoS option OpenSM has. Merge them into your opensm.conf (qoslab export opensm ... "
-                      "--base /etc/opensm/opensm.conf does it), then restart or re-sweep OpenSM; given alone to "
-                      "opensm -F this file would leave every other setting at OpenSM's default.")
+                      "--base /etc/opensm/opensm.conf does it), then restart OpenSM (needed when qos_policy_file "
+                      "changes) or send it SIGHUP; given alone to opensm -F this file would leave every other setting "
+                      "at OpenSM's default.")
     layers, step = scenario.routing.vls or 1, scenario.qos_vls()
     if layers > 1:
         header.append(f"Routing uses {layers} VL layers ({scenario.routing.algorithm} on a Dragonfly+): QoS has "
@@ -110,6 +118,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     if base is not None:
         conf = merge_opensm_conf(base, conf, base_source)
         warnings += routing_engine_warnings(base, base_source)
+        warnings += policy_file_warnings(base, base_source, policy_file)
         if not scenario.congestion_control.enabled and enables_congestion_control(base):
             warnings.append(f"{base_source}: congestion_control TRUE, but the scenario simulated the policy without "
                             "congestion control: add its cc_* settings as [congestion_control] (qoslab import opensm "
@@ -145,6 +154,19 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     for name in ["slurm-taskprolog.sh", *wrappers]:
         (out / name).chmod(0o755)
     return Bundle(written, warnings, mpi_side)
+
+
+def policy_file_warnings(base: str, base_source: str, policy_file: str) -> list[str]:
+    """A base whose qos_policy_file names another file: the export points OpenSM elsewhere, whose
+    rules replace the site's policy, and OpenSM takes the new path only when it restarts."""
+    site = option_value(base, "qos_policy_file")
+    if site is None or site[1] in ("", "(null)", policy_file):
+        return []
+    line, old = site
+    return [f"{base_source}:{line}: qos_policy_file {old} becomes {policy_file}: the exported qos-policy.conf replaces "
+            f"the site's policy rules in {old}, it is not merged with them (copy the port groups, QoS levels and "
+            f"match rules you keep into it, or merge them and export with --policy-file {old}); OpenSM reads "
+            "qos_policy_file only when it starts: restart it, SIGHUP does not take a new path"]
 
 
 def refuse_unsent(scenario: Scenario, what: str) -> None:
@@ -243,17 +265,21 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
         plan = plans[job["name"]]
         how = "environment" if plan.how == ENVIRONMENT else plan.how
         readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | {how} |")
+    policy_copy = ("Copy `qos-policy.conf` to the `qos_policy_file` path: it replaces the policy file there, whose "
+                   "port groups, QoS levels and match rules are not merged in (copy those you keep into it first).")
     step1 = ("1. `opensm.conf` is your opensm.conf with every QoS option set (`qos TRUE`, `max_op_vls`, the global "
              "`qos_*` and the `qos_ca_*`, `qos_sw0_*`, `qos_swe_*`, `qos_rtr_*` tables): install it in place of "
-             "the old one; copy `qos-policy.conf` to the `qos_policy_file` path." if merged else
+             f"the old one. {policy_copy}" if merged else
              "1. Merge `opensm.conf` into OpenSM's configuration: it sets every QoS option (`qos TRUE`, "
              "`max_op_vls`, the global `qos_*` and the `qos_ca_*`, `qos_sw0_*`, `qos_swe_*`, `qos_rtr_*` tables). "
              "`qoslab export opensm ... --base /etc/opensm/opensm.conf` does the merge (`opensm -c FILE` writes "
-             "OpenSM's own template to start from). Copy `qos-policy.conf` to the `qos_policy_file` path.")
+             f"OpenSM's own template to start from). {policy_copy}")
     variables = ", ".join(f"`{v}`" for v in SL_VARIABLES)
     readme += ["", step1,
-               "2. Restart OpenSM or send it SIGHUP for a heavy sweep; check with `smpquery sl2vl <lid> <port>` "
-               "and `smpquery vlarb <lid> <port>`.",
+               "2. If `qos_policy_file` changed, restart OpenSM: it reads that option only when it starts (SIGHUP "
+               "does not re-read it). Otherwise send it SIGHUP: it re-reads opensm.conf's QoS options and the policy "
+               "file at its path, and sweeps the fabric again. Check with `smpquery sl2vl <lid> <port>` and "
+               "`smpquery vlarb <lid> <port>`.",
                f"3. Give each job its SL: source `env/<job>.env` ({variables}; nothing for SL 0, every stack's "
                "default), `srun --export=ALL,UCX_IB_SL=<sl>`, or install `slurm-taskprolog.sh` as TaskProlog "
                "(it matches jobs by name, literally: submit with `sbatch -J <job>` or `srun -J <job>`, since a job's "

@@ -153,6 +153,19 @@ def enables_congestion_control(conf: str) -> bool:
     return bool(values) and values[-1] == ["TRUE"]
 
 
+def option_value(conf: str, option: str) -> tuple[int, str] | None:
+    """(line number, value) of `option` in an opensm.conf as OpenSM takes it: its last line wins,
+    the value stripped of blanks and of one pair of enclosing quotes; None when no line sets it."""
+    lines = conf.splitlines()
+    found = [i for i, key in _option_lines(conf) if key == option]
+    if not found:
+        return None
+    value = lines[found[-1]].split("#", 1)[0].strip()[len(option):].strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return found[-1] + 1, value
+
+
 class OpenSmConfError(FileLineError):
     """An opensm.conf qoslab cannot read; names the file and line."""
 
