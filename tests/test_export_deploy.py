@@ -294,6 +294,36 @@ def test_a_base_naming_another_policy_file_is_warned_about_and_the_readme_says_w
         assert not any("qos_policy_file" in w for w in quiet.warnings), same
 
 
+def test_jobs_the_simulation_placed_are_warned_about_for_qos_policy_conf(study_out, tmp_path):
+    # The study placed both jobs at random: its stored scenarios list hosts, study.json says how they came.
+    assert json.loads((study_out / "study.json").read_text())["placement"] == {"a2a": "random", "flood": "random"}
+    result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--policy", "per-job[a2a=1 flood=0]",
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    stderr = " ".join(result.stderr.split())
+    assert "the port groups of job 'a2a' (placement = \"random\") list the hosts the simulation placed" in stderr
+    assert "job 'flood'" not in stderr  # on SL 0: no match rule to mislead
+    assert "env/<job>.env" in stderr
+    assert '# placement = "random": hosts the simulation chose' in (tmp_path / "d" / "qos-policy.conf").read_text()
+    assert "**qos-policy.conf names hosts the simulation chose** for a2a" in (tmp_path / "d" / "README.md").read_text()
+    # A study folder that does not record placement: said so, not taken for explicit hosts.
+    old = tmp_path / "old"
+    shutil.copytree(study_out, old)
+    meta = json.loads((old / "study.json").read_text())
+    del meta["placement"]
+    (old / "study.json").write_text(json.dumps(meta))
+    choice = study_scenario(old, "per-job[a2a=1 flood=0]", 0)
+    bundle = export_opensm(choice.scenario, tmp_path / "e", placement=choice.placement)
+    assert any("job 'a2a' (placement not recorded by the study folder)" in w for w in bundle.warnings)
+    # Hosts given explicitly: the port groups are the job's own hosts, nothing to warn about.
+    explicit = qoslab.Scenario(**{**SCENARIO, "jobs": [
+        {"name": job["name"], "workload": job["workload"], "sl": 1, "placement": "hosts", "hosts": hosts}
+        for job, hosts in zip(SCENARIO["jobs"], ([0, 1, 2, 3], [4, 5, 6, 7]), strict=True)]})
+    assert not any("qos-policy.conf" in w for w in export_opensm(explicit, tmp_path / "f").warnings)
+    drawn = qoslab.Scenario(**{**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "sl": 1}, SCENARIO["jobs"][1]]})
+    assert any("job 'a2a' (placement = \"random\")" in w for w in export_opensm(drawn, tmp_path / "g").warnings)
+
+
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):
     rank_policies_first(study_out, ["per-job[a2a=1 flood=0]", "default"])
     table = pd.read_parquet(study_out / "policies.parquet")

@@ -515,14 +515,15 @@ def export_opensm_command(
                                "simulated; change the study's scenario and run it again (--set applies to a "
                                "scenario file)")
                 choice = study_scenario(source, policy, repetition)
-                scenario, label = choice.scenario, choice.policy
+                scenario, label, placement = choice.scenario, choice.policy, choice.placement
                 console.print(Text(f"exporting policy {label!r}: {choice.why}"))
             else:
                 if policy is not None or repetition != 0:
                     raise fail(f"error: --policy and --repetition choose among a study's runs; {source} is a "
                                "scenario file, whose QoS is exported as it is")
-                scenario, label = load(source, overrides), ""
-            bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf")
+                scenario, label, placement = load(source, overrides), "", None
+            bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf",
+                                   placement)
         except (ExportError, OpenSmConfError) as error:
             raise fail(f"error: {error}") from None
         except OSError as error:

@@ -57,12 +57,20 @@ class Bundle:
 
 
 def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = DEFAULT_POLICY_FILE,
-                  base: str | None = None, base_source: str = "opensm.conf") -> Bundle:
+                  base: str | None = None, base_source: str = "opensm.conf",
+                  placement: dict[str, str] | None = None) -> Bundle:
     """Writes the deployment bundle of `scenario`'s QoS into `out`. `base`: the text of an
-    opensm.conf to merge the QoS options into (the site's, or `opensm -c`'s template). Every name
-    is checked and every text made before the first file is written."""
+    opensm.conf to merge the QoS options into (the site's, or `opensm -c`'s template).
+    `placement`: how each job's hosts were chosen, by job name, where the scenario no longer says
+    (a study's stored scenario lists every job's hosts: Choice.placement); None: its [[jobs]]
+    placement. Every name is checked and every text made before the first file is written."""
     resolved = scenario.resolved()
     jobs = resolved["jobs"]
+    if placement is None:
+        placement = {job["name"]: given.placement for job, given in zip(jobs, scenario.jobs, strict=True)}
+    # Jobs whose qos-policy.conf rule names hosts the simulation chose, not hosts they will run on.
+    drawn = {job["name"]: placement.get(job["name"], "") for job in jobs
+             if job["sl"] != 0 and placement.get(job["name"]) != "hosts"}
     for i, job in enumerate(jobs):
         check_name(job["name"], f"job name (jobs[{i}].name)")
     stems = file_stems([job["name"] for job in jobs])
@@ -133,13 +141,20 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         notes.append("The scenario sets SL2VL tables per (input, output) port pair of single switches "
                      "(qos.sl2vl_pairs): opensm.conf has one SL2VL table per port type, so these are NOT in "
                      "opensm.conf; program them with a routing engine that owns SL2VL or by MADs.")
+    if drawn:
+        listed = ", ".join(f"job {name!r} ({_placed(how)})" for name, how in drawn.items())
+        warnings.append(f"qos-policy.conf: the port groups of {listed} list the hosts the simulation placed them on, "
+                        "not hosts they will run on, so its rules would give their SLs to whatever runs there: give "
+                        "these jobs their SL through their environment (env/<job>.env or slurm-taskprolog.sh) and "
+                        "leave their qos-policy.conf rules out, or simulate them with placement = \"hosts\" on the "
+                        "hosts they will run on")
     plans = {job["name"]: deployment(job) for job in jobs}
     mpi_side = [f"job {job['name']!r}: {plans[job['name']].needs}" for job in jobs if plans[job["name"]].needs]
     files = {
         "opensm.conf": conf,
-        "qos-policy.conf": qos_policy_text(jobs, scenario),
+        "qos-policy.conf": qos_policy_text(jobs, scenario, drawn),
         "slurm-taskprolog.sh": taskprolog_text(jobs),
-        "README.md": readme_text(jobs, stems, source, notes, base is not None),
+        "README.md": readme_text(jobs, stems, source, notes, base is not None, drawn),
     }
     files.update({f"env/{stems[job['name']]}.env": env_file_text(job) for job in jobs})
     wrappers = {f"env/{stems[job['name']]}-sl-wrapper.sh": rank_wrapper_text(job) for job in jobs
@@ -186,10 +201,15 @@ def refuse_unsent(scenario: Scenario, what: str) -> None:
                       "again.")
 
 
-def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
+def _placed(how: str) -> str:
+    """How a job's hosts were chosen, for messages ("" when the study folder does not record it)."""
+    return f'placement = "{how}"' if how else "placement not recorded by the study folder"
+
+
+def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario, drawn: dict[str, str] | None = None) -> str:
     """qos-policy.conf: one port group per job, its SL for paths between its own ports. Names are
     OpenSM quoted strings; a study without jobs has no port-groups section (OpenSM refuses an
-    empty one)."""
+    empty one). `drawn`: jobs whose hosts the simulation chose (said in a comment)."""
     fabric = scenario.tool_fabric()
     hosts = fabric.endpoints()
     lines = ["# qos-policy.conf written by qoslab. It only changes the SL the SA gives in PathRecords",
@@ -204,7 +224,11 @@ def qos_policy_text(jobs: list[dict[str, Any]], scenario: Scenario) -> str:
             names = comment(", ".join(f"{fabric.nodes[e.node].description}/P{e.port}" for e in members))
             lines += ["    port-group", f"        name: {opensm_string(job['name'], what)}",
                       f"        use: {opensm_string('qoslab job ' + job['name'], what)}",
-                      f"        port-guid: {guids}", f"        # port-name: {names}", "    end-port-group"]
+                      f"        port-guid: {guids}", f"        # port-name: {names}"]
+            if drawn and job["name"] in drawn:
+                lines.append(f"        # {comment(_placed(drawn[job['name']]))}: hosts the simulation chose, not "
+                             "where the job will run; give its SL by its environment instead (README.md)")
+            lines.append("    end-port-group")
         lines.append("end-port-groups")
     lines += ["qos-levels", "    qos-level", "        name: DEFAULT", "        sl: 0", "    end-qos-level"]
     for sl in sorted({job["sl"] for job in jobs} - {0}):
@@ -243,7 +267,7 @@ def taskprolog_text(jobs: list[dict[str, Any]]) -> str:
 
 
 def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str],
-                merged: bool) -> str:
+                merged: bool, drawn: dict[str, str] | None = None) -> str:
     plans = {job["name"]: deployment(job) for job in jobs}
     readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", ""]
     hard = [job for job in jobs if plans[job["name"]].how == MPI_SUPPORT]
@@ -285,6 +309,12 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
                "(it matches jobs by name, literally: submit with `sbatch -J <job>` or `srun -J <job>`, since a job's "
                "default name is its script's). Stacks that ask the subnet manager for PathRecords "
                "(rdma_cm, MVAPICH2 with MV2_PATH_SL_QUERY=1) get their SL from `qos-policy.conf` instead.",
+               *(["", "**qos-policy.conf names hosts the simulation chose** for "
+                  + ", ".join(f"{markdown_cell(name)} ({markdown_cell(_placed(how))})" for name, how in drawn.items())
+                  + ": their port groups list where the simulation placed them, not where they will run, so the rules "
+                  "would give their SLs to whatever runs on those hosts. Give these jobs their SL through their "
+                  "environment (step 3) and delete their match rules from `qos-policy.conf`, or simulate them with "
+                  "`placement = \"hosts\"` on the hosts they will run on."] if drawn else []),
                "", "Matching by job name is a convenience, not access control: any user may name a job like one "
                "of these and get its SL. Where priority must be earned, give SLs by Slurm account or QOS instead.",
                "", "Routing engines that use VLs themselves (dfsssp, nue, lash, torus-2QoS) program SL2VL or SLs "

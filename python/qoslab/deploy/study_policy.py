@@ -22,6 +22,9 @@ class Choice:
     scenario: Scenario
     policy: str
     why: str  # how it was chosen, for the command's output
+    # job -> its placement as the study gave it (study.json; the stored scenario lists every job's
+    # hosts): {} when the folder does not record it (studies run before it did)
+    placement: dict[str, str]
 
 
 def _read(path: Path) -> Any:
@@ -76,7 +79,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
         if policy not in names:
             listed = "\n  ".join(names) or "(none)"
             raise ExportError(f"{study_out}: the study has no policy {policy!r}; its policies are:\n  {listed}")
-        return Choice(_scenario(study_out, policy, repetition), policy, "named")
+        return Choice(_scenario(study_out, policy, repetition), policy, "named", _placement(study_out))
     table = study_out / "policies.parquet"
     if not table.exists():
         raise ExportError(f"{table}: missing (the study's analysis did not finish); name the policy with --policy")
@@ -102,7 +105,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
             tied = [repr(other) for other, us in contention.items() if other != name and us == contention[name]]
             if tied:
                 why += f"; tied with {', '.join(tied)}, taken as the first listed (name another with --policy)"
-            return Choice(scenario, name, why)
+            return Choice(scenario, name, why, _placement(study_out))
         passed_over.append(repr(name))
     if not passed_over:
         raise ExportError(f"{study_out}: no policy of this study can be deployed: the tables of each never send some "
@@ -111,6 +114,19 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     raise ExportError(f"{study_out}: no policy of this study can be deployed by configuration alone (each needs "
                       f"MPI-side support: {', '.join(passed_over)}{never_sent}); name one with --policy to export it "
                       "with what the MPI side must do")
+
+
+def _placement(study_out: Path) -> dict[str, str]:
+    """study.json's job -> placement; {} when it is missing, unreadable or older than the key."""
+    import json
+
+    try:
+        recorded = json.loads((study_out / "study.json").read_text()).get("placement")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    return {str(job): str(how) for job, how in recorded.items()}
 
 
 def _scenario(study_out: Path, policy: str, repetition: int) -> Scenario:
