@@ -324,6 +324,26 @@ def test_jobs_the_simulation_placed_are_warned_about_for_qos_policy_conf(study_o
     assert any("job 'a2a' (placement = \"random\")" in w for w in export_opensm(drawn, tmp_path / "g").warnings)
 
 
+def test_the_export_states_what_sl0_everyone_else_s_sl_gets(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "xgft"\nm = [4, 2]\nw = [1, 2]\n[qos]\nvlarb_low = "0:64,1:192"\n'
+                        '[[jobs]]\nname = "a"\nnodes = 2\nsl = 1\n'
+                        'workload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n')
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    # 64 and 192 are 1 and 3 MTU packets a turn at 4 KiB: VL0 gets 25% of a saturated port.
+    said = "SL 0 is on VL0, weight 64 in the low-priority table: 25% of a saturated port with every low-table VL backlogged"
+    assert said in " ".join(result.stdout.split())
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert "**SL 0 is everyone else's.**" in readme and said in readme and "IPoIB" in readme
+    # SL 0 without weight starves everything outside the study: refused though no job of it is on SL 0.
+    starving = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--set", "qos.vlarb_low=1:192",
+                                        "--out", str(tmp_path / "e")])
+    assert starving.exit_code == 2 and "SL0 -> VL0" in starving.stderr
+    assert "everything outside this export" in " ".join(starving.stderr.split())
+    assert not (tmp_path / "e").exists()
+
+
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):
     rank_policies_first(study_out, ["per-job[a2a=1 flood=0]", "default"])
     table = pd.read_parquet(study_out / "policies.parquet")

@@ -530,6 +530,8 @@ def export_opensm_command(
             raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
     for path in bundle.written:
         console.print(f"wrote {path}")
+    if bundle.sl0:
+        console.print(Text(f"{bundle.sl0}; every job and service outside this export sends on SL 0 (README.md)"))
     for warning in bundle.warnings:
         err_console.print(Text(f"warning: {warning}", style="yellow"))
     if bundle.mpi_side:

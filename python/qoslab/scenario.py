@@ -253,10 +253,13 @@ class Scenario(_Table):
                 users.setdefault(sl, []).append(f"job {name!r}")
         return users
 
-    def unsent_traffic(self) -> list[Unsent]:
+    def unsent_traffic(self, others: dict[int, list[str]] | None = None) -> list[Unsent]:
         """Per port type, each SL that carries traffic but whose VL has no weight in either VLArb
-        table as the ports hold it (vlarb.unweighted, the one rule): its packets are never sent."""
+        table as the ports hold it (vlarb.unweighted, the one rule): its packets are never sent.
+        `others`: senders outside the scenario, by SL (a fabric's other jobs and services)."""
         users = self.sl_users()
+        for sl, who in (others or {}).items():
+            users.setdefault(sl, []).extend(who)
         ports: tuple[tuple[Literal["ca", "swe"], str], ...] = (("ca", "qos.ca"), ("swe", "qos.swe"))
         found = []
         for port, key in ports:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Literal
 
 from qoslab.deploy.mpi_env import (
     ENVIRONMENT,
@@ -42,8 +42,11 @@ from qoslab.io.opensm import (
 )
 from qoslab.io.opensm_cc import cc_lines
 from qoslab.scenario import Scenario
+from qoslab.vlarb import percent
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
+# Who sends on SL 0 on a cluster besides the exported jobs.
+OUTSIDE_SL0 = "everything outside this export (other jobs, IPoIB, storage, SA queries at OpenSM's sm_sl 0)"
 DEFAULT_POLICY_FILE = "/etc/opensm/qos-policy.conf"  # OpenSM's default qos_policy_file (its config dir)
 
 
@@ -54,6 +57,7 @@ class Bundle:
     written: list[Path]
     warnings: list[str] = field(default_factory=list)
     mpi_side: list[str] = field(default_factory=list)  # per job: what configuration alone cannot do
+    sl0: str = ""  # what SL 0, everyone else's SL, gets from the tables (sl0_share)
 
 
 def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = DEFAULT_POLICY_FILE,
@@ -148,13 +152,14 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
                         "these jobs their SL through their environment (env/<job>.env or slurm-taskprolog.sh) and "
                         "leave their qos-policy.conf rules out, or simulate them with placement = \"hosts\" on the "
                         "hosts they will run on")
+    sl0 = sl0_share(scenario)
     plans = {job["name"]: deployment(job) for job in jobs}
     mpi_side = [f"job {job['name']!r}: {plans[job['name']].needs}" for job in jobs if plans[job["name"]].needs]
     files = {
         "opensm.conf": conf,
         "qos-policy.conf": qos_policy_text(jobs, scenario, drawn),
         "slurm-taskprolog.sh": taskprolog_text(jobs),
-        "README.md": readme_text(jobs, stems, source, notes, base is not None, drawn),
+        "README.md": readme_text(jobs, stems, source, notes, base is not None, drawn, sl0),
     }
     files.update({f"env/{stems[job['name']]}.env": env_file_text(job) for job in jobs})
     wrappers = {f"env/{stems[job['name']]}-sl-wrapper.sh": rank_wrapper_text(job) for job in jobs
@@ -168,7 +173,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
         written.append(path)
     for name in ["slurm-taskprolog.sh", *wrappers]:
         (out / name).chmod(0o755)
-    return Bundle(written, warnings, mpi_side)
+    return Bundle(written, warnings, mpi_side, sl0)
 
 
 def policy_file_warnings(base: str, base_source: str, policy_file: str) -> list[str]:
@@ -187,8 +192,9 @@ def policy_file_warnings(base: str, base_source: str, policy_file: str) -> list[
 def refuse_unsent(scenario: Scenario, what: str) -> None:
     """Raises ExportError when the tables would never send some traffic (an SL mapped to a VL with
     no weight in either VLArb table: Scenario.unsent_traffic, the rule `qoslab check` warns by):
-    OpenSM programs them without a word and the jobs on that SL hang."""
-    unsent = scenario.unsent_traffic()
+    OpenSM programs them without a word and the jobs on that SL hang. On a cluster SL 0 always
+    carries traffic: everything outside the study sends on it."""
+    unsent = scenario.unsent_traffic({0: [OUTSIDE_SL0]})
     if not unsent:
         return
     listed = "\n".join(f"  {u.key}: SL{u.sl} -> VL{u.vl}, no weight in vlarb_high or vlarb_low; on it: "
@@ -199,6 +205,32 @@ def refuse_unsent(scenario: Scenario, what: str) -> None:
                       "Give every VL that carries traffic a weight (qos.vlarb_low or qos.vlarb_high; for a study's "
                       "policy, its weights) or map its SL to a weighted VL (qos.sl2vl), then simulate and export "
                       "again.")
+
+
+def sl0_share(scenario: Scenario) -> str:
+    """What SL 0, everyone else's SL, gets from the exported tables at the fabric's MTU (the
+    shares `qoslab check` prints), per port type when they differ."""
+    arbitration = scenario.vl_arbitration()
+    said: dict[str, list[str]] = {}
+    ports: tuple[tuple[Literal["ca", "swe"], str], ...] = (("swe", "switch ports"), ("ca", "HCA ports"))
+    for port, label in ports:
+        tables = scenario.port_qos(port)
+        vl = tables["sl2vl"][0]
+        row = arbitration[port]["vls"][vl]
+        if row["high_weight"]:
+            text = (f"VL{vl}, weight {row['high_weight']} in the high-priority table: {percent(row['effective_high_share'])} "
+                    f"of the high table's packets, before the low table (high_limit {tables['high_limit']})")
+        elif row["low_weight"]:
+            text = (f"VL{vl}, weight {row['low_weight']} in the low-priority table: "
+                    f"{percent(row['effective_low_share'])} of a saturated port with every low-table VL backlogged"
+                    + (" (after the high table's turns)" if tables["vlarb_high"] and any(w for _, w in tables["vlarb_high"])
+                       else ""))
+        else:
+            text = f"VL{vl}, which has no weight"
+        said.setdefault(text, []).append(label)
+    if len(said) == 1:
+        return f"SL 0 is on {next(iter(said))}"
+    return "; ".join(f"SL 0 ({' and '.join(labels)}) is on {text}" for text, labels in said.items())
 
 
 def _placed(how: str) -> str:
@@ -267,7 +299,7 @@ def taskprolog_text(jobs: list[dict[str, Any]]) -> str:
 
 
 def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str],
-                merged: bool, drawn: dict[str, str] | None = None) -> str:
+                merged: bool, drawn: dict[str, str] | None = None, sl0: str = "") -> str:
     plans = {job["name"]: deployment(job) for job in jobs}
     readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", ""]
     hard = [job for job in jobs if plans[job["name"]].how == MPI_SUPPORT]
@@ -289,6 +321,11 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
         plan = plans[job["name"]]
         how = "environment" if plan.how == ENVIRONMENT else plan.how
         readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | {how} |")
+    if sl0:
+        readme += ["", "**SL 0 is everyone else's.** Besides the jobs above on SL 0, every job not listed here and every "
+                   "service without an SL of its own (IPoIB, storage, SA queries at OpenSM's `sm_sl` 0) sends on SL 0. "
+                   f"{sl0}. These tables set what all of them get: re-weighting SL 0's VL changes it for the whole "
+                   "fabric, not only for this study's jobs."]
     policy_copy = ("Copy `qos-policy.conf` to the `qos_policy_file` path: it replaces the policy file there, whose "
                    "port groups, QoS levels and match rules are not merged in (copy those you keep into it first).")
     step1 = ("1. `opensm.conf` is your opensm.conf with every QoS option set (`qos TRUE`, `max_op_vls`, the global "
