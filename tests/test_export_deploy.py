@@ -211,8 +211,18 @@ def test_a_merged_opensm_conf_keeps_the_vlarb_capability_note_and_the_export_war
     for base in (None, template):
         bundle = export_opensm(scenario, tmp_path / str(base is None), base=base)
         conf = (tmp_path / str(base is None) / "opensm.conf").read_text()
-        assert "# note: 12 vlarb_low entries" in conf and conf.startswith("# QoS written by qoslab")
+        assert conf.startswith("# QoS written by qoslab")
+        # Once, naming the key that simulates what the ports hold (it was repeated per port type).
+        [note] = [line for line in conf.splitlines() if line.startswith("# note:")]
+        assert note.startswith("# note: 12 vlarb_low entries (every port type): ports whose VLArb capability is "
+                               "smaller (often 8) program only the first entries")
+        assert "fabric.vlarb_capacity" in note
         assert any(w.startswith("qos.swe.vlarb_low: 12 VLArb entries") for w in bundle.warnings), bundle.warnings
+    switches = qoslab.Scenario(**{**SCENARIO, "qos": {"swe": {"vlarb_low": "0:254,1:254,2:9,3:1" + ",0:254" * 6}}})
+    export_opensm(switches, tmp_path / "swe")
+    conf = (tmp_path / "swe" / "opensm.conf").read_text()
+    assert [line.split(":")[1] for line in conf.splitlines() if line.startswith("# note:")] == [
+        " 10 vlarb_low entries (qos_vlarb_low, qos_swe_vlarb_low, qos_rtr_vlarb_low)"]
 
 
 def test_tables_that_never_send_a_job_s_traffic_are_refused_naming_sl_vl_and_job(tmp_path):

@@ -69,13 +69,19 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
                      f"{COMMON_DATA_VLS} data VLs: OpenSM masks SL2VL and VLArb VLs {COMMON_DATA_VLS}-{data_vls - 1} "
                      f"to VL0-{data_vls - 1 - COMMON_DATA_VLS} on them, unlike what fabric.data_vls = {data_vls} "
                      "simulated")
+    long_tables: dict[tuple[str, int], list[str]] = {}  # (table, entries) -> the options that write it
+    for prefix, port, _ in WRITTEN_PORT_TYPES:
+        for name in ("vlarb_high", "vlarb_low"):
+            if len(tables[port][name]) > COMMON_VLARB_CAP:
+                long_tables.setdefault((name, len(tables[port][name])), []).append(prefix + name)
+    if long_tables:
+        listed = "; ".join(f"{count} {name} entries ({'every port type' if len(options) == len(WRITTEN_PORT_TYPES) else ', '.join(options)})"
+                           for (name, count), options in long_tables.items())
+        lines.append(f"# note: {listed}: ports whose VLArb capability is smaller (often {COMMON_VLARB_CAP}) program "
+                     "only the first entries; set fabric.vlarb_capacity to it to simulate and export what they hold")
     for prefix, port, what in WRITTEN_PORT_TYPES:
         t = tables[port]
         lines.append(f"# {what}")
-        for name in ("vlarb_high", "vlarb_low"):
-            if len(t[name]) > COMMON_VLARB_CAP:
-                lines.append(f"# note: {len(t[name])} {name} entries; ports whose VLArb capability is below that "
-                             f"(often {COMMON_VLARB_CAP}) are programmed with the first entries only")
         lines += [
             f"{prefix}max_vls {data_vls}",
             f"{prefix}high_limit {t['high_limit']}",
