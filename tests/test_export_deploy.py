@@ -107,6 +107,8 @@ def test_multi_vl_by_connection_is_mvapich_s_qos_mode_and_others_are_told(study_
     for line in ("export MV2_USE_QOS=1", "export MV2_NUM_SLS=2", "export MVP_USE_QOS=1", "export MVP_NUM_SLS=2"):
         assert line in env
     assert any("UCX, NCCL and Open MPI cannot spread" in line for line in bundle.mpi_side)
+    readme = (tmp_path / "README.md").read_text()  # qoslab's own prose as written: no MV2\_USE\_QOS
+    assert "- **`a2a`**: connections spread over SLs 0..1" in readme and "MV2_USE_QOS=1 MV2_NUM_SLS=2" in readme
     # What MVAPICH does beyond what was simulated (connections set up together) is said.
     assert any("as the study simulated for connections made on demand" in line and "was not simulated" in line
                for line in bundle.mpi_side)
@@ -315,7 +317,7 @@ def test_jobs_the_simulation_placed_are_warned_about_for_qos_policy_conf(study_o
     assert "job 'flood'" not in stderr  # on SL 0: no match rule to mislead
     assert "env/<job>.env" in stderr
     assert '# placement = "random": hosts the simulation chose' in (tmp_path / "d" / "qos-policy.conf").read_text()
-    assert "**qos-policy.conf names hosts the simulation chose** for a2a" in (tmp_path / "d" / "README.md").read_text()
+    assert "**qos-policy.conf names hosts the simulation chose** for `a2a`" in (tmp_path / "d" / "README.md").read_text()
     # A study folder that does not record placement: said so, not taken for explicit hosts.
     old = tmp_path / "old"
     shutil.copytree(study_out, old)

@@ -26,7 +26,8 @@ from qoslab.deploy.names import (
     comment,
     conf_word,
     file_stems,
-    markdown_cell,
+    markdown_code,
+    markdown_text,
     opensm_string,
     shell_word,
 )
@@ -301,7 +302,7 @@ def taskprolog_text(jobs: list[dict[str, Any]]) -> str:
 def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, notes: list[str],
                 merged: bool, drawn: dict[str, str] | None = None, sl0: str = "") -> str:
     plans = {job["name"]: deployment(job) for job in jobs}
-    readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_cell(source)}.", ""]
+    readme = ["# QoS deployment from qoslab", "", f"Source: {markdown_code(source)}.", ""]
     hard = [job for job in jobs if plans[job["name"]].how == MPI_SUPPORT]
     special = [job for job in jobs if plans[job["name"]].how not in (ENVIRONMENT, MPI_SUPPORT)]
     if hard:
@@ -309,18 +310,18 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
                    "These jobs choose their SLs in a way no opensm.conf, policy file or environment variable "
                    "expresses. The tables below are deployed as simulated, but without the MPI-side change these "
                    "jobs send everything on their base SL, and the result will not be the one simulated:", ""]
-        readme += [f"- **{markdown_cell(job['name'])}**: {markdown_cell(plans[job['name']].needs or '')}" for job in hard]
+        readme += [f"- **{markdown_code(job['name'])}**: {markdown_text(plans[job['name']].needs or '')}" for job in hard]
         readme.append("")
     if special:
         readme += ["## What the MPI side must do", ""]
-        readme += [f"- **{markdown_cell(job['name'])}**: {markdown_cell(plans[job['name']].needs or '')}"
+        readme += [f"- **{markdown_code(job['name'])}**: {markdown_text(plans[job['name']].needs or '')}"
                    for job in special]
         readme.append("")
     readme += ["| job | SL | environment | how |", "|---|---|---|---|"]
     for job in jobs:
         plan = plans[job["name"]]
         how = "environment" if plan.how == ENVIRONMENT else plan.how
-        readme.append(f"| {markdown_cell(job['name'])} | {job['sl']} | `env/{stems[job['name']]}.env` | {how} |")
+        readme.append(f"| {markdown_code(job['name'], table=True)} | {job['sl']} | `env/{stems[job['name']]}.env` | {how} |")
     if sl0:
         readme += ["", "**SL 0 is everyone else's.** Besides the jobs above on SL 0, every job not listed here and every "
                    "service without an SL of its own (IPoIB, storage, SA queries at OpenSM's `sm_sl` 0) sends on SL 0. "
@@ -347,7 +348,7 @@ def readme_text(jobs: list[dict[str, Any]], stems: dict[str, str], source: str, 
                "default name is its script's). Stacks that ask the subnet manager for PathRecords "
                "(rdma_cm, MVAPICH2 with MV2_PATH_SL_QUERY=1) get their SL from `qos-policy.conf` instead.",
                *(["", "**qos-policy.conf names hosts the simulation chose** for "
-                  + ", ".join(f"{markdown_cell(name)} ({markdown_cell(_placed(how))})" for name, how in drawn.items())
+                  + ", ".join(f"{markdown_code(name)} ({markdown_code(_placed(how))})" for name, how in drawn.items())
                   + ": their port groups list where the simulation placed them, not where they will run, so the rules "
                   "would give their SLs to whatever runs on those hosts. Give these jobs their SL through their "
                   "environment (step 3) and delete their match rules from `qos-policy.conf`, or simulate them with "
