@@ -296,7 +296,7 @@ def study(
 
             loaded = load_study(study_file)
         for message in getattr(loaded, "warnings", list)():
-            err_console.print(Text(f"warning: {message}", style="yellow"))
+            print_warning(message)
         if figures is not None:
             loaded.figure_formats = cast(list[FigureFormat], figures.split(","))
         if plan:
@@ -429,7 +429,7 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
             raise fail(f"error: cannot start the Slurm workers: {error}") from None
         raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
     for message in getattr(executor, "warnings", []):
-        err_console.print(Text(f"warning: {message}", style="yellow"))
+        print_warning(message)
     try:
         yield executor
     except NoLiveWorker as error:
@@ -533,7 +533,7 @@ def export_opensm_command(
     if bundle.sl0:
         console.print(Text(f"{bundle.sl0}; every job and service outside this export sends on SL 0 (README.md)"))
     for warning in bundle.warnings:
-        err_console.print(Text(f"warning: {warning}", style="yellow"))
+        print_warning(warning)
     if bundle.mpi_side:
         err_console.print(Text("\nWARNING: configuration alone does not deploy this policy. The MPI side must:",
                                style="bold red"))
@@ -587,12 +587,12 @@ def import_opensm_command(
     except OpenSmConfError as error:
         raise fail(f"error: {error}") from None
     for w in qos.warnings:
-        err_console.print(Text(f"warning: {w}", style="yellow"))
+        print_warning(w)
     guess = qos.layered_guess() if routing_vls == 1 else None
     if guess:
-        err_console.print(Text(f"warning: {conf}: every VLArb entry is repeated for VL + {qos.data_vls // guess}, as "
-                               f"qoslab exports tables for routing.vls = {guess} (a Dragonfly+); if so, pass "
-                               f"--routing-vls {guess} to fold the copies back", style="yellow"))
+        print_warning(f"{conf}: every VLArb entry is repeated for VL + {qos.data_vls // guess}, as qoslab exports "
+                      f"tables for routing.vls = {guess} (a Dragonfly+); if so, pass --routing-vls {guess} to fold the "
+                      "copies back")
     lines = ["[fabric]", f"data_vls = {qos.data_vls}", ""]
     if qos.routing_vls > 1:
         lines += ["[routing]", f"vls = {qos.routing_vls}", ""]
