@@ -262,6 +262,26 @@ def study(policies, mtu: int = 4096) -> Study:
     return Study.from_dict({"scenario": scenario, "policies": policies}, "study.toml")
 
 
+def test_study_warns_when_a_policy_leaves_a_vl_carrying_traffic_without_weight():
+    jobs = [job["name"] for job in SCENARIO["jobs"]]
+    starving = study([{"kind": "per-job", "assignment": {jobs[1]: 1}, "weights": [255, 0]}])
+    assert starving.warnings() == [
+        f"policies[0] (per-job[{jobs[1]}=1]), weights: job {jobs[1]!r} on SL1, which maps to VL1, and VL1 has no "
+        "weight in either VLArb table: that traffic is never sent (a job on it cannot finish), and qoslab export "
+        "opensm refuses such tables"]
+    # A level without weight that no job is put on is not warned about; every assignment may use any level.
+    assert study([{"kind": "per-job", "assignment": {jobs[1]: 0}, "weights": [255, 0]}]).warnings() == []
+    every = study([{"kind": "per-job", "assignment": "all", "weights": [255, 255, 255, 0]}]).warnings()
+    assert len(every) == 1 and "any job it puts there on SL3" in every[0]
+    # The baseline runs the scenario's own tables with every job on SL 0.
+    scenario = {**copy.deepcopy(SCENARIO), "qos": {"vlarb_low": "1:64"}}
+    baseline = Study.from_dict({"scenario": scenario, "policies": [{"kind": "per-job", "assignment": {jobs[0]: 1}}]},
+                               "study.toml").warnings()
+    assert [w for w in baseline if "no weight" in w] == [
+        f"policy default (the scenario's [qos]), qos.{port}: job 'a', job 'b' on SL0, which maps to VL0, and VL0 has no weight in either VLArb table: that traffic is never sent (a job "
+        "on it cannot finish), and qoslab export opensm refuses such tables" for port in ("ca", "swe")]
+
+
 def test_study_warns_when_a_policys_weights_collapse():
     s = study([{"kind": "per-job", "assignment": "all"}, {"kind": "search", "weight_sets": ["equal", [254, 9, 1]]}])
     assert s.warnings() == [

@@ -6,6 +6,7 @@ is complete and merges into the site's own."""
 from __future__ import annotations
 
 import copy
+import json
 import os
 import shutil
 import subprocess
@@ -106,6 +107,8 @@ def test_multi_vl_by_connection_is_mvapich_s_qos_mode_and_others_are_told(study_
     for line in ("export MV2_USE_QOS=1", "export MV2_NUM_SLS=2", "export MVP_USE_QOS=1", "export MVP_NUM_SLS=2"):
         assert line in env
     assert any("UCX, NCCL and Open MPI cannot spread" in line for line in bundle.mpi_side)
+    readme = (tmp_path / "README.md").read_text()  # qoslab's own prose as written: no MV2\_USE\_QOS
+    assert "- **`a2a`**: connections spread over SLs 0..1" in readme and "MV2_USE_QOS=1 MV2_NUM_SLS=2" in readme
     # What MVAPICH does beyond what was simulated (connections set up together) is said.
     assert any("as the study simulated for connections made on demand" in line and "was not simulated" in line
                for line in bundle.mpi_side)
@@ -210,8 +213,147 @@ def test_a_merged_opensm_conf_keeps_the_vlarb_capability_note_and_the_export_war
     for base in (None, template):
         bundle = export_opensm(scenario, tmp_path / str(base is None), base=base)
         conf = (tmp_path / str(base is None) / "opensm.conf").read_text()
-        assert "# note: 12 vlarb_low entries" in conf and conf.startswith("# QoS written by qoslab")
+        assert conf.startswith("# QoS written by qoslab")
+        # Once, naming the key that simulates what the ports hold (it was repeated per port type).
+        [note] = [line for line in conf.splitlines() if line.startswith("# note:")]
+        assert note.startswith("# note: 12 vlarb_low entries (every port type): ports whose VLArb capability is "
+                               "smaller (often 8) program only the first entries")
+        assert "fabric.vlarb_capacity" in note
         assert any(w.startswith("qos.swe.vlarb_low: 12 VLArb entries") for w in bundle.warnings), bundle.warnings
+    switches = qoslab.Scenario(**{**SCENARIO, "qos": {"swe": {"vlarb_low": "0:254,1:254,2:9,3:1" + ",0:254" * 6}}})
+    export_opensm(switches, tmp_path / "swe")
+    conf = (tmp_path / "swe" / "opensm.conf").read_text()
+    assert [line.split(":")[1] for line in conf.splitlines() if line.startswith("# note:")] == [
+        " 10 vlarb_low entries (qos_vlarb_low, qos_swe_vlarb_low, qos_rtr_vlarb_low)"]
+
+
+def test_tables_that_never_send_a_job_s_traffic_are_refused_naming_sl_vl_and_job(tmp_path):
+    # a2a on SL1 -> VL1, which has no weight in either table: OpenSM would program it, a2a would hang.
+    starving = qoslab.Scenario(**{**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "sl": 1}, SCENARIO["jobs"][1]],
+                                  "qos": {"vlarb_high": [], "vlarb_low": [[0, 255], [2, 64]]}})
+    with pytest.raises(ExportError) as error:
+        export_opensm(starving, tmp_path / "d", policy="per-job[a2a=1]")
+    message = str(error.value)
+    assert message.startswith("policy 'per-job[a2a=1]' of the scenario: not exported: traffic would never be sent")
+    assert "qos.ca: SL1 -> VL1" in message and "qos.swe: SL1 -> VL1" in message
+    assert "job 'a2a'" in message and "flood" not in message
+    assert not (tmp_path / "d").exists()
+    # The rule is check's: the same SL and VL are warned about there.
+    assert any("SL1 maps to VL1" in w and "job 'a2a'" in w for w in starving.warnings())
+
+
+def test_cli_export_of_a_table_without_weight_for_used_traffic_exits_2_and_writes_nothing(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[qos]\nvlarb_high = "1:255"\n'
+                        'vlarb_low = "0:255"\nsl2vl = "0,1,0,0,0,0,0,0,0,0,0,0,0,0,0,0"\n'
+                        '[[traffic]]\npattern = "uniform"\nload = 0.1\n')
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--set", "qos.vlarb_low=",
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2, result.output
+    assert "qos.swe: SL0 -> VL0" in result.stderr and "traffic[0]" in result.stderr
+    assert not (tmp_path / "d").exists()
+    fine = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--out", str(tmp_path / "e")])
+    assert fine.exit_code == 0, fine.output
+
+
+def test_the_default_export_passes_over_a_policy_whose_tables_never_send(study_out, tmp_path):
+    copy_out = tmp_path / "study"
+    shutil.copytree(study_out, copy_out)
+    runs = pd.read_parquet(copy_out / "runs.parquet")
+    starved = "per-job[a2a=1 flood=0]"
+    for run_id in runs[(runs["policy"] == starved) & (runs["mode"] == "shared")]["run_id"]:
+        record = copy_out / "runs" / str(run_id) / "record.json"
+        data = json.loads(record.read_text())
+        data["scenario"]["qos"]["vlarb_low"] = [[0, 64]]  # VL1 (a2a's) loses its weight
+        record.write_text(json.dumps(data))
+    rank_policies_first(copy_out, [starved, "default"])
+    choice = study_scenario(copy_out, None, 0)
+    assert choice.policy == "default" and "never send" in choice.why and repr(starved) in choice.why
+    result = CliRunner().invoke(app, ["export", "opensm", str(copy_out), "--policy", starved,
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "SL1 -> VL1" in result.stderr and "job 'a2a'" in result.stderr
+    assert not (tmp_path / "d").exists()
+
+
+def test_more_than_8_data_vls_are_exported_with_a_warning_naming_the_key(tmp_path):
+    wide = qoslab.Scenario(**{**SCENARIO, "fabric": {"data_vls": 15}})
+    bundle = export_opensm(wide, tmp_path / "d")
+    conf = (tmp_path / "d" / "opensm.conf").read_text()
+    assert "\nmax_op_vls 5\n" in conf and "# note: ports whose VLCap is VL0-7" in conf
+    [warning] = [w for w in bundle.warnings if w.startswith("fabric.data_vls = 15")]
+    assert "VLCap VL0-7" in warning and "VL8-14 lands on VL0-6" in warning and "fabric.data_vls = 8" in warning
+    narrow = export_opensm(qoslab.Scenario(**{**SCENARIO, "fabric": {"data_vls": 8}}), tmp_path / "e")
+    assert not any("data_vls" in w for w in narrow.warnings)
+    assert "VLCap" not in (tmp_path / "e" / "opensm.conf").read_text()
+
+
+def test_a_base_naming_another_policy_file_is_warned_about_and_the_readme_says_when_to_restart(tmp_path):
+    scenario = qoslab.Scenario(**SCENARIO)
+    base = "sm_priority 3\nqos_policy_file /etc/opensm/old.conf\nqos_policy_file '/etc/opensm/site-policy.conf'\n"
+    bundle = export_opensm(scenario, tmp_path / "d", base=base, base_source="site.conf")
+    [warning] = [w for w in bundle.warnings if "qos_policy_file" in w]
+    assert warning.startswith("site.conf:3: qos_policy_file /etc/opensm/site-policy.conf becomes "
+                              "/etc/opensm/qos-policy.conf: the exported qos-policy.conf replaces the site's policy "
+                              "rules in /etc/opensm/site-policy.conf, it is not merged with them")
+    assert "restart it, SIGHUP does not take a new path" in warning
+    assert "\nqos_policy_file /etc/opensm/qos-policy.conf\n" in (tmp_path / "d" / "opensm.conf").read_text()
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert "2. If `qos_policy_file` changed, restart OpenSM" in readme and "Restart OpenSM or send it SIGHUP" not in readme
+    assert "whose port groups, QoS levels and match rules are not merged in" in readme
+    # The same path, an unset one or none: nothing changes where OpenSM looks, nothing to warn about.
+    for same in ("qos_policy_file /etc/opensm/qos-policy.conf\n", "qos_policy_file (null)\n", "sm_priority 3\n"):
+        quiet = export_opensm(scenario, tmp_path / "e", base=same, base_source="site.conf")
+        assert not any("qos_policy_file" in w for w in quiet.warnings), same
+
+
+def test_jobs_the_simulation_placed_are_warned_about_for_qos_policy_conf(study_out, tmp_path):
+    # The study placed both jobs at random: its stored scenarios list hosts, study.json says how they came.
+    assert json.loads((study_out / "study.json").read_text())["placement"] == {"a2a": "random", "flood": "random"}
+    result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--policy", "per-job[a2a=1 flood=0]",
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    stderr = " ".join(result.stderr.split())
+    assert "the port groups of job 'a2a' (placement = \"random\") list the hosts the simulation placed" in stderr
+    assert "job 'flood'" not in stderr  # on SL 0: no match rule to mislead
+    assert "env/<job>.env" in stderr
+    assert '# placement = "random": hosts the simulation chose' in (tmp_path / "d" / "qos-policy.conf").read_text()
+    assert "**qos-policy.conf names hosts the simulation chose** for `a2a`" in (tmp_path / "d" / "README.md").read_text()
+    # A study folder that does not record placement: said so, not taken for explicit hosts.
+    old = tmp_path / "old"
+    shutil.copytree(study_out, old)
+    meta = json.loads((old / "study.json").read_text())
+    del meta["placement"]
+    (old / "study.json").write_text(json.dumps(meta))
+    choice = study_scenario(old, "per-job[a2a=1 flood=0]", 0)
+    bundle = export_opensm(choice.scenario, tmp_path / "e", placement=choice.placement)
+    assert any("job 'a2a' (placement not recorded by the study folder)" in w for w in bundle.warnings)
+    # Hosts given explicitly: the port groups are the job's own hosts, nothing to warn about.
+    explicit = qoslab.Scenario(**{**SCENARIO, "jobs": [
+        {"name": job["name"], "workload": job["workload"], "sl": 1, "placement": "hosts", "hosts": hosts}
+        for job, hosts in zip(SCENARIO["jobs"], ([0, 1, 2, 3], [4, 5, 6, 7]), strict=True)]})
+    assert not any("qos-policy.conf" in w for w in export_opensm(explicit, tmp_path / "f").warnings)
+    drawn = qoslab.Scenario(**{**SCENARIO, "jobs": [{**SCENARIO["jobs"][0], "sl": 1}, SCENARIO["jobs"][1]]})
+    assert any("job 'a2a' (placement = \"random\")" in w for w in export_opensm(drawn, tmp_path / "g").warnings)
+
+
+def test_the_export_states_what_sl0_everyone_else_s_sl_gets(tmp_path):
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "xgft"\nm = [4, 2]\nw = [1, 2]\n[qos]\nvlarb_low = "0:64,1:192"\n'
+                        '[[jobs]]\nname = "a"\nnodes = 2\nsl = 1\n'
+                        'workload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n')
+    result = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 0, result.output
+    # 64 and 192 are 1 and 3 MTU packets a turn at 4 KiB: VL0 gets 25% of a saturated port.
+    said = "SL 0 is on VL0, weight 64 in the low-priority table: 25% of a saturated port with every low-table VL backlogged"
+    assert said in " ".join(result.stdout.split())
+    readme = (tmp_path / "d" / "README.md").read_text()
+    assert "**SL 0 is everyone else's.**" in readme and said in readme and "IPoIB" in readme
+    # SL 0 without weight starves everything outside the study: refused though no job of it is on SL 0.
+    starving = CliRunner().invoke(app, ["export", "opensm", str(scenario), "--set", "qos.vlarb_low=1:192",
+                                        "--out", str(tmp_path / "e")])
+    assert starving.exit_code == 2 and "SL0 -> VL0" in starving.stderr
+    assert "everything outside this export" in " ".join(starving.stderr.split())
+    assert not (tmp_path / "e").exists()
 
 
 def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_out, tmp_path):

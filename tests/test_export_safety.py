@@ -14,7 +14,7 @@ import qoslab
 from ib_harness import requires_ib_tools, tool
 from qoslab.deploy import ExportError, export_opensm
 from qoslab.deploy.mpi_env import SL_VARIABLES
-from qoslab.deploy.names import MAX_NAME_CHARS
+from qoslab.deploy.names import MAX_NAME_CHARS, markdown_code
 from qoslab.io.lines import OPENSM_LINE_BYTES
 from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf
 
@@ -140,6 +140,25 @@ def test_policy_file_path_with_spaces_or_newlines_is_refused(tmp_path):
     for path in ("/etc/opensm/qos policy.conf", "/etc/x\nqos FALSE", "/etc/#x"):
         with pytest.raises(ExportError, match="--policy-file"):
             export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=path)
+
+
+def test_a_relative_policy_file_is_refused_naming_what_opensm_would_do(tmp_path):
+    for path in ("qos-policy.conf", "deploy/qos-policy.conf", "./x.conf", "../etc/x.conf"):
+        with pytest.raises(ExportError, match=r"--policy-file .*: a relative path, .*ERR AC01") as error:
+            export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=path)
+        assert "/etc/opensm/qos-policy.conf" in str(error.value)
+    assert not (tmp_path / "deploy").exists()
+    export_opensm(scenario(["plain"]), tmp_path / "deploy", policy_file=str(tmp_path / "qos-policy.conf"))
+    assert f"qos_policy_file {tmp_path / 'qos-policy.conf'}\n" in (tmp_path / "deploy" / "opensm.conf").read_text()
+
+
+def test_the_readme_shows_labels_and_names_as_written_without_escaping_backslashes(tmp_path):
+    export_opensm(scenario(["a_b", "c*d|e"]), tmp_path / "deploy", policy="per-job[a_b=1 c*d|e=2]")
+    readme = (tmp_path / "deploy" / "README.md").read_text()
+    # Code spans: exact when rendered, and no backslashes when read as plain text.
+    assert "Source: `policy 'per-job[a_b=1 c*d|e=2]' of a scenario`." in readme
+    assert "| `a_b` | 1 |" in readme and "| `c*d\\|e` | 2 |" in readme  # GFM splits cells before code spans
+    assert markdown_code("b`touch x`") == "`` b`touch x` ``" and markdown_code("x``y") == "```x``y```"
 
 
 def test_a_hostile_policy_label_or_source_stays_inside_its_comment(tmp_path):

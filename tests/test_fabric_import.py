@@ -217,6 +217,32 @@ def test_opensm_conf_round_trips_and_reading_warns_as_opensm_parses():
         parse_opensm_conf("qos TRUE\nmax_op_vls 7\n", "opensm.conf")
 
 
+def test_unset_per_type_options_fall_back_as_opensm_s_qos_build_config_does(tmp_path):
+    # `opensm -c` writes -1 for an unset high_limit: the global qos_high_limit applies, then 0.
+    read = parse_opensm_conf("qos TRUE\nqos_high_limit 4\nqos_ca_high_limit -1\nqos_vlarb_high 0:4\n", "hl2.conf")
+    assert read.tables["ca"]["high_limit"] == 4 and read.tables["swe"]["high_limit"] == 4
+    assert read.warnings == []
+    unset = parse_opensm_conf("qos TRUE\nqos_high_limit -1\nqos_ca_high_limit -3\nqos_swe_high_limit 6\n")
+    assert unset.tables["ca"]["high_limit"] == 0 and unset.tables["swe"]["high_limit"] == 6
+    # A string option is unset only as (null); an empty one is a table of its own (as OpenSM keeps it).
+    text = ("qos TRUE\nqos_vlarb_high 0:4\nqos_sl2vl 0,1,0,1,0,1,0,1,0,1,0,1,0,1,0,1\nqos_vlarb_low 0:64,1:64\n"
+            "qos_ca_vlarb_high (null)\nqos_ca_sl2vl (null)\nqos_ca_vlarb_low (null)\n"
+            "qos_swe_vlarb_high\nqos_swe_sl2vl \nqos_swe_vlarb_low ''\nqos_swe_high_limit\n")
+    read = parse_opensm_conf(text, "e.conf")
+    assert read.tables["ca"]["vlarb_high"] == [(0, 4)] and read.tables["ca"]["sl2vl"] == [0, 1] * 8
+    assert read.tables["ca"]["vlarb_low"] == [(0, 64), (1, 64)]
+    assert read.tables["swe"]["vlarb_high"] == [] and read.tables["swe"]["vlarb_low"] == []
+    assert read.tables["swe"]["sl2vl"] == [0] * 16 and read.tables["swe"]["high_limit"] == 0
+    warned = "\n".join(read.warnings)
+    for words in ("e.conf:8: qos_swe_vlarb_high is empty", "e.conf:9: qos_swe_sl2vl is empty: OpenSM maps every SL",
+                  "e.conf:11: qos_swe_high_limit '': OpenSM reads it as 0"):
+        assert words in warned
+    conf = tmp_path / "hl2.conf"
+    conf.write_text("qos TRUE\nqos_high_limit 4\nqos_ca_high_limit -1\nqos_vlarb_high 0:4\n")
+    printed = CliRunner().invoke(app, ["import", "opensm", str(conf)])
+    assert printed.exit_code == 0 and printed.stdout.count("high_limit = 4") == 2, printed.output
+
+
 def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp_path):
     scenario = qoslab.Scenario(
         topology={"kind": "xgft", "m": [4, 2], "w": [1, 2]},

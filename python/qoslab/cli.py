@@ -297,7 +297,7 @@ def study(
 
             loaded = load_study(study_file)
         for message in getattr(loaded, "warnings", list)():
-            err_console.print(Text(f"warning: {message}", style="yellow"))
+            print_warning(message)
         if figures is not None:
             loaded.figure_formats = cast(list[FigureFormat], figures.split(","))
         if plan:
@@ -437,7 +437,7 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
             raise fail(f"error: cannot start the Slurm workers: {error}") from None
         raise fail(f"error: cannot reach the Dask scheduler {scheduler or cfg.scheduler}: {error}") from None
     for message in getattr(executor, "warnings", []):
-        err_console.print(Text(f"warning: {message}", style="yellow"))
+        print_warning(message)
     try:
         yield executor
     except NoLiveWorker as error:
@@ -501,7 +501,7 @@ def export_opensm_command(
     policy: Annotated[str | None, typer.Option(help="Study policy to export (default: the least total contention "
                                                        "among policies MPI settings alone can deploy).")] = None,
     repetition: Annotated[int, typer.Option(help="Study repetition whose placement names the port groups.")] = 0,
-    policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf.")] = "/etc/opensm/qos-policy.conf",
+    policy_file: Annotated[str, typer.Option(help="Where OpenSM will find qos-policy.conf (an absolute path).")] = "/etc/opensm/qos-policy.conf",
     base: Annotated[Path | None, typer.Option(help="An opensm.conf (or `opensm -c` template) to merge the QoS "
                                                       "options into; written whole to --out.")] = None,
     overrides: Overrides = None,
@@ -523,22 +523,25 @@ def export_opensm_command(
                                "simulated; change the study's scenario and run it again (--set applies to a "
                                "scenario file)")
                 choice = study_scenario(source, policy, repetition)
-                scenario, label = choice.scenario, choice.policy
+                scenario, label, placement = choice.scenario, choice.policy, choice.placement
                 console.print(Text(f"exporting policy {label!r}: {choice.why}"))
             else:
                 if policy is not None or repetition != 0:
                     raise fail(f"error: --policy and --repetition choose among a study's runs; {source} is a "
                                "scenario file, whose QoS is exported as it is")
-                scenario, label = load(source, overrides), ""
-            bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf")
+                scenario, label, placement = load(source, overrides), "", None
+            bundle = export_opensm(scenario, out, label, policy_file, base_text, str(base) if base else "opensm.conf",
+                                   placement)
         except (ExportError, OpenSmConfError) as error:
             raise fail(f"error: {error}") from None
         except OSError as error:
             raise fail(f"error: {out}: cannot write: {error.strerror or error}") from None
     for path in bundle.written:
         console.print(f"wrote {path}")
+    if bundle.sl0:
+        console.print(Text(f"{bundle.sl0}; every job and service outside this export sends on SL 0 (README.md)"))
     for warning in bundle.warnings:
-        err_console.print(Text(f"warning: {warning}", style="yellow"))
+        print_warning(warning)
     if bundle.mpi_side:
         err_console.print(Text("\nWARNING: configuration alone does not deploy this policy. The MPI side must:",
                                style="bold red"))
@@ -592,12 +595,12 @@ def import_opensm_command(
     except OpenSmConfError as error:
         raise fail(f"error: {error}") from None
     for w in qos.warnings:
-        err_console.print(Text(f"warning: {w}", style="yellow"))
+        print_warning(w)
     guess = qos.layered_guess() if routing_vls == 1 else None
     if guess:
-        err_console.print(Text(f"warning: {conf}: every VLArb entry is repeated for VL + {qos.data_vls // guess}, as "
-                               f"qoslab exports tables for routing.vls = {guess} (a Dragonfly+); if so, pass "
-                               f"--routing-vls {guess} to fold the copies back", style="yellow"))
+        print_warning(f"{conf}: every VLArb entry is repeated for VL + {qos.data_vls // guess}, as qoslab exports "
+                      f"tables for routing.vls = {guess} (a Dragonfly+); if so, pass --routing-vls {guess} to fold the "
+                      "copies back")
     lines = ["[fabric]", f"data_vls = {qos.data_vls}", ""]
     if qos.routing_vls > 1:
         lines += ["[routing]", f"vls = {qos.routing_vls}", ""]

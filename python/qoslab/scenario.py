@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -61,7 +62,7 @@ from qoslab.scenario_qos import (
     default_port_qos,
 )
 from qoslab.scenario_run import JOBS_TIME_LIMIT_US, OPEN_LOOP_DURATION_US, OPEN_LOOP_WARMUP_US, Load, Run, Traffic
-from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric
+from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric, unweighted
 
 if TYPE_CHECKING:
     from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
@@ -91,6 +92,21 @@ def _validate_jobs(value: Any) -> list[Any]:
 
 
 DEFAULT_TOPOLOGY_KIND: Literal["single-switch"] = "single-switch"
+
+
+@dataclass(frozen=True)
+class Unsent:
+    """Traffic a port type never sends: its SL maps to a VL without weight in either VLArb table."""
+
+    key: str  # the table's key: qos.ca or qos.swe
+    port: str  # "ca" or "swe"
+    sl: int
+    vl: int
+    users: tuple[str, ...]  # who sends on the SL: traffic[i], job 'name'
+
+    def message(self) -> str:
+        return (f"{self.key}: traffic on SL{self.sl} maps to VL{self.vl}, which has no weight in vlarb_high or "
+                f"vlarb_low: it will never be sent from {self.port} ports ({', '.join(self.users)})")
 
 
 class Scenario(_Table):
@@ -224,18 +240,34 @@ class Scenario(_Table):
     def qos_warnings(self) -> list[str]:
         """Configurations OpenSM accepts but that are almost certainly mistakes: traffic on an SL
         whose VL has no weight in either arbitration table of a port type never leaves that port."""
-        warnings = self._capacity_warnings()
-        used_sls = sorted({t.sl for t in self.traffic} | {sl for j in self.jobs for sl in j.service_levels()})
+        warnings = self._capacity_warnings() + [unsent.message() for unsent in self.unsent_traffic()]
+        return warnings + self.arbitration_warnings()
+
+    def sl_users(self) -> dict[int, list[str]]:
+        """{SL: who sends on it}: each [[traffic]] table (traffic[i]) and each job (job 'name'),
+        every SL a job's messages can use."""
+        users: dict[int, list[str]] = {}
+        for i, source in enumerate(self.traffic):
+            users.setdefault(source.sl, []).append(f"traffic[{i}]")
+        for name, job in zip(self.job_names(), self.jobs, strict=True):
+            for sl in job.service_levels():
+                users.setdefault(sl, []).append(f"job {name!r}")
+        return users
+
+    def unsent_traffic(self, others: dict[int, list[str]] | None = None) -> list[Unsent]:
+        """Per port type, each SL that carries traffic but whose VL has no weight in either VLArb
+        table as the ports hold it (vlarb.unweighted, the one rule): its packets are never sent.
+        `others`: senders outside the scenario, by SL (a fabric's other jobs and services)."""
+        users = self.sl_users()
+        for sl, who in (others or {}).items():
+            users.setdefault(sl, []).extend(who)
         ports: tuple[tuple[Literal["ca", "swe"], str], ...] = (("ca", "qos.ca"), ("swe", "qos.swe"))
+        found = []
         for port, key in ports:
             tables = self.port_qos(port)
-            weighted = {vl for vl, w in list(tables["vlarb_high"]) + list(tables["vlarb_low"]) if w > 0}
-            for sl in used_sls:
-                vl = tables["sl2vl"][sl]
-                if vl not in weighted:
-                    warnings.append(f"{key}: traffic on SL{sl} maps to VL{vl}, which has no weight in "
-                                    f"vlarb_high or vlarb_low: it will never be sent from {port} ports")
-        return warnings + self.arbitration_warnings()
+            for sl, vl in unweighted(tables["sl2vl"], tables["vlarb_high"], tables["vlarb_low"], users).items():
+                found.append(Unsent(key, port, sl, vl, tuple(users[sl])))
+        return found
 
     def _capacity_warnings(self) -> list[str]:
         """VLArb entries beyond what the ports hold (fabric.vlarb_capacity), which they drop."""

@@ -13,7 +13,7 @@ port is the packets of all its entries over the packets of the whole table. With
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -104,6 +104,14 @@ def effective_shares(entries: Entries, credits: int) -> dict[int, float]:
     packets = round_packets(entries, credits)
     total = sum(packets.values())
     return {vl: (n / total if total else 0.0) for vl, n in packets.items()}
+
+
+def unweighted(sl2vl: Sequence[int], high: Entries, low: Entries, sls: Iterable[int]) -> dict[int, int]:
+    """{SL: VL} for each SL of `sls` whose VL (by `sl2vl`) has no entry of nonzero weight in either
+    VLArb table: a port never sends that VL's packets. OpenSM programs such tables without a word;
+    `qoslab check` warns, a study warns for its policies and `qoslab export opensm` refuses them."""
+    weighted = {vl for vl, weight in [*high, *low] if weight > 0}
+    return {sl: sl2vl[sl] for sl in sorted(set(sls)) if sl2vl[sl] not in weighted}
 
 
 def high_packets_per_low_packet(high_limit: int, wire_bytes: int) -> int | None:

@@ -14,6 +14,8 @@ ExportError naming the job and the rule.
   white space at both ends and copies strings into a 10 KiB buffer, hence no leading or trailing
   blanks and the length cap.
 - opensm.conf: values are single words (whitespace separates key and value, `#` starts a comment).
+- README.md: names, policy labels and paths as code spans (exact when rendered, and no backslash
+  escapes when read as plain text); qoslab's own prose escaped only where Markdown would read it.
 - File names: the name with anything outside `A-Za-z0-9_.+-` replaced by `_`; two jobs that would
   share a file, or whose names differ only in case (one OpenSM port group, as it compares names
   without case), are refused.
@@ -88,9 +90,29 @@ def conf_word(value: str, what: str, option: str) -> str:
     return value
 
 
-def markdown_cell(text: str) -> str:
-    """`text` in a Markdown table cell, shown as written (no formatting, no column breaks)."""
-    return re.sub(r"([\\`*_\[\]<>|#])", r"\\\1", comment(text))
+def markdown_code(text: str, table: bool = False) -> str:
+    """`text` (a name, a policy label, a path) as a Markdown code span: shown exactly as written,
+    whether the README is rendered or read as plain text (backslash escapes would show in the
+    latter). The fence is one backtick longer than the longest run of backticks in the text, with
+    a blank inside where the text starts or ends with a backtick (CommonMark strips it); in a
+    table cell `|` is escaped, since GFM splits a row into cells before it reads code spans."""
+    text = comment(text)
+    if table:
+        text = text.replace("|", "\\|")
+    fence = "`" * (max((len(run) for run in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or (text.startswith(" ") and text.endswith(" ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def markdown_text(text: str) -> str:
+    """qoslab's own prose in running Markdown (or a table cell), shown as written and as plain
+    text with as few backslashes as will do: those that could start formatting, code, HTML or a
+    cell break are escaped; `_` only where it could start emphasis (inside a word, as in
+    MV2_USE_QOS, it never does); `]` only before `(` or `[`, where it would close a link (the
+    README defines no link references, so `[1, 3]` alone is text)."""
+    text = re.sub(r"([\\`*<|])", r"\\\1", comment(text))
+    text = re.sub(r"\](?=[(\[])", r"\\]", text)
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", text)
 
 
 def file_stems(names: list[str]) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """Which of a study's policies `qoslab export opensm STUDY_OUT` exports, read only from that
 study's own runs (runs.parquet lists them; other run folders under runs/ are not read). By
 default: the policy with the least total contention among those standard MPI settings can deploy
-(every job on one SL); a policy that needs MPI-side support is exported only when named."""
+(every job on one SL); a policy that needs MPI-side support is exported only when named, and one
+whose tables never send some traffic is never chosen (the export refuses it)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ class Choice:
     scenario: Scenario
     policy: str
     why: str  # how it was chosen, for the command's output
+    # job -> its placement as the study gave it (study.json; the stored scenario lists every job's
+    # hosts): {} when the folder does not record it (studies run before it did)
+    placement: dict[str, str]
 
 
 def _read(path: Path) -> Any:
@@ -75,7 +79,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
         if policy not in names:
             listed = "\n  ".join(names) or "(none)"
             raise ExportError(f"{study_out}: the study has no policy {policy!r}; its policies are:\n  {listed}")
-        return Choice(_scenario(study_out, policy, repetition), policy, "named")
+        return Choice(_scenario(study_out, policy, repetition), policy, "named", _placement(study_out))
     table = study_out / "policies.parquet"
     if not table.exists():
         raise ExportError(f"{table}: missing (the study's analysis did not finish); name the policy with --policy")
@@ -83,22 +87,46 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     if ranked.empty:
         raise ExportError(f"{table}: no policy finished; name one with --policy")
     passed_over: list[str] = []
+    unsent: list[str] = []  # tables that never send some traffic: never deployable (bundle.refuse_unsent)
     contention = dict(zip((str(p) for p in ranked["policy"]), ranked["total_contention_us"], strict=True))
     for name in contention:
         scenario = _scenario(study_out, name, repetition)
+        if scenario.unsent_traffic():
+            unsent.append(repr(name))
+            continue
         jobs = scenario.resolved()["jobs"]
         if all(deployment(job).by_configuration for job in jobs):
             why = "the least total contention among policies standard MPI settings can deploy"
             if passed_over:
                 why += f" (better, but needing MPI-side support: {', '.join(passed_over)}; export them with --policy)"
+            if unsent:
+                why += (f" (better, but their tables never send some jobs' traffic, so they cannot be deployed: "
+                        f"{', '.join(unsent)})")
             tied = [repr(other) for other, us in contention.items() if other != name and us == contention[name]]
             if tied:
                 why += f"; tied with {', '.join(tied)}, taken as the first listed (name another with --policy)"
-            return Choice(scenario, name, why)
+            return Choice(scenario, name, why, _placement(study_out))
         passed_over.append(repr(name))
+    if not passed_over:
+        raise ExportError(f"{study_out}: no policy of this study can be deployed: the tables of each never send some "
+                          f"jobs' traffic ({', '.join(unsent)}); name one with --policy to be told which SLs and VLs")
+    never_sent = f"; tables that never send some traffic: {', '.join(unsent)}" if unsent else ""
     raise ExportError(f"{study_out}: no policy of this study can be deployed by configuration alone (each needs "
-                      f"MPI-side support: {', '.join(passed_over)}); name one with --policy to export it with what "
-                      "the MPI side must do")
+                      f"MPI-side support: {', '.join(passed_over)}{never_sent}); name one with --policy to export it "
+                      "with what the MPI side must do")
+
+
+def _placement(study_out: Path) -> dict[str, str]:
+    """study.json's job -> placement; {} when it is missing, unreadable or older than the key."""
+    import json
+
+    try:
+        recorded = json.loads((study_out / "study.json").read_text()).get("placement")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    if not isinstance(recorded, dict):
+        return {}
+    return {str(job): str(how) for job, how in recorded.items()}
 
 
 def _scenario(study_out: Path, policy: str, repetition: int) -> Scenario:

@@ -28,6 +28,8 @@ MAX_OP_VLS = {1: 1, 2: 2, 4: 3, 8: 4, 15: 5}
 DATA_VLS = {code: vls for vls, code in MAX_OP_VLS.items()}
 # Many switches program only this many VLArb entries per table (VLArbitrationLowCap/HighCap).
 COMMON_VLARB_CAP = 8
+# Most InfiniBand ports advertise VLCap VL0-7: OpenSM operates at most this many data VLs on them.
+COMMON_DATA_VLS = 8
 
 
 def _vlarb_text(entries: list[tuple[int, int]]) -> str:
@@ -62,13 +64,24 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
     lines += ["qos TRUE", f"qos_policy_file {policy_file}",
               f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
               f"max_op_vls {MAX_OP_VLS[data_vls]}"]
+    if data_vls > COMMON_DATA_VLS:
+        lines.append(f"# note: ports whose VLCap is VL0-{COMMON_DATA_VLS - 1} (most hardware) operate "
+                     f"{COMMON_DATA_VLS} data VLs: OpenSM masks SL2VL and VLArb VLs {COMMON_DATA_VLS}-{data_vls - 1} "
+                     f"to VL0-{data_vls - 1 - COMMON_DATA_VLS} on them, unlike what fabric.data_vls = {data_vls} "
+                     "simulated")
+    long_tables: dict[tuple[str, int], list[str]] = {}  # (table, entries) -> the options that write it
+    for prefix, port, _ in WRITTEN_PORT_TYPES:
+        for name in ("vlarb_high", "vlarb_low"):
+            if len(tables[port][name]) > COMMON_VLARB_CAP:
+                long_tables.setdefault((name, len(tables[port][name])), []).append(prefix + name)
+    if long_tables:
+        listed = "; ".join(f"{count} {name} entries ({'every port type' if len(options) == len(WRITTEN_PORT_TYPES) else ', '.join(options)})"
+                           for (name, count), options in long_tables.items())
+        lines.append(f"# note: {listed}: ports whose VLArb capability is smaller (often {COMMON_VLARB_CAP}) program "
+                     "only the first entries; set fabric.vlarb_capacity to it to simulate and export what they hold")
     for prefix, port, what in WRITTEN_PORT_TYPES:
         t = tables[port]
         lines.append(f"# {what}")
-        for name in ("vlarb_high", "vlarb_low"):
-            if len(t[name]) > COMMON_VLARB_CAP:
-                lines.append(f"# note: {len(t[name])} {name} entries; ports whose VLArb capability is below that "
-                             f"(often {COMMON_VLARB_CAP}) are programmed with the first entries only")
         lines += [
             f"{prefix}max_vls {data_vls}",
             f"{prefix}high_limit {t['high_limit']}",
@@ -144,6 +157,19 @@ def enables_congestion_control(conf: str) -> bool:
     lines = conf.splitlines()
     values = [lines[i].split("#", 1)[0].split()[1:2] for i, key in _option_lines(conf) if key == "congestion_control"]
     return bool(values) and values[-1] == ["TRUE"]
+
+
+def option_value(conf: str, option: str) -> tuple[int, str] | None:
+    """(line number, value) of `option` in an opensm.conf as OpenSM takes it: its last line wins,
+    the value stripped of blanks and of one pair of enclosing quotes; None when no line sets it."""
+    lines = conf.splitlines()
+    found = [i for i, key in _option_lines(conf) if key == option]
+    if not found:
+        return None
+    value = lines[found[-1]].split("#", 1)[0].strip()[len(option):].strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    return found[-1] + 1, value
 
 
 class OpenSmConfError(FileLineError):
@@ -294,7 +320,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     for number, key in unknown:
         warnings.append(f"{source}:{number}: {key!r}: not an OpenSM option: OpenSM ignores this line")
 
-    def number_of(key: str, low: int, high: int) -> int | None:
+    def number_of(key: str, low: int, high: int, expected: str | None = None) -> int | None:
         if key not in values or values[key][0] in ("", "(null)"):
             return None
         value, line = values[key]
@@ -305,7 +331,7 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
         if value.strip().startswith("0") and len(value.strip()) > 1 and not value.lower().startswith("0x"):
             warnings.append(f"{source}:{line}: {key} {value}: a leading 0 makes OpenSM read it as octal ({n})")
         if not low <= n <= high:
-            raise OpenSmConfError(source, line, f"{key}: expected {low}..{high}, got {n}")
+            raise OpenSmConfError(source, line, f"{key}: expected {expected or f'{low}..{high}'}, got {n}")
         return n
 
     enabled = values.get("qos", ("FALSE", 0))[0].upper() == "TRUE"
@@ -314,25 +340,33 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
     op = number_of("max_op_vls", 1, 5)
     data_vls = DATA_VLS[op if op is not None else 5]
     mask = (1 << (MAX_OP_VLS[data_vls] - 1)) - 1 if data_vls > 1 else 0
-    tables: dict[str, dict[str, Any]] = {}
-    for port, prefix in PORT_TYPES.items():
-        t: dict[str, Any] = {}
-        for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl"):
-            key = prefix + name
-            if key not in values or values[key][0] in ("", "(null)"):
-                key = "qos_" + name
-            if key not in values or values[key][0] in ("", "(null)"):
-                t[name] = OPENSM_DEFAULTS[name]
+    def table_value(name: str, prefix: str) -> Any:
+        """What OpenSM programs for one field of a port type (qos_build_config): the port type's
+        own option, else the global qos_ one, else the built-in default. A string option is unset
+        only when absent or "(null)" (what `opensm -c` writes): an empty one is a table of its own
+        (no weight, every SL on VL0). high_limit is unset when negative (`opensm -c` writes -1)."""
+        for key in (prefix + name, "qos_" + name):
+            if key not in values:
                 continue
             value, at = values[key]
             if name == "high_limit":
-                limit = number_of(key, -1, 255)
-                t[name] = OPENSM_DEFAULTS[name] if limit == -1 else limit
-            elif name == "sl2vl":
-                t[name] = _sl2vl(value, key, at, source, mask, warnings)
-            else:
-                t[name] = _vlarb(value, key, at, source, warnings)
-        tables[port] = t
+                if value in ("", "(null)"):  # strtol: 0, not unset
+                    warnings.append(f"{source}:{at}: {key} {value!r}: OpenSM reads it as 0, not as unset (-1 is "
+                                    "unset)")
+                    return 0
+                limit = number_of(key, -(2**31), 255, "0..255, or a negative number for unset")
+                if limit is not None and limit >= 0:
+                    return limit
+                continue  # negative: unset, the next level
+            if value == "(null)":
+                continue
+            if name == "sl2vl":
+                return _sl2vl(value, key, at, source, mask, warnings)
+            return _vlarb(value, key, at, source, warnings)
+        return OPENSM_DEFAULTS[name]
+
+    tables = {port: {name: table_value(name, prefix) for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl")}
+              for port, prefix in PORT_TYPES.items()}
     try:
         congestion = parse_cc(cc, source, warnings)
     except OpenSmCcError as error:
@@ -341,6 +375,10 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
 
 
 def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) -> list[tuple[int, int]]:
+    if not value:
+        warnings.append(f"{source}:{line}: {key} is empty: OpenSM programs a table without weight, not the "
+                        "fallback of an unset option ((null) or no line)")
+        return []
     entries = []
     for text in value.split(","):
         vl_text, sep, weight_text = text.partition(":")
@@ -367,6 +405,10 @@ def _vlarb(value: str, key: str, line: int, source: str, warnings: list[str]) ->
 
 
 def _sl2vl(value: str, key: str, line: int, source: str, mask: int, warnings: list[str]) -> list[int]:
+    if not value:
+        warnings.append(f"{source}:{line}: {key} is empty: OpenSM maps every SL to VL 0, not the fallback of an "
+                        "unset option ((null) or no line)")
+        return [0] * 16
     try:
         vls = [_strtoul(v) for v in value.split(",")]
     except ValueError:

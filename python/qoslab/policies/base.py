@@ -97,6 +97,12 @@ class Policy(_Table):
     def levels_used(self, jobs: list[str]) -> set[int] | None:
         """The levels (VLs of its arbitration) the policy puts traffic on, when it says so
         statically; None: any of them may carry traffic."""
+        by_level = self.jobs_by_level(jobs)
+        return None if by_level is None else set(by_level)
+
+    def jobs_by_level(self, jobs: list[str]) -> dict[int, list[str]] | None:
+        """{level: the jobs the policy puts on it}, when it says so statically; None: any job may
+        use any level."""
         return None
 
     def description(self, granularity: Granularity | None = None) -> str:

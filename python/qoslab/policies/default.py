@@ -14,5 +14,8 @@ class Default(Policy):
     def describe(self, granularity: Granularity | None = None) -> str:
         return "every job on SL 0 (the baseline)"
 
+    def jobs_by_level(self, jobs: list[str]) -> dict[int, list[str]] | None:
+        return {0: list(jobs)} if jobs else {}
+
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         return with_jobs(scenario, None, {})

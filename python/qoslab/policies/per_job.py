@@ -41,11 +41,13 @@ class PerJob(Arbitrated):
         listed = ", ".join(f"{job} SL{sl}" for job, sl in self.assignment.items())
         return f"job-level SLs ({listed}); {self.arbitration().describe(granularity)}"
 
-    def levels_used(self, jobs: list[str]) -> set[int] | None:
+    def jobs_by_level(self, jobs: list[str]) -> dict[int, list[str]] | None:
         if self.assignment == "all":
             return None
-        unassigned = any(job not in self.assignment for job in jobs)
-        return set(self.assignment.values()) | ({0} if unassigned else set())
+        by_level: dict[int, list[str]] = {}
+        for job in jobs:  # a job the assignment does not name is on level 0 (with_jobs)
+            by_level.setdefault(self.assignment.get(job, 0), []).append(job)
+        return by_level
 
     def expand(self, jobs: list[str]) -> list[Policy]:
         if self.assignment != "all":

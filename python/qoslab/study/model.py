@@ -25,7 +25,7 @@ from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyErro
 from qoslab.policies.base import Policy as PolicyBase
 from qoslab.scenario import Scenario, read_toml, with_data_vls
 from qoslab.scenario_files import _assign
-from qoslab.vlarb import Granularity
+from qoslab.vlarb import Granularity, unweighted
 
 
 class _Table(BaseModel):
@@ -230,7 +230,8 @@ class Study(StudyFile):
         return list(self._expanded)
 
     def warnings(self) -> list[str]:
-        """Policies whose different weights (or shares) the fabric's MTU cannot tell apart, then
+        """Policies whose different weights (or shares) the fabric's MTU cannot tell apart or whose
+        tables never send some jobs' traffic (a VL without weight: the baseline's too), then
         the base scenario's traffic keys its patterns ignore and congestion-control settings that
         change nothing. (What a trace's reader skips is told by the runs, which read the traces:
         StudyOutcome.notes.)"""
@@ -275,7 +276,10 @@ class Study(StudyFile):
             twice = next(seed for seed in self.seeds if self.seeds.count(seed) > 1)
             raise self._error("seeds", f"seed {twice} is listed twice: a repetition would be counted twice")
         self._base = base
-        self._warnings = [f"policy default (the scenario's [qos]): {w}" for w in base.arbitration_warnings()]
+        baseline = "policy default (the scenario's [qos])"
+        self._warnings = [f"{baseline}: {w}" for w in base.arbitration_warnings()]
+        self._warnings += _unsent_warnings(Default(kind="default"), baseline, base.fabric.data_vls, Granularity.of(base),
+                                           base)
         expanded, warnings = self._checked_policies(base)
         self._warnings += warnings
         labels = [p.label() for p in expanded]
@@ -309,6 +313,9 @@ class Study(StudyFile):
                 warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity, used)
                 warnings += _capacity_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
                                                base.vlarb_entries_kept())
+                if policy.arbitrations(base.fabric.data_vls):  # a policy keeping the scenario's tables: the baseline's
+                    warnings += _unsent_warnings(policy, f"policies[{i}] ({policy.label()})",
+                                                 policy.operated_vls(base.fabric.data_vls), granularity, base)
             except PolicyError as error:
                 raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
             expanded.extend(concrete)
@@ -405,6 +412,37 @@ def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity
             if used is not None and len(used.intersection(collapse.vls)) < 2:
                 continue  # no two jobs' traffic the table fails to tell apart
             out.append(f"policies[{index}] ({policy.label()}), {key}: {collapse.message(table, granularity)}")
+    return out
+
+
+def _unsent_warnings(policy: Policy, where: str, data_vls: int, granularity: Granularity, base: Scenario) -> list[str]:
+    """The levels of a policy's tables (the scenario's own for a policy without any) that carry a
+    job's traffic, or the scenario's open-loop traffic, but whose VL has no weight in either VLArb
+    table as the ports hold it: that traffic is never sent, a job on it cannot finish, and `qoslab
+    export opensm` refuses the tables (vlarb.unweighted: the rule `qoslab check` warns by)."""
+    by_level = policy.jobs_by_level(base.job_names())
+    traffic: dict[int, list[str]] = {}
+    for i, source in enumerate(base.traffic):
+        traffic.setdefault(source.sl, []).append(f"traffic[{i}]")
+    arbitrations: list[tuple[str, int | None, dict[str, Any]]] = [
+        (key, arbitration.levels, arbitration.qos(granularity)) for key, arbitration in policy.arbitrations(data_vls)]
+    if not arbitrations:
+        arbitrations = [(f"qos.{port}", None, base.port_qos(port)) for port in ("ca", "swe")]
+    out = []
+    for key, levels, qos in arbitrations:
+        if by_level is not None:
+            users = {level: [f"job {name!r}" for name in names] for level, names in by_level.items()}
+        else:  # any job may be put on any of the policy's levels
+            users = {level: ["any job it puts there"] for level in range(levels or 0)}
+        for sl, who in traffic.items():
+            users.setdefault(sl, []).extend(who)
+        high, low = granularity.held(qos["vlarb_high"]), granularity.held(qos["vlarb_low"])
+        for sl, vl in unweighted(qos["sl2vl"], high, low, users).items():
+            message = (f"{where}, {key}: {', '.join(users[sl])} on SL{sl}, which maps to VL{vl}, and VL{vl} has no "
+                       "weight in either VLArb table: that traffic is never sent (a job on it cannot finish), and "
+                       "qoslab export opensm refuses such tables")
+            if message not in out:
+                out.append(message)
     return out
 
 

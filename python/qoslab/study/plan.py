@@ -41,6 +41,9 @@ class StudyPlan:
         self.data_vls = base.fabric.data_vls
         self.link_gbps = float(base.fabric.link_gbps)
         self.granularity = Granularity.of(base)
+        # How each job's hosts are chosen, as the study file gives it: the stored scenarios list
+        # every job's hosts (placement = "hosts"), which would hide a placement drawn per seed.
+        self.placement = {name: job.placement for name, job in zip(base.job_names(), base.jobs, strict=True)}
         self.repetitions = []
         self._by_vls: dict[tuple[int, int], dict[str, Any]] = {}
         for index, seed in enumerate(study.seed_list()):

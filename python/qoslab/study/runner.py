@@ -206,6 +206,7 @@ class StudyRunner:
             "warnings": self.study.warnings(),
             "figure_formats": list(self.study.figure_formats),
             "base_scenario": self.plan.repetitions[0].scenario,
+            "placement": self.plan.placement,  # job -> placement as given (qoslab export opensm reads it)
         }
 
 
