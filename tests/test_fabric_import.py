@@ -243,6 +243,27 @@ def test_unset_per_type_options_fall_back_as_opensm_s_qos_build_config_does(tmp_
     assert printed.exit_code == 0 and printed.stdout.count("high_limit = 4") == 2, printed.output
 
 
+def test_tables_left_to_opensm_s_defaults_are_those_of_the_operated_vls(tmp_path):
+    # With max_op_vls 3 (VL0-3), the defaulted high table still listed VL4-14 and the defaulted
+    # SL2VL reached VL14: the printed scenario was refused by `check`. OpenSM's own template
+    # (`opensm -c`) with max_op_vls 3 gave the same.
+    read = parse_opensm_conf("qos TRUE\nmax_op_vls 3\nqos_vlarb_low 0:64,1:64,2:64,3:64\n"
+                             "qos_ca_vlarb_high 0:4,5:10\n", "o.conf")
+    assert read.tables["swe"]["vlarb_high"] == [(0, 4), (1, 0), (2, 0), (3, 0)]
+    assert read.tables["swe"]["sl2vl"] == [0, 1, 2, 3] * 3 + [0, 1, 2, 3]
+    assert read.tables["ca"]["vlarb_high"] == [(0, 4)]
+    assert read.warnings == ["o.conf:4: qos_ca_vlarb_high entry 5:10 is for a VL the ports do not operate "
+                             "(max_op_vls: VL0-3): it never sends, and is left out"]
+    conf = tmp_path / "o.conf"
+    conf.write_text("qos TRUE\nmax_op_vls 3\nqos_vlarb_low 0:64,1:64,2:64,3:64\n")
+    printed = CliRunner().invoke(app, ["import", "opensm", str(conf)])
+    assert printed.exit_code == 0, printed.output
+    scenario = tmp_path / "s.toml"
+    scenario.write_text(printed.stdout + '[topology]\nkind = "single-switch"\nhosts = 4\n')
+    checked = CliRunner().invoke(app, ["check", str(scenario)])
+    assert checked.exit_code == 0, checked.output
+
+
 def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp_path):
     scenario = qoslab.Scenario(
         topology={"kind": "xgft", "m": [4, 2], "w": [1, 2]},

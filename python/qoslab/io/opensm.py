@@ -362,8 +362,20 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
                 continue
             if name == "sl2vl":
                 return _sl2vl(value, key, at, source, mask, warnings)
-            return _vlarb(value, key, at, source, warnings)
-        return OPENSM_DEFAULTS[name]
+            entries = _vlarb(value, key, at, source, warnings)
+            for vl, weight in entries:
+                if vl >= data_vls and weight:
+                    warnings.append(f"{source}:{at}: {key} entry {vl}:{weight} is for a VL the ports do not operate "
+                                    f"(max_op_vls: VL0-{data_vls - 1}): it never sends, and is left out")
+            return [(vl, weight) for vl, weight in entries if vl < data_vls]
+        # OpenSM's built-in table, as the ports operate it: entries for VLs beyond max_op_vls
+        # never send (the default high table lists VL0-14), and SLs are masked as for a set table.
+        default = OPENSM_DEFAULTS[name]
+        if name == "sl2vl":
+            return [vl & mask for vl in default]
+        if name in ("vlarb_high", "vlarb_low"):
+            return [(vl, weight) for vl, weight in default if vl < data_vls]
+        return default
 
     tables = {port: {name: table_value(name, prefix) for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl")}
               for port, prefix in PORT_TYPES.items()}
