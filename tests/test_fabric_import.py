@@ -243,6 +243,16 @@ def test_unset_per_type_options_fall_back_as_opensm_s_qos_build_config_does(tmp_
     assert printed.exit_code == 0 and printed.stdout.count("high_limit = 4") == 2, printed.output
 
 
+def test_opensm_numbers_are_read_as_c_reads_them_and_each_warning_said_once():
+    # Python's int() took "6_4" as 64 and Arabic-Indic digits as 33, where OpenSM's strtoul reads
+    # neither; and a global option's warning came once per port type.
+    for entry in ("0:6_4", "1:\u0663\u0663"):
+        with pytest.raises(OpenSmConfError, match="bad entry"):
+            parse_opensm_conf(f"qos TRUE\nqos_vlarb_low {entry}\n", "a.conf")
+    read = parse_opensm_conf("qos TRUE\nqos_vlarb_high -1:5\n", "d.conf")
+    assert read.warnings == ["d.conf:2: qos_vlarb_high entry '-1:5': OpenSM stores VL -1 as VL 14"]
+
+
 def test_tables_left_to_opensm_s_defaults_are_those_of_the_operated_vls(tmp_path):
     # With max_op_vls 3 (VL0-3), the defaulted high table still listed VL4-14 and the defaulted
     # SL2VL reached VL14: the printed scenario was refused by `check`. OpenSM's own template

@@ -6,11 +6,13 @@ are masked to the operational VLs."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from qoslab.errors import FileLineError
+from qoslab.io.files import NotReadable, read_bytes
 from qoslab.io.lines import OPENSM_LINE_BYTES, comment_lines, fits, reader_lines
 from qoslab.io.opensm_cc import OpenSmCcError, cc_option, parse_cc
 
@@ -247,9 +249,15 @@ class OpenSmQos:
         return None
 
 
+_C_NUMBER = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)", re.ASCII)
+
+
 def _strtoul(text: str) -> int:
-    """C's strtoul(text, NULL, 0): 0x hex, a leading 0 octal, else decimal."""
+    """C's strtoul(text, NULL, 0): 0x hex, a leading 0 octal, else decimal. ASCII digits only:
+    Python's int() also takes "6_4" and other scripts' digits, which C reads otherwise."""
     text = text.strip()
+    if not _C_NUMBER.fullmatch(text):
+        raise ValueError(f"not a C number: {text!r}")
     if text.lower().startswith("0x"):
         return int(text, 16)
     if len(text) > 1 and text.startswith("0"):
@@ -266,7 +274,9 @@ def opensm_option_names() -> frozenset[str]:
 def read_opensm_conf(path: str | Path) -> OpenSmQos:
     source = str(path)
     try:
-        data = Path(path).read_bytes()
+        data = read_bytes(path)
+    except NotReadable as error:
+        raise OpenSmConfError(source, 0, str(error)) from None
     except OSError as error:
         raise OpenSmConfError(source, 0, f"cannot read: {error.strerror or error}") from None
     nul = data.find(b"\0")
@@ -383,6 +393,8 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
         congestion = parse_cc(cc, source, warnings)
     except OpenSmCcError as error:
         raise OpenSmConfError(error.source, error.line, error.message) from None
+    # A global qos_ option read for each port type warns once, not once per type.
+    warnings[:] = list(dict.fromkeys(warnings))
     return OpenSmQos(enabled, data_vls, tables, warnings, source, congestion_control=congestion)
 
 
