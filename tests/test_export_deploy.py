@@ -370,3 +370,32 @@ def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_ou
                                        "--out", str(tmp_path / "e")])
     assert refused.exit_code == 2 and "--set" in refused.stderr and "study folder" in refused.stderr
     assert not (tmp_path / "e").exists()
+
+
+@pytest.mark.parametrize("damage, words", [
+    (lambda out: pd.read_parquet(out / "runs.parquet").drop(columns="mode").to_parquet(out / "runs.parquet"),
+     "runs.parquet: has no column mode"),
+    (lambda out: pd.read_parquet(out / "policies.parquet").drop(columns="total_contention_us")
+     .to_parquet(out / "policies.parquet"), "policies.parquet: has no column total_contention_us"),
+    (lambda out: pd.read_parquet(out / "runs.parquet").assign(repetition=None).to_parquet(out / "runs.parquet"),
+     "repetition None is not a number"),
+])
+def test_a_damaged_study_folder_is_named_not_a_traceback(study_out, tmp_path, damage, words):
+    out = tmp_path / "copy"
+    shutil.copytree(study_out, out)
+    damage(out)
+    result = CliRunner().invoke(app, ["export", "opensm", str(out), "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and "Traceback" not in result.output, result.output
+    assert words in " ".join(result.output.split()), result.output
+
+
+def test_an_edited_stored_scenario_names_its_record(study_out, tmp_path):
+    out = tmp_path / "copy"
+    shutil.copytree(study_out, out)
+    record = next(p for p in (out / "runs").glob("*per-job*/record.json"))
+    data = json.loads(record.read_text())
+    data["scenario"]["fabric"]["data_vls"] = 3
+    record.write_text(json.dumps(data))
+    result = CliRunner().invoke(app, ["export", "opensm", str(out), "--policy", "per-job[a2a=1 flood=0]",
+                                      "--out", str(tmp_path / "d")])
+    assert result.exit_code == 2 and f"{record}: fabric.data_vls" in " ".join(result.output.split()), result.output

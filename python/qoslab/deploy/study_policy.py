@@ -27,30 +27,45 @@ class Choice:
     placement: dict[str, str]
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path, columns: tuple[str, ...]) -> Any:
+    """A study table with the columns the export reads; a damaged or edited one is named."""
     import pandas as pd
 
     try:
-        return pd.read_parquet(path)
+        frame = pd.read_parquet(path)
     except (OSError, ValueError) as error:
         raise ExportError(f"{path}: cannot be read ({error}); run the study again to rewrite it") from None
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:
+        raise ExportError(f"{path}: has no column {', '.join(missing)}: not a table as qoslab writes it; run the "
+                          "study again to rewrite it")
+    return frame
 
 
-def _stored_scenarios(study_out: Path, policy: str) -> dict[int, dict[str, Any]]:
-    """Repetition -> the scenario the study ran for `policy`, from this study's runs only."""
-    from qoslab.sweep.store import RunStore
+RUN_COLUMNS = ("run_id", "repetition", "policy", "mode")
 
-    runs = _read(study_out / "runs.parquet")
+
+def _stored_scenarios(study_out: Path, policy: str) -> dict[int, tuple[dict[str, Any], str]]:
+    """Repetition -> the scenario the study ran for `policy` and the record it is stored in, from
+    this study's runs only."""
+    from qoslab.sweep.store import RECORD, RunStore
+
+    table = study_out / "runs.parquet"
+    runs = _read(table, RUN_COLUMNS)
     rows = runs[(runs["policy"] == policy) & (runs["mode"] == "shared")]
     store = RunStore(_store_of(study_out), create=False)
     found = {}
     for row in rows.itertuples(index=False):
         try:
             record = store.get(str(row.run_id))
+            repetition = int(row.repetition)
         except DamagedRun as error:
             raise ExportError(str(error)) from None
+        except (TypeError, ValueError):
+            raise ExportError(f"{table}: run {row.run_id}: repetition {row.repetition!r} is not a number; run the "
+                              "study again to rewrite it") from None
         if "scenario" in record:
-            found[int(row.repetition)] = record["scenario"]
+            found[repetition] = (record["scenario"], str(store.root / str(row.run_id) / RECORD))
     return found
 
 
@@ -72,7 +87,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
                           f"{study_out / 'sweep_points.parquet'})")
     if not _store_of(study_out).is_dir() or not (study_out / "runs.parquet").is_file():
         raise ExportError(f"{study_out}: not a finished study's output folder (no runs/ and runs.parquet)")
-    runs = _read(study_out / "runs.parquet")
+    runs = _read(study_out / "runs.parquet", RUN_COLUMNS)
     shared = runs[runs["mode"] == "shared"]
     names = list(dict.fromkeys(str(p) for p in shared["policy"]))
     if policy is not None:
@@ -83,7 +98,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     table = study_out / "policies.parquet"
     if not table.exists():
         raise ExportError(f"{table}: missing (the study's analysis did not finish); name the policy with --policy")
-    ranked = _read(table).sort_values("total_contention_us", kind="stable")
+    ranked = _read(table, ("policy", "total_contention_us")).sort_values("total_contention_us", kind="stable")
     if ranked.empty:
         raise ExportError(f"{table}: no policy finished; name one with --policy")
     passed_over: list[str] = []
@@ -135,6 +150,7 @@ def _scenario(study_out: Path, policy: str, repetition: int) -> Scenario:
         raise ExportError(f"{study_out}: no stored run of policy {policy!r} with its scenario")
     if repetition not in found:
         raise ExportError(f"{study_out}: policy {policy!r} has no repetition {repetition} (stored: {sorted(found)})")
-    scenario = Scenario.from_dict(found[repetition])
+    data, record = found[repetition]
+    scenario = Scenario.from_dict(data, record)  # an edited record's error names it
     scenario._source = f"the study in {study_out}"  # what the exported files say they came from
     return scenario
