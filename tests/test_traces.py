@@ -1570,3 +1570,15 @@ def test_binary_dumpi_is_named_as_such_with_or_without_the_format(tmp_path):
         for fmt in (None, "dumpi"):
             with pytest.raises(ScenarioError, match=r"testbgp-0000\.bin: binary DUMPI files cannot be read; convert"):
                 read_trace(path, format=fmt)
+
+
+@needs_shared
+def test_a_damaged_otf2_definitions_file_is_one_error_not_a_printed_traceback(tmp_path, capsys):
+    # The otf2 package printed its callback's traceback to stderr before qoslab's own error.
+    copy = tmp_path / "pp"
+    shutil.copytree(SHARED / "ping-pong-otf2", copy)
+    with open(copy / "traces.def", "r+b") as f:
+        f.truncate(100)
+    with pytest.raises(ScenarioError, match=r"not a readable OTF2 archive \(.*Duplicate definition"):
+        read_trace(copy / "traces.otf2")
+    assert capsys.readouterr().err == ""

@@ -8,6 +8,8 @@ the event's index among that location's events.
 
 from __future__ import annotations
 
+import contextlib
+import io
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -41,6 +43,12 @@ class _Otf2Rank:
         self.events = 0  # this location's events read so far
 
 
+def _callback_error(printed: io.StringIO) -> str:
+    """The last line of what the otf2 package printed about a reader callback's error, if any."""
+    lines = [line for line in printed.getvalue().splitlines() if line.strip()]
+    return f"; {lines[-1].strip()}" if lines else ""
+
+
 def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
     otf2 = require("otf2", "reading OTF2 traces")  # here, so that the rest of the package loads without it
     from otf2.enums import CollectiveOp, GroupType, Paradigm  # type: ignore[import-untyped]
@@ -68,11 +76,17 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
         CollectiveOp.REDUCE_SCATTER_BLOCK: ("allreduce", "approx"),
     }
 
+    # The otf2 package prints a traceback to stderr for an error in one of its reader callbacks
+    # (a damaged definitions file), then fails with a generic error: keep the print for the message.
+    printed = io.StringIO()
+    quiet = contextlib.ExitStack()  # closed where a failure is raised and at the end: closing twice does nothing
+    quiet.enter_context(contextlib.redirect_stderr(printed))
     try:
         reader_cm = otf2.reader.open(str(anchor))
         reader = reader_cm.__enter__()
     except Exception as e:  # noqa: BLE001 - the otf2 package raises its own error types on bad archives
-        fail(f"{anchor}: not a readable OTF2 archive ({e})")
+        quiet.close()
+        fail(f"{anchor}: not a readable OTF2 archive ({e}{_callback_error(printed)})")
 
     skipped: Counter[str] = Counter()
     approximated: Counter[str] = Counter()
@@ -253,11 +267,13 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
     except ScenarioError:
         raise
     except Exception as e:  # noqa: BLE001 - whatever the otf2 package raises on a damaged archive
-        fail(f"{anchor}: cannot read the OTF2 events ({type(e).__name__}: {e})")
+        quiet.close()
+        fail(f"{anchor}: cannot read the OTF2 events ({type(e).__name__}: {e}{_callback_error(printed)})")
     finally:
         try:
             reader_cm.__exit__(None, None, None)
         except Exception:  # noqa: BLE001, S110 - closing a reader that already failed; the error above is what matters
             pass
+        quiet.close()
 
     return assemble([st.rank for st in states], "otf2", str(anchor), skipped, approximated, fail)
