@@ -362,7 +362,12 @@ def test_a_study_export_names_the_study_says_ties_and_refuses_overrides(study_ou
     table.loc[table["policy"] == "default", "total_contention_us"] = 0.0  # tied with the first
     table.to_parquet(study_out / "policies.parquet")
     choice = study_scenario(study_out, None, 0)
-    assert choice.policy == "per-job[a2a=1 flood=0]" and "tied with 'default'" in choice.why
+    assert choice.policy == "per-job[a2a=1 flood=0]" and "tied with 'default'," in choice.why
+    # A tie with a policy configuration cannot deploy says so: it had read as one that could.
+    table.loc[table["policy"] == "multi-vl[2,connection]", "total_contention_us"] = 0.0
+    table.to_parquet(study_out / "policies.parquet")
+    choice = study_scenario(study_out, None, 0)
+    assert "'multi-vl[2,connection]' (needs MPI-side support)" in choice.why and "'default'," in choice.why
     result = CliRunner().invoke(app, ["export", "opensm", str(study_out), "--out", str(tmp_path / "d")])
     assert result.exit_code == 0, result.output
     assert f"of the study in {study_out}" in (tmp_path / "d" / "opensm.conf").read_text().splitlines()[0]

@@ -109,17 +109,18 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
         if scenario.unsent_traffic():
             unsent.append(repr(name))
             continue
-        jobs = scenario.resolved()["jobs"]
-        if all(deployment(job).by_configuration for job in jobs):
+        if _by_configuration(scenario):
             why = "the least total contention among policies standard MPI settings can deploy"
             if passed_over:
                 why += f" (better, but needing MPI-side support: {', '.join(passed_over)}; export them with --policy)"
             if unsent:
                 why += (f" (better, but their tables never send some jobs' traffic, so they cannot be deployed: "
                         f"{', '.join(unsent)})")
-            tied = [repr(other) for other, us in contention.items() if other != name and us == contention[name]]
+            tied = [other for other, us in contention.items() if other != name and us == contention[name]]
             if tied:
-                why += f"; tied with {', '.join(tied)}, taken as the first listed (name another with --policy)"
+                said = [f"{other!r}" + ("" if _by_configuration(_scenario(study_out, other, repetition))
+                                         else " (needs MPI-side support)") for other in tied]
+                why += f"; tied with {', '.join(said)}, taken as the first deployable one (name another with --policy)"
             return Choice(scenario, name, why, _placement(study_out))
         passed_over.append(repr(name))
     if not passed_over:
@@ -129,6 +130,11 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     raise ExportError(f"{study_out}: no policy of this study can be deployed by configuration alone (each needs "
                       f"MPI-side support: {', '.join(passed_over)}{never_sent}); name one with --policy to export it "
                       "with what the MPI side must do")
+
+
+def _by_configuration(scenario: Scenario) -> bool:
+    """Whether configuration alone (OpenSM, MPI environment) deploys every job's SL rule."""
+    return all(deployment(job).by_configuration for job in scenario.resolved()["jobs"])
 
 
 def _placement(study_out: Path) -> dict[str, str]:
