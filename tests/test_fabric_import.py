@@ -551,3 +551,16 @@ def test_what_the_reader_read_past_is_warned_by_check_and_run(tmp_path):
     for command in (["check", str(path)], ["run", str(path), "--out", str(tmp_path / "o")]):
         result = CliRunner().invoke(app, command)
         assert result.exit_code == 0 and expected in " ".join(result.stderr.split()), result.output
+
+
+@needs_real_dumps
+def test_a_control_character_inside_a_description_does_not_end_its_line():
+    # A \r in a node description split the line there ("a port line before any Switch or Ca
+    # record" at the wrong line); lines end at \n, as ibnetdiscover writes them. CRLF still reads.
+    text = (REAL_DUMPS / "nvidia-howto-2016.topo").read_text()
+    whole, _ = parse_fabric(text)
+    odd = text.replace('"r-ufm96 HCA-1"', '"r-ufm96\rHCA-1"').replace('"r-ufm216 HCA-1"', '"r-ufm216\x0cHCA-1"')
+    assert odd != text
+    fabric, _ = parse_fabric(odd)
+    assert len(fabric.endpoints()) == len(whole.endpoints())
+    assert len(parse_fabric(text.replace("\n", "\r\n"))[0].endpoints()) == len(whole.endpoints())

@@ -108,7 +108,9 @@ def parse_fabric(text: str, source: str = "<text>") -> tuple[Fabric, list[str]]:
                                 "naming it may mean either port")
                 return
 
-    for number, raw in enumerate(text.splitlines(), start=1):
+    # Lines end at \n only, as ibnetdiscover writes them and the IB tools read them: splitlines()
+    # would also end one at a \r or \x0c inside a node description.
+    for number, raw in enumerate(text.split("\n"), start=1):
         line = raw.rstrip()
         stripped = line.strip()
         if not stripped or stripped.startswith("#"):
