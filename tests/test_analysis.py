@@ -75,8 +75,23 @@ def test_policy_summary_by_hand():
     # Slowdowns over the same repetitions as total contention (rep 0 only): a 1.1, b 2.0.
     assert p["mean_slowdown"] == pytest.approx(1.55) and p["worst_slowdown"] == 2.0 and p["worst_job"] == "b"
     assert p["geomean_slowdown"] == pytest.approx(math.sqrt(1.1 * 2.0))
-    assert p["vs_default_pct"] == pytest.approx(100 * (210 / 125 - 1))
-    assert d["vs_default_pct"] == 0.0
+    # Against default over the repetitions both completed (rep 0: 210 against 150), not against
+    # default's mean over repetitions prio-a did not complete (125: +68%).
+    assert p["vs_default_pct"] == pytest.approx(100 * (210 / 150 - 1))
+    assert d["vs_default_pct"] == 0.0 and p["repetitions"] == 2 and d["repetitions"] == 2
+
+
+def test_a_policy_that_did_not_complete_every_repetition_ranks_after_those_that_did():
+    # "fast" finishes only the easy repetition (rep 1) and would rank first on it alone.
+    jobs = jobs_table([
+        (0, "alone", "a", 10, 100.0), (0, "default", "a", 10, 200.0), (0, "fast", "a", 10, float("nan")),
+        (1, "alone", "a", 10, 100.0), (1, "default", "a", 10, 150.0), (1, "fast", "a", 10, 101.0)])
+    slow = slowdowns(jobs)
+    summary = policy_summary(slow)
+    assert list(ranking(summary)["policy"]) == ["default", "fast"]
+    fast = summary.set_index("policy").loc["fast"]
+    assert (fast["complete_repetitions"], fast["repetitions"]) == (1, 2) and fast["total_contention_us"] == 1.0
+    assert fast["vs_default_pct"] == pytest.approx(100 * (1 / 50 - 1))  # rep 1 only, both sides
 
 
 def test_a_policy_that_starves_a_job_has_no_mean_or_worst_slowdown():
@@ -203,24 +218,40 @@ def test_policy_summary_and_slowdowns_carry_their_intervals():
     assert set(table.loc[(table["policy"] == "default") & (table["job"] == "a"), "slowdown_mean"]) == {1.75}
 
 
-def summary_of(totals: dict[str, list[float]]) -> pd.DataFrame:
-    """A policy summary from per-repetition total contentions: one job, alone runtime 100."""
+def slow_of(totals: dict[str, list[float]]) -> pd.DataFrame:
+    """slowdowns() from per-repetition total contentions: one job, alone runtime 100."""
     rows = []
     for rep in range(max(len(v) for v in totals.values())):
         rows.append((rep, "alone", "j", 1, 100.0))
         rows += [(rep, policy, "j", 1, 100.0 + values[rep]) for policy, values in totals.items() if rep < len(values)]
-    return policy_summary(slowdowns(jobs_table(rows)))
+    return slowdowns(jobs_table(rows))
 
 
-def test_best_policy_leads_say_whether_the_intervals_separate():
-    clear = best_policy_leads(summary_of({"default": [100, 102, 98], "good": [50, 51, 49], "fair": [80, 82, 78]}))
+def leads_of(totals: dict[str, list[float]]) -> pd.DataFrame:
+    slow = slow_of(totals)
+    return best_policy_leads(policy_summary(slow), slow)
+
+
+def test_best_policy_leads_are_paired_over_the_repetitions_both_completed():
+    clear = leads_of({"default": [100, 102, 98], "good": [50, 51, 49], "fair": [80, 82, 78]})
     assert list(clear["other"]) == ["default", "fair"] and list(clear["against"]) == ["default", "runner-up"]
     assert list(clear["distinguishable"]) == [True, True]
     assert clear["lead_us"].tolist() == pytest.approx([50.0, 30.0])
-    noisy = best_policy_leads(summary_of({"default": [100, 60, 140], "good": [99, 59, 139.5]}))
-    assert list(noisy["against"]) == ["default and runner-up"] and list(noisy["distinguishable"]) == [False]
-    single = best_policy_leads(summary_of({"default": [100], "good": [10]}))
-    assert single["distinguishable"].tolist() == [None] and single["best_repetitions"].tolist() == [1]
+    # The repetitions vary a lot, the lead in each very little: each repetition runs every policy on
+    # the same placement and seed, so the differences are the sample. The two unpaired intervals
+    # overlapped (Welch p = 0.86) and called it indistinguishable; paired it is not (t = 5.0).
+    steady = leads_of({"default": [100, 60, 140], "good": [99, 59, 139.5]})
+    assert list(steady["against"]) == ["default and runner-up"] and list(steady["distinguishable"]) == [True]
+    d = np.array([1, 1, 0.5])
+    half = 4.302652729911275 * d.std(ddof=1) / math.sqrt(3)  # t(0.975, 2)
+    assert steady[["lead_ci95_low_us", "lead_ci95_high_us"]].iloc[0].tolist() == pytest.approx([d.mean() - half,
+                                                                                               d.mean() + half])
+    mixed = leads_of({"default": [100, 60, 140], "good": [99, 62, 138]})
+    assert mixed["distinguishable"].tolist() == [False]
+    single = leads_of({"default": [100], "good": [10]})
+    assert single["distinguishable"].tolist() == [None] and single["repetitions"].tolist() == [1]
+    tie = leads_of({"default": [100, 90], "b": [50, 40], "c": [50, 40]})
+    assert tie.set_index("other").loc["c", "tied"] and not tie.set_index("other").loc["default", "tied"]
 
 
 # -- who delayed whom, utilisation ------------------------------------------------------------
@@ -313,9 +344,10 @@ def test_identical_repetitions_are_one_sample_and_claim_nothing():
         ("alone", "a", 10, 100.0), ("alone", "b", 10, 100.0),
         ("default", "a", 10, 150.0), ("default", "b", 10, 200.0),
         ("prio-a", "a", 10, 110.0), ("prio-a", "b", 10, 180.0)]])
-    summary = policy_summary(slowdowns(jobs))
+    slow = slowdowns(jobs)
+    summary = policy_summary(slow)
     assert summary["identical_repetitions"].tolist() == [True, True]
-    lead = best_policy_leads(summary).iloc[0]
+    lead = best_policy_leads(summary, slow).iloc[0]
     assert lead["best"] == "prio-a" and lead["lead_us"] == 60.0
     assert lead["distinguishable"] is None and lead["identical_repetitions"]
     # Repetitions that differ keep their interval and verdict.

@@ -193,16 +193,18 @@ def test_headline_warns_when_the_best_lead_is_within_the_intervals(tmp_path):
     page = report(tmp_path, {"jobs": pd.DataFrame(rows), "runs": runs, "iterations": empty},
                         {"name": "leads", "seeds": [0, 1, 2]}).read_text()
     headline = re.search(r"<div class='headline'>(.*?)</div>", page, re.DOTALL).group(1)
-    # best: contention 20 ± 25 us; default 100 ± 2.5: apart. close: 25.7 ± 35: overlapping.
-    assert "best's lead over default, 80 us, is larger than both 95% confidence intervals (3 repetitions)" in headline
-    assert ("Warning: best's lead over the runner-up, close, 6 us, is within the 95% confidence intervals: best is not "
-            "distinguishable from close with 3 repetitions") in headline
+    # Paired differences, per repetition: default - best 80, 71, 89 (mean 80 ± 22.4: apart);
+    # close - best 5, 10, 2 (mean 5.7 ± 10.0: not).
+    assert ("best's lead over default, 80 us (95% confidence interval 58 to 102 us, paired over 3 repetitions), is "
+            "more than run-to-run variation") in headline
+    assert ("Warning: best's lead over the runner-up, close, 6 us, is within run-to-run variation (95% confidence "
+            "interval -4 to 16 us, paired over 3 repetitions): best is not distinguishable from close") in headline
     assert "The best policy by total contention is <b>best</b>: 20 us (-80.0% against default), 95% confidence interval" in headline
 
 
 def test_report_with_one_repetition_says_there_is_no_interval(tmp_path):
     page = report(tmp_path, tables(), {"name": "one", "seeds": [1]}).read_text()
-    assert "With 1 complete repetition there is no confidence interval" in page
+    assert "With 1 repetition that both completed there is no confidence interval" in page
     assert "One repetition: there is no confidence interval" in page  # under the figures with error bars
 
 
@@ -234,9 +236,10 @@ def test_the_report_says_identical_repetitions_are_one_sample():
              "runtime_us": t} for r in (0, 1, 2)
             for p, j, t in [("alone", "a", 100.0), ("alone", "b", 100.0), ("default", "a", 150.0),
                             ("default", "b", 200.0), ("prio-a", "a", 110.0), ("prio-a", "b", 180.0)]]
-    summary = policy_summary(slowdowns(pd.DataFrame(rows)))
-    assert best_policy_leads(summary)["identical_repetitions"].all()
-    headline = _headline(summary)
+    slow = slowdowns(pd.DataFrame(rows))
+    summary = policy_summary(slow)
+    assert best_policy_leads(summary, slow)["identical_repetitions"].all()
+    headline = _headline(summary, slow)
     assert "the same in all 3 repetitions" in headline and "confidence interval" not in headline
     assert "The repetitions of prio-a or default gave identical results" in headline
     assert "larger than both" not in headline
@@ -254,3 +257,26 @@ def test_names_from_the_scenario_are_text_in_the_report_never_markup(tmp_path):
     page = report(tmp_path, t, meta).read_text()
     assert "the worst hit, &lt;img src=x onerror=alert(1)&gt;, runs 1.60× slower" in page
     assert "<img src=x" not in page and "onerror=alert(1)>" not in page
+
+
+def test_the_headline_says_what_an_incomplete_default_tie_or_policy_means():
+    from qoslab.report.html import _headline
+
+    def headline(shared: dict[str, list[float]]) -> str:
+        rows = [{"repetition": r, "policy": "alone", "mode": "alone", "job": "a", "ranks": 1, "runtime_us": 100.0}
+                for r in (0, 1, 2)]
+        rows += [{"repetition": r, "policy": p, "mode": "shared", "job": "a", "ranks": 1, "runtime_us": t}
+                 for p, times in shared.items() for r, t in enumerate(times)]
+        slow = slowdowns(pd.DataFrame(rows))
+        return _headline(policy_summary(slow), slow)
+
+    nan = float("nan")
+    # A default that never completed printed "costs the jobs nan us ... +nan% against default".
+    text = headline({"default": [nan, nan, nan], "b": [150.0, 140.0, 160.0]})
+    assert "nan" not in text and "no figure is given against it" in text
+    # A tie was "B's lead over the runner-up, C (0 us) holds".
+    text = headline({"default": [200.0, 210.0, 190.0], "b": [150.0, 140.0, 160.0], "c": [150.0, 140.0, 160.0]})
+    assert "b and the runner-up, c are tied" in text
+    # A policy that finished only the easy repetition is ranked after those that finished all.
+    text = headline({"default": [200.0, 210.0, 190.0], "b": [150.0, 140.0, 160.0], "easy": [nan, 101.0, nan]})
+    assert "<b>b</b>" in text and "easy (1 of 3)" in text

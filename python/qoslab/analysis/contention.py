@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from qoslab.analysis.confidence import Interval, intervals_separate, mean_interval
+from qoslab.analysis.confidence import Interval, mean_interval
 
 BASELINE = "default"
 
@@ -35,14 +35,18 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
       rests on): NaN when there is none, so a policy that starves a job never ranks by the others;
     - throughput_jobs_per_hour: 3600 s x sum over jobs of 1 / T_shared, each job rerun back to
       back; throughput_vs_alone divides it by the same sum over alone runtimes;
-    - vs_default_pct: change of total contention against the "default" policy (negative = less).
+    - vs_default_pct: change of total contention against the "default" policy (negative = less),
+      over the repetitions both completed (paired: the same placements and seeds on both sides).
 
     A repetition in which some job of the policy did not complete gives NaN for that repetition;
-    `complete_repetitions` counts the others. `identical_repetitions`: two or more of them, every
+    `complete_repetitions` counts the others, of `repetitions` run. A policy with fewer complete
+    repetitions than it ran averages over an easier subset (its timed-out runs are often the
+    hardest placements): `ranking` puts it after every policy that completed all of them. `identical_repetitions`: two or more of them, every
     job's shared runtime the same in each (nothing the policy's runs did drew from the seed: a
     fixed placement and no random traffic), so they are one sample, and the interval's zero
     width says nothing about run-to-run variation."""
     rows = []
+    totals = repetition_totals(slow)
     for policy, group in slow.groupby("policy", sort=False):
         per_rep = []
         complete_reps = []
@@ -80,17 +84,32 @@ def policy_summary(slow: pd.DataFrame, core_second_cost: float = 1.0) -> pd.Data
             "throughput_jobs_per_hour": reps["throughput"].mean(),
             "throughput_vs_alone": (reps["throughput"] / reps["alone_throughput"]).mean(),
             "complete_repetitions": int(reps["total"].notna().sum()),
+            "repetitions": len(reps),
             "identical_repetitions": identical,
         })
     out = pd.DataFrame(rows)
     if out.empty:
         return out
-    base = out.loc[out["policy"] == BASELINE, "total_contention_us"]
-    if len(base) and base.iloc[0] > 0:
-        out["vs_default_pct"] = 100.0 * (out["total_contention_us"] / base.iloc[0] - 1.0)
-    else:
-        out["vs_default_pct"] = np.nan
+    out["vs_default_pct"] = [_vs_default(totals, policy) for policy in out["policy"]]
     return out
+
+
+def repetition_totals(slow: pd.DataFrame) -> pd.DataFrame:
+    """Total contention per repetition (rows) and policy (columns), NaN where a job of the policy
+    did not complete in that repetition: what paired comparisons of two policies read."""
+    complete = slow.groupby(["repetition", "policy"], sort=False)["complete"].all()
+    total = slow.groupby(["repetition", "policy"], sort=False)["contention_us"].sum()
+    return total.where(complete).unstack("policy")
+
+
+def _vs_default(totals: pd.DataFrame, policy: str) -> float:
+    if BASELINE not in totals or policy not in totals:
+        return np.nan
+    if policy == BASELINE:
+        return 0.0 if totals[BASELINE].notna().any() and totals[BASELINE].sum() > 0 else np.nan
+    both = totals[[policy, BASELINE]].dropna()
+    base = both[BASELINE].sum()
+    return 100.0 * (both[policy].sum() / base - 1.0) if len(both) and base > 0 else np.nan
 
 
 def slowdown_intervals(slow: pd.DataFrame) -> pd.DataFrame:
@@ -117,14 +136,18 @@ def total_contention_interval(summary_row: pd.Series) -> Interval:
                     summary_row["total_contention_ci95_high_us"], int(summary_row["complete_repetitions"]))
 
 
-def best_policy_leads(summary: pd.DataFrame) -> pd.DataFrame:
-    """The best policy by total contention against the default and against the runner-up (one
-    row when they are the same policy): lead_us (how much less contention the best has),
-    `distinguishable` (True: the 95% intervals do not overlap; False: they do; None: a side has
-    fewer than two complete repetitions, or its repetitions are identical, so no interval), the
-    repetitions of each side and `identical_repetitions` (either side's, policy_summary)."""
-    columns = ["best", "other", "against", "lead_us", "distinguishable", "best_repetitions", "other_repetitions",
-               "identical_repetitions"]
+def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame:
+    """The best policy by total contention (`ranking`) against the default and against the
+    runner-up (one row when they are the same policy): lead_us (how much less contention the best
+    has, over the repetitions both completed), its 95% Student-t interval from the paired
+    per-repetition differences (lead_ci95_low_us, lead_ci95_high_us: every policy of a repetition
+    runs on the same placement and seed, so the differences are the sample, not the two policies'
+    spreads), `distinguishable` (True: the interval lies above 0; False: it does not; None: fewer
+    than two repetitions both completed, or a side's repetitions are identical), `repetitions` (how
+    many both completed), `identical_repetitions` (either side's, policy_summary) and `tied`
+    (the same total contention in every such repetition)."""
+    columns = ["best", "other", "against", "lead_us", "lead_ci95_low_us", "lead_ci95_high_us", "distinguishable",
+               "repetitions", "identical_repetitions", "tied"]
     ranked = ranking(summary)
     ranked = ranked[ranked["total_contention_us"].notna()].reset_index(drop=True)
     if ranked.empty:
@@ -136,21 +159,28 @@ def best_policy_leads(summary: pd.DataFrame) -> pd.DataFrame:
         others.setdefault(BASELINE, []).append("default")
     if len(ranked) > 1:
         others.setdefault(ranked.iloc[1]["policy"], []).append("runner-up")
+    totals = repetition_totals(slow)
     rows = []
     for name, roles in others.items():
         other = ranked[ranked["policy"] == name].iloc[0]
         identical = bool(best.get("identical_repetitions", False) or other.get("identical_repetitions", False))
-        separate = intervals_separate(total_contention_interval(best), total_contention_interval(other))
+        both = totals[[name, best["policy"]]].dropna()
+        lead = mean_interval(both[name] - both[best["policy"]])
         rows.append({"best": best["policy"], "other": name, "against": " and ".join(roles),
-                     "lead_us": other["total_contention_us"] - best["total_contention_us"],
-                     "distinguishable": None if identical else separate,
-                     "best_repetitions": int(best["complete_repetitions"]),
-                     "other_repetitions": int(other["complete_repetitions"]),
-                     "identical_repetitions": identical})
+                     "lead_us": lead.mean, "lead_ci95_low_us": lead.low, "lead_ci95_high_us": lead.high,
+                     "distinguishable": None if identical or lead.n < 2 else bool(lead.low > 0),
+                     "repetitions": lead.n, "identical_repetitions": identical,
+                     "tied": bool(len(both)) and bool((both[name] == both[best["policy"]]).all())})
     return pd.DataFrame(rows, columns=columns)
 
 
 def ranking(summary: pd.DataFrame, metric: str = "total_contention_us") -> pd.DataFrame:
-    """Policies best first by `metric` (lower is better; throughput: higher is better)."""
+    """Policies best first by `metric` (lower is better; throughput: higher is better): first
+    those that completed every repetition they ran, then those that did not (each policy's mean
+    rests on its own complete repetitions, and one that timed out in the hardest placements would
+    otherwise rank on the easy ones), then those with no figure. Ties keep the policies' order."""
     ascending = not metric.startswith("throughput")
-    return summary.sort_values(metric, ascending=ascending, na_position="last", kind="stable").reset_index(drop=True)
+    incomplete = summary["complete_repetitions"] < summary["repetitions"] if "repetitions" in summary else False
+    keyed = summary.assign(_incomplete=incomplete, _missing=summary[metric].isna())
+    ordered = keyed.sort_values(["_missing", "_incomplete", metric], ascending=[True, True, ascending], kind="stable")
+    return ordered.drop(columns=["_incomplete", "_missing"]).reset_index(drop=True)

@@ -98,7 +98,9 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     table = study_out / "policies.parquet"
     if not table.exists():
         raise ExportError(f"{table}: missing (the study's analysis did not finish); name the policy with --policy")
-    ranked = _read(table, ("policy", "total_contention_us")).sort_values("total_contention_us", kind="stable")
+    from qoslab.analysis.contention import ranking
+
+    ranked = ranking(_read(table, ("policy", "total_contention_us", "complete_repetitions")))
     if ranked.empty:
         raise ExportError(f"{table}: no policy finished; name one with --policy")
     passed_over: list[str] = []

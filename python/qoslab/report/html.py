@@ -151,10 +151,10 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
         summary = summary.set_index("policy").loc[order].reset_index()
         # One look per policy, the same in every figure: the study's order, alone and default first.
         styles = policy_styles(["alone", "default", *order])
-        parts.append(_headline(summary))
+        parts.append(_headline(summary, slow))
         parts.append(_policies(summary, policies_meta))
         parts.append(_slowdown(slow, order, styles, out, formats))
-        repetitions = int(summary["complete_repetitions"].max())
+        repetitions = int(summary["complete_repetitions"].max())  # the most any policy rests on
         parts.append("<h2>Ranking</h2>" + _figure(
             policy_ranking(summary, styles=styles), out, "ranking", formats=formats,
             alt=f"Policies by total contention, best first, with 95% confidence intervals: {_names(ranking(summary)['policy'])}",
@@ -179,13 +179,15 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
 
 
 def _interval_caption(repetitions: int, marks: str = "error bars") -> str:
+    """`repetitions`: the most complete repetitions any policy has; a policy with fewer has a wider
+    interval, and one with a single one none (the policies table gives each its count)."""
     if repetitions == 0:
         return "No repetition completed: every run ended at its time limit before its jobs finished."
     if repetitions < 2:
         return (f"One repetition: there is no confidence interval, so no {marks}; differences between policies "
                 "cannot be told from run-to-run variation.")
-    return (f"{marks.capitalize()}: 95% confidence interval of the mean over {repetitions} repetitions (Student t), "
-            "not the range of the repetitions.")
+    return (f"{marks.capitalize()}: 95% confidence interval of the mean over each policy's complete repetitions "
+            f"(Student t; at most {repetitions}, see the policies table), not the range of the repetitions.")
 
 
 def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
@@ -202,7 +204,7 @@ def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
     return text + "<h2>Jobs</h2>" + _table(alone, {"alone_us": ",.1f"})
 
 
-def _headline(summary: pd.DataFrame) -> str:
+def _headline(summary: pd.DataFrame, slow: pd.DataFrame) -> str:
     if summary["total_contention_us"].isna().all():
         return ("<div class='headline'>No repetition completed: every shared run ended at its time limit "
                 "(run.duration_us) before all its jobs finished, so there is no contention to compare. Give the "
@@ -211,20 +213,31 @@ def _headline(summary: pd.DataFrame) -> str:
     best = ranked.iloc[0]
     default = summary[summary["policy"] == "default"]
     lines = []
-    if len(default):
+    if len(default) and np.isnan(default.iloc[0]["total_contention_us"]):
+        lines.append("Under the default policy some job never completed in time in any repetition "
+                     "(run.duration_us), so no figure is given against it.")
+    elif len(default):
         d = default.iloc[0]
         lines.append(f"Sharing the fabric under the default policy costs the jobs {d['total_contention_us']:,.0f} us of "
                      f"contention in total; the worst hit, {html.escape(str(d['worst_job']))}, runs {d['worst_slowdown']:.2f}× slower than alone.")
-        if best["policy"] != "default":
-            lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>: "
-                         f"{best['total_contention_us']:,.0f} us ({best['vs_default_pct']:+.1f}% against default)"
-                         f"{_interval_text(best)}; its worst job, {html.escape(str(best['worst_job']))}, runs "
-                         f"{best['worst_slowdown']:.2f}× slower than alone.")
-        else:
-            lines.append("No policy beats the default on total contention.")
+    if len(default) and best["policy"] != "default":
+        against = f" ({best['vs_default_pct']:+.1f}% against default)" if not np.isnan(best["vs_default_pct"]) else ""
+        lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>: "
+                     f"{best['total_contention_us']:,.0f} us{against}"
+                     f"{_interval_text(best)}; its worst job, {html.escape(str(best['worst_job']))}, runs "
+                     f"{best['worst_slowdown']:.2f}× slower than alone.")
+    elif len(default):
+        lines.append("No policy beats the default on total contention.")
     else:
         lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>.")
-    lines += [_lead_text(lead) for lead in best_policy_leads(summary).to_dict("records")]
+    unfinished = summary[summary["complete_repetitions"] < summary["repetitions"]]
+    if len(unfinished):
+        names = ", ".join(f"{html.escape(str(r.policy))} ({r.complete_repetitions} of {r.repetitions})"
+                          for r in unfinished.itertuples())
+        lines.append(f"<span class='warning'>Some job did not complete in every repetition under {names}: each "
+                     "such policy's figures rest on the repetitions it completed, often the easier placements, so it "
+                     "is ranked after every policy that completed all of them.</span>")
+    lines += [_lead_text(lead) for lead in best_policy_leads(summary, slow).to_dict("records")]
     return "<div class='headline'>" + "<br>".join(lines) + "</div>"
 
 
@@ -241,22 +254,28 @@ def _lead_text(lead: dict[str, Any]) -> str:
     best, other = html.escape(str(lead["best"])), html.escape(str(lead["other"]))
     whom = {"default": "default", "runner-up": f"the runner-up, {other}",
             "default and runner-up": "default, the runner-up"}[lead["against"]]
-    repetitions = min(lead["best_repetitions"], lead["other_repetitions"])
+    repetitions = int(lead["repetitions"])
     plural = "repetition" if repetitions == 1 else "repetitions"
+    if lead.get("tied"):
+        return (f"<span class='warning'>{best} and {whom} are tied: the same total contention in each of the "
+                f"{repetitions} {plural} both completed; {best} is named first only because it is listed "
+                "first.</span>")
     if lead.get("identical_repetitions"):
         return (f"<span class='warning'>The repetitions of {best} or {other} gave identical results (a fixed "
                 "placement and no random traffic, or a fabric on which every placement is alike), so they are one "
                 f"sample: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) holds for the placement run; its "
                 "variation over placements is unknown.</span>")
     if lead["distinguishable"] is None:
-        return (f"<span class='warning'>With {repetitions} complete {plural} there is no confidence interval: "
-                f"{best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run variation; "
-                "run more repetitions.</span>")
+        return (f"<span class='warning'>With {repetitions} {plural} that both completed there is no confidence "
+                f"interval: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run "
+                "variation; run more repetitions.</span>")
+    interval = f"{lead['lead_ci95_low_us']:,.0f} to {lead['lead_ci95_high_us']:,.0f} us"
     if lead["distinguishable"]:
-        return (f"{best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is larger than both 95% confidence "
-                f"intervals ({repetitions} {plural}).")
-    return (f"<span class='warning'>Warning: {best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is within the 95% "
-            f"confidence intervals: {best} is not distinguishable from {other} with {repetitions} {plural}.</span>")
+        return (f"{best}'s lead over {whom}, {lead['lead_us']:,.0f} us (95% confidence interval {interval}, paired "
+                f"over {repetitions} {plural}), is more than run-to-run variation.")
+    return (f"<span class='warning'>Warning: {best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is within run-to-run "
+            f"variation (95% confidence interval {interval}, paired over {repetitions} {plural}): {best} is not "
+            f"distinguishable from {other}.</span>")
 
 
 def _policies(summary: pd.DataFrame, policies_meta: dict[str, str]) -> str:

@@ -73,7 +73,7 @@ def gpcnet_table(iterations: IterationsFile, scenario: dict[str, Any]) -> pd.Dat
 
 def policy_table(tables: Mapping[str, pd.DataFrame], order: list[str] | None = None) -> pd.DataFrame:
     """Per policy (in `order`, the study's, when given): each job's mean slowdown, the total
-    contention and its change against default."""
+    contention, its change against default and the repetitions complete of those run."""
     kept = compared(tables)
     slow = slowdowns(kept["jobs"])
     if slow.empty:
@@ -85,5 +85,8 @@ def policy_table(tables: Mapping[str, pd.DataFrame], order: list[str] | None = N
     summary = policy_summary(slow).set_index("policy")
     per_job["total contention us"] = summary["total_contention_us"]
     per_job["vs default %"] = summary["vs_default_pct"]
+    # A policy that did not complete every repetition averages over an easier subset: shown.
+    per_job["complete"] = [f"{c}/{n}" for c, n in zip(summary["complete_repetitions"], summary["repetitions"],
+                                                       strict=True)]
     index = [p for p in order if p in summary.index] if order else list(summary.index)
     return per_job.reindex(index).rename_axis("policy").reset_index()
