@@ -322,3 +322,22 @@ def test_figures_are_written(tmp_path, suffix):
 def test_figure_path_must_be_png_or_svg(tmp_path):
     with pytest.raises(ValueError, match=r"\.png or \.svg"):
         plot_cdfs(group_frame(), "routing", "latency_ns", tmp_path / "cdfs.pdf")
+
+
+def test_localities_are_compared_over_the_snapshots_both_ran():
+    # Same-group could not be placed on snapshot 2 (the busiest): pooled, spread's figures include a
+    # background same-group never met.
+    from qoslab.analysis.tail import common_snapshots, compare_groups
+
+    rows = [{"snapshot": snap, "locality": loc, "routing": "minimal", "iteration": i, "latency_ns": lat}
+            for snap, loc, lat in [(-1, "same-group", 1.0), (-1, "spread-groups", 1.0), (0, "same-group", 2.0),
+                                   (0, "spread-groups", 3.0), (1, "same-group", 2.0), (1, "spread-groups", 3.0),
+                                   (2, "spread-groups", 30.0)]
+            for i in range(4)]
+    frame = pd.DataFrame(rows)
+    pooled = compare_groups(frame[frame["snapshot"] >= 0], by=["locality", "routing"]).set_index("locality")
+    assert pooled.loc["same-group", "snapshots"] == 2 and pooled.loc["spread-groups", "snapshots"] == 3
+    common = common_snapshots(frame)
+    assert sorted(common["snapshot"].unique()) == [-1, 0, 1]
+    paired = compare_groups(common[common["snapshot"] >= 0], by=["locality", "routing"]).set_index("locality")
+    assert paired.loc["spread-groups", "max"] == 3.0 and pooled.loc["spread-groups", "max"] == 30.0

@@ -346,6 +346,8 @@ def compare_groups(frame: pd.DataFrame, value: str = "latency_ns", by=("locality
     for keys, group in frame.groupby(by, sort=False, dropna=False):
         keys = keys if isinstance(keys, tuple) else (keys,)
         row = dict(zip(by, keys))
+        if "snapshot" in group.columns:  # which background runs the figures rest on (see common_snapshots)
+            row["snapshots"] = int(group["snapshot"].nunique())
         row.update(tail_summary(group[value]))
         if _finite(group[value]).size >= 4:
             result = bimodality(group[value], **bimodality_options)
@@ -357,6 +359,20 @@ def compare_groups(frame: pd.DataFrame, value: str = "latency_ns", by=("locality
     if len(out):
         out["bimodal"] = out["bimodal"].astype("boolean")
     return out
+
+
+def common_snapshots(frame: pd.DataFrame, across: str = "locality") -> pd.DataFrame:
+    """The rows of `frame` whose background snapshot every value of `across` ran, for each target
+    and routing: a job that could not be placed in one group (no group had room: the busiest
+    snapshots) has no same-group run there, while its spread run does, so pooled figures compare
+    the two localities over different backgrounds. Runs without background (snapshot < 0) are kept."""
+    keys = [k for k in ("target", "routing") if k in frame.columns]
+    kept = []
+    for _, group in frame.groupby(keys, sort=False, dropna=False) if keys else [(None, frame)]:
+        sets = [set(g["snapshot"]) for _, g in group.groupby(across, sort=False)]
+        shared = set.intersection(*sets) if sets else set()
+        kept.append(group[group["snapshot"].isin(shared) | (group["snapshot"] < 0)])
+    return pd.concat(kept) if kept else frame.iloc[0:0]
 
 
 # --- a study's runs: b against each run's median --------------------------------------------------

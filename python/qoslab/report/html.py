@@ -358,8 +358,9 @@ def _interference(interference: pd.DataFrame | None, runs: pd.DataFrame, jobs: p
         parts.append(f"<h3>Against default: was the harm removed or moved?</h3><p class='note'>Waiting the jobs "
                      f"caused each other (output and buffer, diagonal left out), against the default policy. "
                      f"<i>reduced</i>/<i>increased</i>: one direction dominates; <i>moved</i>: some pairs rose by at "
-                     f"least {MOVED_SHARE:.0%} of what others fell (or the reverse); <i>about the same</i>: every change "
-                     f"under {UNCHANGED_SHARE:.0%} of the default's total. Means over repetitions, without intervals: "
+                     f"least {MOVED_SHARE:.0%} of what others fell (or the reverse); <i>about the same</i>: the falls "
+                     f"together and the rises together each under {UNCHANGED_SHARE:.0%} of the default's total (so "
+                     f"<i>moved</i> can hide a net change: see the figures in each line). Means over repetitions, without intervals: "
                      f"check the slowdown intervals above before reading much into small changes.</p><ul>" +
                      "".join(f"<li>{_harm_sentence(row, unit)}</li>" for row in shift.to_dict("records")) + "</ul>")
     table = matrix.pivot_table(index=["policy", "victim", "culprit"], columns="kind", values="wait_ns", sort=False)

@@ -13,7 +13,13 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
-from qoslab.analysis.tail import b_correlations, compare_groups, congestion_control_effect, run_medians
+from qoslab.analysis.tail import (
+    b_correlations,
+    common_snapshots,
+    compare_groups,
+    congestion_control_effect,
+    run_medians,
+)
 from qoslab.plots.tail import cdfs_figure, histograms_figure
 from qoslab.report.html import STYLE, _figure, _table
 
@@ -31,7 +37,7 @@ def prediction_table(table: pd.DataFrame) -> pd.DataFrame:
     routing, Pearson and Spearman between b and each run's median latency, and how a threshold on b
     (chosen for the best F1) flags the runs whose median is in the tail; a note only where a
     figure is undefined."""
-    show = [c for c in table.columns if c not in ("pearson_p", "spearman_p", "b_min", "b_max")]
+    show = [c for c in table.columns if c not in ("b_min", "b_max")]  # p-values kept: few runs say little
     return table[show] if table["note"].notna().any() else table[show].drop(columns="note")
 
 
@@ -109,11 +115,19 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
         frame = with_background_label(iterations)
         by = ["target", *BY] if "target" in frame.columns else BY
         summary = compare_groups(frame, value="latency_ns", by=by)
-        show = summary[by + ["count", "p50", "p99", "p999", "p99_over_p50", "skewness", "modes", "bimodal"]]
+        show = summary[by + ["snapshots", "count", "p50", "p99", "p999", "p99_over_p50", "skewness", "modes", "bimodal"]]
         parts.append("<h2>Latency per iteration</h2><p class='note'>Latency of an iteration: the slowest "
                      "rank's time (a collective completes for all). p99/p50 &gt; 2 is a long tail; bimodal: "
-                     "Sarle's coefficient &gt; 5/9 and two KDE modes.</p>" + _table(show, {"p50": ",.0f", "p99": ",.0f",
-                                                                                            "p999": ",.0f"}))
+                     "Sarle's coefficient &gt; 5/9 and two KDE modes. snapshots: the background snapshots a "
+                     "row's runs cover.</p>" + _table(show, {"p50": ",.0f", "p99": ",.0f", "p999": ",.0f"}))
+        common = common_snapshots(frame)
+        if len(common) < len(frame):
+            paired = compare_groups(common, value="latency_ns", by=by)
+            parts.append("<p class='note'>Not every locality ran on every snapshot (a job that fits in no "
+                         "single group is not placed there: the busiest backgrounds), so the rows above compare "
+                         "localities over different backgrounds. Over the snapshots every locality ran:</p>" +
+                         _table(paired[by + ["snapshots", "count", "p50", "p99", "p99_over_p50"]],
+                                {"p50": ",.0f", "p99": ",.0f"}))
         effect = congestion_control_effect(frame)
         if len(effect):
             shown = effect.copy()
