@@ -541,3 +541,12 @@ def test_file_errors_name_the_file(tmp_path):
     with pytest.raises(ScenarioError) as caught:
         Scenario.from_toml(path)
     assert str(caught.value).startswith(f"{path}: fabric.mtu_bytes: ")
+
+
+def test_a_scenario_dumped_whole_reads_back():
+    # model_dump lists every key with its default (fragment_nodes = 4 beside a random placement),
+    # which the check for keys a placement ignores must not take for a mistake.
+    s = Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+                 jobs=[{"name": "a", "nodes": 4, "placement": "random", "workload": {"kind": "ping-pong"}}])
+    again = Scenario.from_dict(s.model_dump(mode="json"))
+    assert again.jobs[0].placement == "random"

@@ -182,7 +182,10 @@ class Job(_Table):
             raise problem(f'hosts is only used with placement = "hosts" (placement is {self.placement!r})', "hosts")
         elif self.nodes is None:
             raise problem("required key is missing (how many nodes the job uses)", "nodes")
-        if "fragment_nodes" in self.model_fields_set and self.placement != "fragmented":
+        # Set to another value than its default: a resolved scenario (model_dump, summary.json)
+        # lists every key with its default, which is not a mistake.
+        if (self.placement != "fragmented" and "fragment_nodes" in self.model_fields_set
+                and self.fragment_nodes != type(self).model_fields["fragment_nodes"].default):
             raise problem(f'fragment_nodes is only used with placement = "fragmented" (placement is '
                           f'{self.placement!r})', "fragment_nodes")
         return self
