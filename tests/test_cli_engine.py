@@ -365,3 +365,38 @@ def test_terminal_tables_fold_figures_instead_of_cutting_them(monkeypatch):
     text = captured.get()
     assert cli_render.console.width == 80 and "…" not in text, text
     assert all(part in text for part in ("2,612", ",345", "1,234", ",567")), text  # folded, whole
+
+
+def test_qoslab_s_errors_pickle_whole(tmp_path):
+    # A process pool hands a worker's error to its caller pickled: ScenarioError, Deadlock and the
+    # file errors failed to unpickle (BrokenProcessPool), the engine's were "not found as _engine".
+    import pickle
+
+    from qoslab.errors import ConfigError, EngineError, FileLineError
+    from qoslab.io.ibnetdiscover import FabricFileError
+
+    for error in (qoslab.ScenarioError([("a.b", "expected 1")], "s.toml"), FileLineError("f", 3, "bad"),
+                  FabricFileError("t.topo", 2, "bad"), qoslab.Deadlock(None, "ranks 0-3 wait"),
+                  ConfigError("fabric.mtu_bytes: expected"), EngineError("broken")):
+        again = pickle.loads(pickle.dumps(error))
+        assert type(again) is type(error) and str(again) == str(error)
+    assert pickle.loads(pickle.dumps(qoslab.ScenarioError([("k", "m")]))).problems == [("k", "m")]
+
+
+def test_an_exception_from_the_caller_s_signal_handler_is_raised_as_it_is(small):
+    # Only Ctrl-C is an interruption; a timeout a SIGALRM handler raised came back as Interrupted.
+    class Timeout(Exception):
+        pass
+
+    def handler(signum, frame):
+        raise Timeout
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        scenario = qoslab.Scenario.from_toml(small).with_overrides(["run.duration_us=1000000"])
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        with pytest.raises(Timeout):
+            qoslab.simulate(scenario)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)

@@ -50,6 +50,11 @@ class ScenarioError(ValueError):
     def with_source(self, source: str | None) -> ScenarioError:
         return ScenarioError(self.problems, source)
 
+    # Pickled whole (a worker process's error reaches its caller as the same error): exceptions
+    # pickle their str() args by default, which this __init__ does not take.
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.problems, self.source)
+
 
 class FileLineError(ValueError):
     """A file qoslab cannot use, by file and line (0: the file as a whole)."""
@@ -57,6 +62,9 @@ class FileLineError(ValueError):
     def __init__(self, source: str, line: int, message: str):
         self.source, self.line, self.message = source, line, message
         super().__init__(f"{source}:{line}: {message}" if line else f"{source}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.source, self.line, self.message)
 
 
 class FolderError(ValueError):
@@ -85,6 +93,9 @@ class Deadlock(Exception):
     def __init__(self, result: Any, message: str):
         self.result = result
         super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.result, str(self))
 
 
 def problem(message: str, key: str = "") -> PydanticCustomError:

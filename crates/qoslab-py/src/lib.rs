@@ -4,7 +4,7 @@
 mod parquet;
 
 use pyo3::create_exception;
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyKeyboardInterrupt, PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use qoslab_engine::sim::output::Column;
@@ -18,8 +18,9 @@ use std::time::{Duration, Instant};
 /// How often a run reports its progress to Python (it is polled every 65,536 events).
 const PROGRESS_EVERY: Duration = Duration::from_millis(200);
 
-create_exception!(_engine, ConfigError, PyValueError, "A scenario the engine cannot build; names the key.");
-create_exception!(_engine, EngineError, PyRuntimeError, "A broken invariant inside the engine (a bug).");
+// Named by their importable module, so that pickle finds them again (a worker's error reaches its caller).
+create_exception!(qoslab._engine, ConfigError, PyValueError, "A scenario the engine cannot build; names the key.");
+create_exception!(qoslab._engine, EngineError, PyRuntimeError, "A broken invariant inside the engine (a bug).");
 
 fn to_py_err(e: qoslab_engine::Error) -> PyErr {
     match e {
@@ -126,7 +127,12 @@ fn run(
         let mut last = Instant::now();
         let mut should_stop = |p: &Progress| {
             Python::with_gil(|py| {
-                if py.check_signals().is_err() {
+                if let Err(e) = py.check_signals() {
+                    // Ctrl-C is an interruption (partial results); anything else a signal handler
+                    // raised (a timeout, sys.exit) is the caller's own error, raised as it is.
+                    if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                        failure = Some(e);
+                    }
                     return true;
                 }
                 let Some(report) = &progress else { return false };
