@@ -550,3 +550,18 @@ def test_a_scenario_dumped_whole_reads_back():
                  jobs=[{"name": "a", "nodes": 4, "placement": "random", "workload": {"kind": "ping-pong"}}])
     again = Scenario.from_dict(s.model_dump(mode="json"))
     assert again.jobs[0].placement == "random"
+
+
+def test_the_python_api_refuses_wrong_types_by_what_it_expected():
+    import qoslab
+
+    base = Scenario(topology={"kind": "single-switch", "hosts": 4}, traffic=[{"load": 0.1}])
+    # A str was taken as its letters: "expected KEY=VALUE, got "f"".
+    with pytest.raises(TypeError, match=r"expected a list of KEY=VALUE strings, got the string 'fabric.data_vls=8'"):
+        base.with_overrides("fabric.data_vls=8")
+    assert base.with_overrides(["fabric.data_vls=8"]).fabric.data_vls == 8
+    for call in (qoslab.simulate, qoslab.describe):  # an AttributeError from deep inside before
+        with pytest.raises(TypeError, match="expected a qoslab.Scenario"):
+            call({"topology": {"kind": "single-switch", "hosts": 4}})
+    with pytest.raises(ScenarioError, match="expected keys that are strings, got 5"):
+        Scenario.from_dict({5: 1})

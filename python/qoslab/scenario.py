@@ -141,6 +141,9 @@ class Scenario(_Table):
     def from_dict(cls, data: dict[str, Any], source: str | None = None) -> Scenario:
         if not isinstance(data, dict):
             raise ScenarioError([("", f"expected a table of scenario keys, got {show(data)}")], source)
+        odd = next((key for key in data if not isinstance(key, str)), None)
+        if odd is not None:
+            raise ScenarioError([("", f"expected keys that are strings, got {show(odd)}")], source)
         try:
             # Through __init__, not model_validate: pydantic routes validation of a model with a
             # custom __init__ through it anyway, and would wrap our ScenarioError in its own.
@@ -155,15 +158,19 @@ class Scenario(_Table):
     def from_toml(cls, path: str | Path, overrides: Iterable[str] = ()) -> Scenario:
         """The scenario of a TOML file, with ``KEY=VALUE`` overrides (see `with_overrides`)
         applied before it is checked, so that an override can mend what the file alone lacks."""
-        return cls._overridden(read_toml(path), list(overrides), str(path))
+        return cls._overridden(read_toml(path), overrides, str(path))
 
     def with_overrides(self, items: Iterable[str]) -> Scenario:
         """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
         the value is read as a TOML value, or else taken as a string."""
-        return Scenario._overridden(self.given(), list(items), self._source)
+        return Scenario._overridden(self.given(), items, self._source)
 
     @classmethod
-    def _overridden(cls, data: dict[str, Any], items: list[str], source: str | None) -> Scenario:
+    def _overridden(cls, data: dict[str, Any], items: Iterable[str], source: str | None) -> Scenario:
+        if isinstance(items, str):  # a str is an iterable of one-letter items, each refused as "f"
+            raise TypeError(f"overrides: expected a list of KEY=VALUE strings, got the string {items!r} "
+                            f"(write [{items!r}])")
+        items = list(items)
         if items and "topology" not in data:
             # As given() does: topology keys are read by the kind, the default one if none is given.
             data = {**data, "topology": {"kind": DEFAULT_TOPOLOGY_KIND}}

@@ -162,6 +162,7 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     run was stopped or its jobs can never finish. `progress(now_us, end_us, events)`, if given,
     is called about five times a second while the run lasts (`end_us`: where it ends at the
     latest; runs with jobs usually end earlier, when every job has finished)."""
+    _expect_scenario(scenario, "simulate")
     if not scenario.traffic and not scenario.jobs:
         raise ScenarioError([("", "nothing to simulate: the scenario has no [[traffic]] and no [[jobs]] "
                                   "(qoslab check describes a fabric without simulating it)")], scenario.source)
@@ -285,7 +286,15 @@ def engine_version() -> str | None:
 
 def describe(scenario: Scenario) -> dict[str, Any]:
     """The fabric the scenario builds (hosts, switches, links, levels, paths), without simulating."""
+    _expect_scenario(scenario, "describe")
     return describe_with_warnings(scenario)[0]
+
+
+def _expect_scenario(value: Any, call: str) -> None:
+    # A dict or a path passed where a Scenario is expected failed deep inside with an AttributeError.
+    if not isinstance(value, Scenario):
+        raise TypeError(f"{call}: expected a qoslab.Scenario (Scenario.from_toml(path), Scenario.from_dict(data)), "
+                        f"got {type(value).__name__}")
 
 
 def describe_with_warnings(scenario: Scenario) -> tuple[dict[str, Any], list[str]]:
