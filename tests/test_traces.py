@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import otf2
 import pytest
+import qoslab
 from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
 from qoslab.errors import ScenarioError
 from qoslab.io import PackedProgram, read_trace
@@ -1582,3 +1583,13 @@ def test_a_damaged_otf2_definitions_file_is_one_error_not_a_printed_traceback(tm
     with pytest.raises(ScenarioError, match=r"not a readable OTF2 archive \(.*Duplicate definition"):
         read_trace(copy / "traces.otf2")
     assert capsys.readouterr().err == ""
+
+
+def test_a_trace_scenario_runs_after_the_process_changes_directory(tmp_path, monkeypatch):
+    # Relative trace paths were read from the scenario's folder as the working directory saw it
+    # at run time: after os.chdir, "trace-dumpi/trace/ring-0000.txt: no such file".
+    repo = Path(__file__).resolve().parent / "golden"
+    monkeypatch.chdir(repo)
+    scenario = qoslab.Scenario.from_toml("trace-dumpi/scenario.toml")
+    monkeypatch.chdir(tmp_path)
+    assert qoslab.simulate(scenario).summary["status"] == "completed"

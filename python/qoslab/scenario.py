@@ -126,6 +126,9 @@ class Scenario(_Table):
     congestion_control: CongestionControl = Field(default_factory=CongestionControl)
 
     _source: str | None = PrivateAttr(default=None)
+    # Its folder as it was when the scenario was read: relative trace paths are read from there
+    # when it runs, even if the process has changed directory since.
+    _source_dir: Path | None = PrivateAttr(default=None)
     _placements: list[list[int]] = PrivateAttr(default_factory=list)
 
     def __init__(self, **data: Any):
@@ -152,6 +155,7 @@ class Scenario(_Table):
         except ScenarioError as error:
             raise error.with_source(source) from None
         scenario._source = source
+        scenario._source_dir = Path(source).parent.resolve() if source else None
         return scenario
 
     @classmethod
@@ -201,6 +205,14 @@ class Scenario(_Table):
     def source(self) -> str | None:
         """The file this scenario was read from, if any (for error messages)."""
         return self._source
+
+    @property
+    def source_dir(self) -> Path | None:
+        """The folder of the file the scenario was read from, resolved when it was read (None for a
+        scenario built in Python): relative trace paths are read from there."""
+        if self._source_dir is None and self._source:  # a source set after reading (studies do)
+            return Path(self._source).parent
+        return self._source_dir
 
     # -- derived values ------------------------------------------------------------------------
 

@@ -257,7 +257,7 @@ def trace_programs(scenario: Scenario) -> tuple[dict[int, tuple[bytes, ...]], li
             continue
         from qoslab.io.traces import read_trace
 
-        base = Path(scenario.source).parent if scenario.source else None
+        base = scenario.source_dir
         ranks = len(scenario.placements()[i]) * job.ranks_per_node
         program = read_trace(w.path, w.format, w.cpu_speedup, key=f"jobs[{i}].workload.path",
                              source=scenario.source, base_dir=base, ranks=ranks)
