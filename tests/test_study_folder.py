@@ -239,3 +239,26 @@ def test_a_plan_is_not_written_beside_another_study_s_results(tmp_path):
     refused = CliRunner().invoke(app, ["study", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"), "--plan"])
     assert refused.exit_code == 2 and "holds the runs of another study" in refused.stderr, refused.output
     assert not (tmp_path / "o" / "plan.json").exists()
+
+
+def test_study_run_from_python_warns_about_failed_runs_and_refuses_ignored_workers(tmp_path, monkeypatch):
+    # From Python a study with failed runs returned as if complete; `workers` beside an executor
+    # object was ignored without a word.
+    import qoslab
+    from qoslab.errors import ScenarioError
+    from qoslab.study.running import RunsFailedWarning
+
+    def broken(spec):
+        raise RuntimeError("engine exploded")
+
+    monkeypatch.setattr("qoslab.sweep.executors.execute", broken)
+    path = tmp_path / "s.toml"
+    path.write_text('repetitions = 1\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+                    '[[scenario.jobs]]\nname = "a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n'
+                    '[[policies]]\nkind = "default"\n')
+    study = qoslab.Study.from_toml(path)
+    with pytest.warns(RunsFailedWarning, match="2 of the study's runs failed .*engine exploded"):
+        outcome = study.run(tmp_path / "out", workers=1)
+    assert len(outcome.failed) == 2
+    with pytest.raises(ScenarioError, match="workers=3 would be ignored"):
+        study.run(tmp_path / "out2", executor=LocalExecutor(1), workers=3)
