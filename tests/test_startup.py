@@ -136,3 +136,4 @@ def test_take_strings_is_pc_take():
 def test_inferred_is_pa_array():
     for values in (["a", "bc"], [1, 2**40], [1.5, 2], [0.5], [True, False], [], ["a", None]):
         assert arrow.inferred(values).equals(pa.array(values)), values
+
