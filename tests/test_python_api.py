@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import qoslab
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "notebook"
@@ -83,3 +84,14 @@ def test_the_lazily_loaded_study_api_is_typed_and_listed(tmp_path):
     result = subprocess.run([sys.executable, "-m", "mypy", "--strict", "--no-incremental", str(script)],
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stdout
+
+
+def test_a_tail_study_s_unknown_key_lists_its_own_keys_and_a_bare_study_says_how_to_make_it():
+    # The hint listed the policy study's keys (repetitions, policies, sweep) for a tail study,
+    # and Study(...) failed with a bare AssertionError in plan().
+    with pytest.raises(qoslab.ScenarioError) as caught:
+        qoslab.TailStudy.from_dict({"kind": "tail-latency", "scenario": "x.toml", "nope": 1}, "t.toml")
+    hint = str(caught.value)
+    assert "nope: unknown key" in hint and "localities" in hint and "repetitions" not in hint, hint
+    with pytest.raises(qoslab.ScenarioError, match=r"make it with Study.from_dict\(data, source\)"):
+        qoslab.Study(scenario="x.toml", policies=[{"kind": "default"}]).plan()

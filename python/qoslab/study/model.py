@@ -116,7 +116,7 @@ class StudyFile(_Table):
         try:
             super().__init__(**data)
         except ValidationError as error:
-            raise _study_error(error, None) from None
+            raise _study_error(error, None, type(self)) from None
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str | None = None) -> Any:
@@ -142,7 +142,10 @@ class StudyFile(_Table):
         return self._source
 
     def base(self) -> Scenario:
-        assert self._base is not None
+        if self._base is None:  # built as Study(...), which reads no scenario file
+            raise ScenarioError([("", f"a study made with {type(self).__name__}(...) is not ready to plan or run: "
+                                      f"make it with {type(self).__name__}.from_dict(data, source) or "
+                                      f".from_toml(path), which read and check its scenario")], self._source)
         return self._base
 
     def resolve(self, path: str) -> Path:
@@ -446,10 +449,11 @@ def _unsent_warnings(policy: Policy, where: str, data_vls: int, granularity: Gra
     return out
 
 
-_STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {(): Study, ("executor",): ExecutorConfig}
+# Tables below a study file's root, by path (the root is the study's own class: Study or TailStudy).
+_STUDY_TABLES: dict[tuple[str, ...], type[BaseModel]] = {("executor",): ExecutorConfig}
 
 
-def _allowed(parent: tuple[Any, ...]) -> list[str] | None:
+def _allowed(parent: tuple[Any, ...], root: type[BaseModel] = Study) -> list[str] | None:
     names = tuple(p for p in parent if isinstance(p, str))
     if names[:1] == ("policies",) and len(names) == 2:
         from qoslab import policies as module
@@ -459,9 +463,10 @@ def _allowed(parent: tuple[Any, ...]) -> list[str] | None:
                 args = getattr(model.model_fields["kind"].annotation, "__args__", ())
                 if args and args[0] == names[1]:
                     return list(model.model_fields)
-    model = _STUDY_TABLES.get(names)
+    model = root if not names else _STUDY_TABLES.get(names)
     return list(model.model_fields) if model else None
 
 
-def _study_error(error: ValidationError, source: str | None) -> ScenarioError:
-    return from_validation_error(error, source, skip_loc=[("[]", kind) for kind in POLICY_KINDS], allowed=_allowed)
+def _study_error(error: ValidationError, source: str | None, root: type[BaseModel] = Study) -> ScenarioError:
+    return from_validation_error(error, source, skip_loc=[("[]", kind) for kind in POLICY_KINDS],
+                                 allowed=lambda parent: _allowed(parent, root))
