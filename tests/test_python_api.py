@@ -95,3 +95,22 @@ def test_a_tail_study_s_unknown_key_lists_its_own_keys_and_a_bare_study_says_how
     assert "nope: unknown key" in hint and "localities" in hint and "repetitions" not in hint, hint
     with pytest.raises(qoslab.ScenarioError, match=r"make it with Study.from_dict\(data, source\)"):
         qoslab.Study(scenario="x.toml", policies=[{"kind": "default"}]).plan()
+
+
+def test_a_scenario_is_read_only_and_says_how_to_change_it():
+    # s.seed = 2 was taken, and the run kept the placements drawn for seed 1.
+    s = qoslab.Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+                        jobs=[{"name": "a", "nodes": 4, "placement": "random", "workload": {"kind": "ping-pong"}}])
+    for target, key in ((s, "seed"), (s.jobs[0], "nodes"), (s.jobs[0].workload, "iterations"), (s.fabric, "data_vls")):
+        with pytest.raises(AttributeError, match=rf"\.{key}: a scenario's keys are read-only .*with_overrides"):
+            setattr(target, key, 3)
+    assert s.with_overrides(["seed=2"]).placements() != s.placements()
+
+
+def test_export_opensm_takes_a_path_as_a_string(tmp_path):
+    # str / str: a TypeError before.
+    from qoslab.deploy import export_opensm
+
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, traffic=[{"load": 0.1}])
+    written = export_opensm(s, str(tmp_path / "deploy")).written
+    assert (tmp_path / "deploy" / "opensm.conf") in written

@@ -11,12 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from qoslab.errors import problem
 from qoslab.host_lists import Hosts
+from qoslab.scenario_files import _Table
 from qoslab.workload_base import MAX_MESSAGE_BYTES
 from qoslab.workloads import ALL_MODELS, WORKLOAD_KINDS, AnyWorkload
-
-
-class _Table(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Collectives(_Table):

@@ -40,7 +40,16 @@ def _resolve_path(value: str) -> Path:
 
 class _Table(BaseModel):
     # strict: a TOML file has real types; "8" for an integer is a mistake, not a convenience.
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # frozen: a scenario is checked, and its jobs placed, when it is made; a key changed afterwards
+    # would run unchecked (s.seed = 2 kept the placements of seed 1).
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):
+            raise AttributeError(f"{type(self).__name__}.{name}: a scenario's keys are read-only once it is checked "
+                                 f"(its jobs are placed then); make a changed copy with "
+                                 f"scenario.with_overrides([\"{name}=...\"]) (the key's full path)")
+        super().__setattr__(name, value)
 
 
 # Scenario and study files are a few KB; traces, dumps and host lists are read by their own readers.

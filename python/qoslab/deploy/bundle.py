@@ -61,7 +61,7 @@ class Bundle:
     sl0: str = ""  # what SL 0, everyone else's SL, gets from the tables (sl0_share)
 
 
-def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: str = DEFAULT_POLICY_FILE,
+def export_opensm(scenario: Scenario, out: str | Path, policy: str = "", policy_file: str = DEFAULT_POLICY_FILE,
                   base: str | None = None, base_source: str = "opensm.conf",
                   placement: dict[str, str] | None = None) -> Bundle:
     """Writes the deployment bundle of `scenario`'s QoS into `out`. `base`: the text of an
@@ -69,6 +69,7 @@ def export_opensm(scenario: Scenario, out: Path, policy: str = "", policy_file: 
     `placement`: how each job's hosts were chosen, by job name, where the scenario no longer says
     (a study's stored scenario lists every job's hosts: Choice.placement); None: its [[jobs]]
     placement. Every name is checked and every text made before the first file is written."""
+    out = Path(out)
     resolved = scenario.resolved()
     jobs = resolved["jobs"]
     if placement is None:
