@@ -154,7 +154,7 @@ def _short(value: Any) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
-Progress = Callable[[float, float, int], None]
+Progress = Callable[[float, float, int], object]  # what it returns is not used
 
 
 def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
