@@ -22,6 +22,7 @@ from qoslab.study.model import Study
 from qoslab.vlarb import (
     CREDIT_BYTES,
     MAX_ENTRY_WEIGHT,
+    OUTSIDE_SL0,
     Granularity,
     collapses,
     effective_shares,
@@ -278,8 +279,16 @@ def test_study_warns_when_a_policy_leaves_a_vl_carrying_traffic_without_weight()
     baseline = Study.from_dict({"scenario": scenario, "policies": [{"kind": "per-job", "assignment": {jobs[0]: 1}}]},
                                "study.toml").warnings()
     assert [w for w in baseline if "no weight" in w] == [
-        f"policy default (the scenario's [qos]), qos.{port}: job 'a', job 'b' on SL0, which maps to VL0, and VL0 has no weight in either VLArb table: that traffic is never sent (a job "
-        "on it cannot finish), and qoslab export opensm refuses such tables" for port in ("ca", "swe")]
+        f"policy default (the scenario's [qos]), qos.{port}: job 'a', job 'b', {OUTSIDE_SL0} on SL0, which maps to "
+        "VL0, and VL0 has no weight in either VLArb table: that traffic is never sent (a job on it cannot finish), "
+        "and qoslab export opensm refuses such tables" for port in ("ca", "swe")]
+    # No job on SL 0, but on a cluster everything else is: such a policy cannot be deployed, and the
+    # export refused it while the study had said nothing (the default choice then failed on it).
+    off_sl0 = study([{"kind": "per-job", "assignment": {jobs[0]: 1, jobs[1]: 2}, "weights": [0, 255, 1]}])
+    assert [w for w in off_sl0.warnings() if "no weight" in w] == [
+        f"policies[0] (per-job[{jobs[0]}=1 {jobs[1]}=2]), weights: {OUTSIDE_SL0} on SL0, which maps to VL0, and VL0 has "
+        "no weight in either VLArb table: that traffic is never sent (a job on it cannot finish), and qoslab export "
+        "opensm refuses such tables"]
 
 
 def test_study_warns_when_a_policys_weights_collapse():

@@ -62,7 +62,7 @@ from qoslab.scenario_qos import (
     default_port_qos,
 )
 from qoslab.scenario_run import JOBS_TIME_LIMIT_US, OPEN_LOOP_DURATION_US, OPEN_LOOP_WARMUP_US, Load, Run, Traffic
-from qoslab.vlarb import CREDIT_BYTES, Granularity, collapses, describe_fabric, unweighted
+from qoslab.vlarb import CREDIT_BYTES, OUTSIDE_SL0, Granularity, collapses, describe_fabric, unweighted
 
 if TYPE_CHECKING:
     from qoslab.engine_config import EngineConfig, RoutingConfig, TopologyConfig
@@ -287,6 +287,11 @@ class Scenario(_Table):
             for sl, vl in unweighted(tables["sl2vl"], tables["vlarb_high"], tables["vlarb_low"], users).items():
                 found.append(Unsent(key, port, sl, vl, tuple(users[sl])))
         return found
+
+    def unsent_on_cluster(self) -> list[Unsent]:
+        """`unsent_traffic` with SL 0 in use, as it is on a cluster (vlarb.OUTSIDE_SL0): the tables
+        `qoslab export opensm` refuses, and the policies its default choice passes over."""
+        return self.unsent_traffic({0: [OUTSIDE_SL0]})
 
     def _capacity_warnings(self) -> list[str]:
         """VLArb entries beyond what the ports hold (fabric.vlarb_capacity), which they drop."""

@@ -106,6 +106,11 @@ def effective_shares(entries: Entries, credits: int) -> dict[int, float]:
     return {vl: (n / total if total else 0.0) for vl, n in packets.items()}
 
 
+# On a cluster SL 0 always carries traffic, whatever a study's jobs use: tables that leave its VL
+# without weight cannot be deployed (qoslab export opensm refuses them, a study warns).
+OUTSIDE_SL0 = "everything outside this export (other jobs, IPoIB, storage, SA queries at OpenSM's sm_sl 0)"
+
+
 def unweighted(sl2vl: Sequence[int], high: Entries, low: Entries, sls: Iterable[int]) -> dict[int, int]:
     """{SL: VL} for each SL of `sls` whose VL (by `sl2vl`) has no entry of nonzero weight in either
     VLArb table: a port never sends that VL's packets. OpenSM programs such tables without a word;

@@ -47,7 +47,6 @@ from qoslab.vlarb import percent
 
 FILES = ("opensm.conf", "qos-policy.conf", "slurm-taskprolog.sh", "README.md")
 # Who sends on SL 0 on a cluster besides the exported jobs.
-OUTSIDE_SL0 = "everything outside this export (other jobs, IPoIB, storage, SA queries at OpenSM's sm_sl 0)"
 DEFAULT_POLICY_FILE = "/etc/opensm/qos-policy.conf"  # OpenSM's default qos_policy_file (its config dir)
 
 
@@ -196,7 +195,7 @@ def refuse_unsent(scenario: Scenario, what: str) -> None:
     no weight in either VLArb table: Scenario.unsent_traffic, the rule `qoslab check` warns by):
     OpenSM programs them without a word and the jobs on that SL hang. On a cluster SL 0 always
     carries traffic: everything outside the study sends on it."""
-    unsent = scenario.unsent_traffic({0: [OUTSIDE_SL0]})
+    unsent = scenario.unsent_on_cluster()
     if not unsent:
         return
     listed = "\n".join(f"  {u.key}: SL{u.sl} -> VL{u.vl}, no weight in vlarb_high or vlarb_low; on it: "

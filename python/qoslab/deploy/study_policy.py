@@ -108,7 +108,7 @@ def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choi
     contention = dict(zip((str(p) for p in ranked["policy"]), ranked["total_contention_us"], strict=True))
     for name in contention:
         scenario = _scenario(study_out, name, repetition)
-        if scenario.unsent_traffic():
+        if scenario.unsent_on_cluster():  # what the export itself refuses
             unsent.append(repr(name))
             continue
         if _by_configuration(scenario):

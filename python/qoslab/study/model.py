@@ -25,7 +25,7 @@ from qoslab.policies import POLICY_KINDS, AnyPolicy, Default, Policy, PolicyErro
 from qoslab.policies.base import Policy as PolicyBase
 from qoslab.scenario import Scenario, read_toml, with_data_vls
 from qoslab.scenario_files import _assign
-from qoslab.vlarb import Granularity, unweighted
+from qoslab.vlarb import OUTSIDE_SL0, Granularity, unweighted
 
 
 class _Table(BaseModel):
@@ -439,6 +439,7 @@ def _unsent_warnings(policy: Policy, where: str, data_vls: int, granularity: Gra
             users = {level: ["any job it puts there"] for level in range(levels or 0)}
         for sl, who in traffic.items():
             users.setdefault(sl, []).extend(who)
+        users.setdefault(0, []).append(OUTSIDE_SL0)  # on a cluster SL 0 always carries traffic
         high, low = granularity.held(qos["vlarb_high"]), granularity.held(qos["vlarb_low"])
         for sl, vl in unweighted(qos["sl2vl"], high, low, users).items():
             message = (f"{where}, {key}: {', '.join(users[sl])} on SL{sl}, which maps to VL{vl}, and VL{vl} has no "
