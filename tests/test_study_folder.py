@@ -262,3 +262,40 @@ def test_study_run_from_python_warns_about_failed_runs_and_refuses_ignored_worke
     assert len(outcome.failed) == 2
     with pytest.raises(ScenarioError, match="workers=3 would be ignored"):
         study.run(tmp_path / "out2", executor=LocalExecutor(1), workers=3)
+
+
+def test_a_ctrl_c_between_batches_does_not_stop_a_kept_pool_s_later_tasks():
+    # A Ctrl-C the idle workers took (a notebook's "interrupt kernel" signals the whole group) made
+    # every later task of a pool its owner keeps raise KeyboardInterrupt.
+    executor = LocalExecutor(2)
+    try:
+        assert executor.submit(abs, -1).result(timeout=60) == 1
+        workers = list(executor._pool._processes.values())  # type: ignore[union-attr]
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert all(worker.is_alive() for worker in workers)
+        assert [executor.submit(abs, -n).result(timeout=60) for n in range(4)] == [0, 1, 2, 3]
+    finally:
+        executor.close()
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
+def test_a_study_started_with_ctrl_c_ignored_keeps_running_through_it(tmp_path):
+    # A shell starts a script's background job with SIGINT ignored; the workers stopped their runs
+    # on a Ctrl-C to the group anyway, and the command then stopped.
+    proc, started = _start_study(tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        assert len(started) >= 2, "the study never started its workers"
+        time.sleep(2.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        time.sleep(4.0)
+        assert proc.poll() is None and all(_alive(w) for w in started), proc.returncode
+    finally:
+        for pid in started | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        proc.communicate(timeout=30)

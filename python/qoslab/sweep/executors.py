@@ -5,10 +5,12 @@ workers can store their own: LocalExecutor.run_into)."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import multiprocessing.context
 import os
 import signal
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -54,7 +56,6 @@ def _start_worker(parent: int) -> None:
     waits for the handler set here instead of printing a traceback."""
     import ctypes
     import threading
-    import time
 
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
@@ -69,36 +70,45 @@ def _start_worker(parent: int) -> None:
     if os.getppid() != parent:
         os._exit(1)
     threading.Thread(target=watch, name="qoslab-parent-watch", daemon=True).start()
-    signal.signal(signal.SIGINT, _note_stop)
+    global _ignoring
+    # A command started with Ctrl-C ignored (a shell's background job) passes that on: its workers
+    # ignore it too, as they did before they handled it.
+    _ignoring = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    if not _ignoring:
+        signal.signal(signal.SIGINT, _note_stop)
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
 
 
-# Set in a worker by a Ctrl-C: the command is stopping.
-_stopping = False
+# In a worker: whether SIGINT is ignored (inherited), and when the last Ctrl-C came (time.time();
+# the command that submits a task says when it did, so a Ctrl-C before it stops nothing).
+_ignoring = False
+_stopped_at = -math.inf
 
 
 def _note_stop(signum: int, frame: Any) -> None:
     """Ctrl-C in a worker between tasks. The worker stays (leaving would break the pool the
     command is closing, which Python 3.11 reports with a traceback of its own), but the tasks
     already queued for it, which the command cannot take back, stop at once instead of running
-    whole."""
-    global _stopping
-    _stopping = True
+    whole; tasks submitted later (a pool its owner keeps) run as usual."""
+    global _stopped_at
+    _stopped_at = time.time()
 
 
-def _in_worker(fn: Callable[[T], R], arg: T) -> R:
-    """A task in a worker. Ctrl-C raises KeyboardInterrupt in it, as in the command: a run stops
-    where it is (the engine polls for it) and the interruption goes back to the command; the
-    tasks queued behind it then stop at once too."""
-    global _stopping
+def _in_worker(fn: Callable[[T], R], arg: T, submitted: float) -> R:
+    """A task in a worker, `submitted` at that time.time(). Ctrl-C raises KeyboardInterrupt in it,
+    as in the command: a run stops where it is (the engine polls for it) and the interruption goes
+    back to the command; the tasks submitted before it then stop at once too."""
+    global _stopped_at
+    if _ignoring:
+        return fn(arg)
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        if _stopping:
+        if _stopped_at >= submitted:
             raise KeyboardInterrupt
         return fn(arg)
     except KeyboardInterrupt:
-        _stopping = True
+        _stopped_at = time.time()
         raise
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -210,10 +220,10 @@ class LocalExecutor:
 
     def _pool_submit(self, fn: Callable[[T], R], arg: T) -> Future[R]:
         try:
-            future = self._ensure_pool().submit(_in_worker, fn, arg)
+            future = self._ensure_pool().submit(_in_worker, fn, arg, time.time())
         except BrokenProcessPool:  # a worker died outside a batch of runs (a point's folder): a new pool
             self.close()
-            future = self._ensure_pool().submit(_in_worker, fn, arg)
+            future = self._ensure_pool().submit(_in_worker, fn, arg, time.time())
         self._in_flight.add(future)
         return future
 
