@@ -280,3 +280,19 @@ def test_the_headline_says_what_an_incomplete_default_tie_or_policy_means():
     # A policy that finished only the easy repetition is ranked after those that finished all.
     text = headline({"default": [200.0, 210.0, 190.0], "b": [150.0, 140.0, 160.0], "easy": [nan, 101.0, nan]})
     assert "<b>b</b>" in text and "easy (1 of 3)" in text
+
+
+def test_a_best_ranked_first_only_by_the_other_s_missing_repetitions_is_said_to_be_behind():
+    from qoslab.report.html import _headline
+
+    nan = float("nan")
+    rows = [{"repetition": r, "policy": "alone", "mode": "alone", "job": "a", "ranks": 1, "runtime_us": 100.0}
+            for r in (0, 1, 2)]
+    rows += [{"repetition": r, "policy": p, "mode": "shared", "job": "a", "ranks": 1, "runtime_us": t}
+             for p, times in {"default": [150.0, 160.0, nan], "b": [170.0, 181.0, 300.0]}.items()
+             for r, t in enumerate(times)]
+    slow = slowdowns(pd.DataFrame(rows))
+    text = _headline(policy_summary(slow), slow)
+    # Default's interval of b - default over reps 0 and 1 (20, 21) lies below 0: "within run-to-run
+    # variation" before.
+    assert "b has 20 us more contention than default" in text and "within run-to-run" not in text

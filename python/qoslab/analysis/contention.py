@@ -142,8 +142,9 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
     has, over the repetitions both completed), its 95% Student-t interval from the paired
     per-repetition differences (lead_ci95_low_us, lead_ci95_high_us: every policy of a repetition
     runs on the same placement and seed, so the differences are the sample, not the two policies'
-    spreads), `distinguishable` (True: the interval lies above 0; False: it does not; None: fewer
-    than two repetitions both completed, or a side's repetitions are identical), `repetitions` (how
+    spreads), `distinguishable` (True: the interval excludes 0, above it or, for a best ranked first
+    only because the other did not complete every repetition, below it; False: it includes 0; None:
+    fewer than two repetitions both completed, or a side's repetitions are identical), `repetitions` (how
     many both completed), `identical_repetitions` (either side's, policy_summary) and `tied`
     (the same total contention in every such repetition)."""
     columns = ["best", "other", "against", "lead_us", "lead_ci95_low_us", "lead_ci95_high_us", "distinguishable",
@@ -168,7 +169,9 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
         lead = mean_interval(both[name] - both[best["policy"]])
         rows.append({"best": best["policy"], "other": name, "against": " and ".join(roles),
                      "lead_us": lead.mean, "lead_ci95_low_us": lead.low, "lead_ci95_high_us": lead.high,
-                     "distinguishable": None if identical or lead.n < 2 else bool(lead.low > 0),
+                     # Either sign: a best that ranks first only because the other did not complete
+                     # every repetition can be clearly behind it over those both completed.
+                     "distinguishable": None if identical or lead.n < 2 else bool(lead.low > 0 or lead.high < 0),
                      "repetitions": lead.n, "identical_repetitions": identical,
                      "tied": bool(len(both)) and bool((both[name] == both[best["policy"]]).all())})
     return pd.DataFrame(rows, columns=columns)

@@ -270,6 +270,11 @@ def _lead_text(lead: dict[str, Any]) -> str:
                 f"interval: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run "
                 "variation; run more repetitions.</span>")
     interval = f"{lead['lead_ci95_low_us']:,.0f} to {lead['lead_ci95_high_us']:,.0f} us"
+    if lead["distinguishable"] and lead["lead_us"] < 0:
+        return (f"<span class='warning'>Warning: over the {repetitions} {plural} both completed, {best} has "
+                f"{-lead['lead_us']:,.0f} us more contention than {whom} (95% confidence interval "
+                f"{-lead['lead_ci95_high_us']:,.0f} to {-lead['lead_ci95_low_us']:,.0f} us): it ranks first only because "
+                f"{other} did not complete every repetition.</span>")
     if lead["distinguishable"]:
         return (f"{best}'s lead over {whom}, {lead['lead_us']:,.0f} us (95% confidence interval {interval}, paired "
                 f"over {repetitions} {plural}), is more than run-to-run variation.")
