@@ -223,22 +223,24 @@ def test_workers_die_when_the_command_that_started_them_is_killed(tmp_path):
                 pass
 
 
-def test_a_plan_is_not_written_beside_another_study_s_results(tmp_path):
-    # `--plan` wrote plan.json into the default study's folder, which a real run then refused.
+def test_a_plan_beside_another_study_s_results_warns(tmp_path):
+    # `--plan` wrote plan.json into the default study's folder without a word; a real run was then refused.
     base, other = tmp_path / "base.toml", tmp_path / "other.toml"
     base.write_text('[topology]\nkind = "single-switch"\nhosts = 4\n[[jobs]]\nname = "a"\nnodes = 2\n'
                     'workload = { kind = "ping-pong", iterations = 1 }\n')
     (tmp_path / "s.toml").write_text('scenario = "base.toml"\n[[policies]]\nkind = "default"\n')
     (tmp_path / "t.toml").write_text('name = "t"\nscenario = "other.toml"\n[[policies]]\nkind = "default"\n')
-    other.write_text(base.read_text())
+    other.write_text(base.read_text().replace("hosts = 4", "hosts = 6"))  # another base scenario
     done = CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--workers", "1"])
     assert done.exit_code == 0, done.output
     again = CliRunner().invoke(app, ["study", str(tmp_path / "s.toml"), "--out", str(tmp_path / "o"), "--plan"])
     assert again.exit_code == 0 and (tmp_path / "o" / "plan.json").exists(), again.output
     (tmp_path / "o" / "plan.json").unlink()
-    refused = CliRunner().invoke(app, ["study", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"), "--plan"])
+    warned = CliRunner().invoke(app, ["study", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"), "--plan"])
+    assert warned.exit_code == 0 and "running it there will be refused" in " ".join(warned.stderr.split())
+    # Which study a folder holds is decided when a run claims it: this one is refused there.
+    refused = CliRunner().invoke(app, ["study", str(tmp_path / "t.toml"), "--out", str(tmp_path / "o"), "--workers", "1"])
     assert refused.exit_code == 2 and "holds the runs of another study" in refused.stderr, refused.output
-    assert not (tmp_path / "o" / "plan.json").exists()
 
 
 def test_study_run_from_python_warns_about_failed_runs_and_refuses_ignored_workers(tmp_path, monkeypatch):

@@ -410,11 +410,14 @@ def _plan(loaded: Any, out: Path) -> None:
 
     with _scheduler_log_errors(loaded.source):  # a tail study reads and maps its log, as a run would
         size = loaded.plan()
-    # Not beside another study's results: its plan.json would describe a study the folder does not hold.
+    # A plan beside a study's results may be of another study, whose run there would be refused.
+    # Only said: which study a folder holds is StudyFolder's rule, decided when a run claims it
+    # (the same study read from another directory, or renamed, is still the same).
     held = held_study(out)
     if held is not None and (held.get("study"), held.get("source") or "") != (loaded.title(), loaded.source or ""):
-        raise fail(f"error: {out}: holds the runs of another study ({held.get('study')!r} from "
-                   f"{held.get('source') or 'the built-in default'}); give this plan another --out")
+        print_warning(f"{out}: holds the runs of the study {held.get('study')!r} from "
+                      f"{held.get('source') or 'the built-in default'}; if this is another study, running it there "
+                      "will be refused: give it another --out")
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / "plan.json").write_text(json.dumps(size, indent=2) + "\n")
