@@ -1593,3 +1593,4 @@ def test_a_trace_scenario_runs_after_the_process_changes_directory(tmp_path, mon
     scenario = qoslab.Scenario.from_toml("trace-dumpi/scenario.toml")
     monkeypatch.chdir(tmp_path)
     assert qoslab.simulate(scenario).summary["status"] == "completed"
+    assert qoslab.simulate(scenario.with_overrides(["seed=2"])).summary["status"] == "completed"

@@ -167,7 +167,11 @@ class Scenario(_Table):
     def with_overrides(self, items: Iterable[str]) -> Scenario:
         """A copy with ``KEY=VALUE`` items applied (``fabric.data_vls=8``, ``traffic[0].load=0.3``);
         the value is read as a TOML value, or else taken as a string."""
-        return Scenario._overridden(self.given(), items, self._source)
+        changed = Scenario._overridden(self.given(), items, self._source)
+        # Its trace paths are read from the scenario's folder as resolved when it was first read,
+        # not as the working directory sees its source now (fabric and LFT paths are absolute).
+        changed._source_dir = self._source_dir
+        return changed
 
     @classmethod
     def _overridden(cls, data: dict[str, Any], items: Iterable[str], source: str | None) -> Scenario:
