@@ -114,3 +114,15 @@ def test_export_opensm_takes_a_path_as_a_string(tmp_path):
     s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 4}, traffic=[{"load": 0.1}])
     written = export_opensm(s, str(tmp_path / "deploy")).written
     assert (tmp_path / "deploy" / "opensm.conf") in written
+
+
+def test_a_scenario_whose_lists_changed_in_place_is_refused_when_run():
+    # The tables are read-only but the lists hold them: s.jobs[0] = ... ran on the old placement.
+    s = qoslab.Scenario(topology={"kind": "xgft", "m": [4, 4], "w": [1, 2]},
+                        jobs=[{"name": "a", "nodes": 4, "placement": "random", "workload": {"kind": "ping-pong"}}])
+    s.jobs[0] = s.jobs[0].model_copy(update={"nodes": 12})
+    with pytest.raises(qoslab.ScenarioError, match="jobs: changed after the scenario was made"):
+        qoslab.simulate(s)
+    s.jobs.pop()
+    with pytest.raises(qoslab.ScenarioError, match="jobs: changed after"):
+        qoslab.describe(s)

@@ -130,6 +130,9 @@ class Scenario(_Table):
     # when it runs, even if the process has changed directory since.
     _source_dir: Path | None = PrivateAttr(default=None)
     _placements: list[list[int]] = PrivateAttr(default_factory=list)
+    # The job and traffic tables the scenario was checked and placed with: its lists can still be
+    # changed in place (s.jobs[0] = ...), which would run unchecked (see unchanged()).
+    _made_with: tuple[tuple[Any, ...], tuple[Any, ...]] = PrivateAttr(default=((), ()))
 
     def __init__(self, **data: Any):
         # Scenario(**dict) reports problems the same way a file does.
@@ -420,6 +423,16 @@ class Scenario(_Table):
     def job_names(self) -> list[str]:
         return [job.name if job.name is not None else f"job{i}" for i, job in enumerate(self.jobs)]
 
+    def unchanged(self) -> None:
+        """Raises ScenarioError if its [[jobs]] or [[traffic]] lists were changed in place after it
+        was made (the tables themselves are read-only): their checks and placements are stale."""
+        made_jobs, made_traffic = self._made_with
+        for key, made, now in (("jobs", made_jobs, self.jobs), ("traffic", made_traffic, self.traffic)):
+            if len(made) != len(now) or any(a is not b for a, b in zip(made, now, strict=False)):
+                raise ScenarioError([(key, "changed after the scenario was made (its checks and job placements are "
+                                           "stale): make a changed copy with with_overrides([...]) instead")],
+                                    self._source)
+
     def placements(self) -> list[list[int]]:
         """The hosts of every job, in rank order (see placement.py); placed once, at validation."""
         return self._placements
@@ -516,6 +529,7 @@ class Scenario(_Table):
         for i, name in enumerate(names):
             if names.index(name) != i:
                 raise problem(f"job name {name!r} is used twice", f"jobs[{i}].name")
+        self._made_with = (tuple(self.jobs), tuple(self.traffic))
         if self.jobs:  # placement draws with numpy, which a run without jobs does not import
             from qoslab.placement import PlacementError, place_jobs
 

@@ -295,6 +295,7 @@ def _expect_scenario(value: Any, call: str) -> None:
     if not isinstance(value, Scenario):
         raise TypeError(f"{call}: expected a qoslab.Scenario (Scenario.from_toml(path), Scenario.from_dict(data)), "
                         f"got {type(value).__name__}")
+    value.unchanged()
 
 
 def describe_with_warnings(scenario: Scenario) -> tuple[dict[str, Any], list[str]]:
