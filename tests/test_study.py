@@ -127,6 +127,13 @@ def test_a_plain_union_s_errors_name_keys_not_pydantic_types():
         Study.from_dict({"scenario": copy.deepcopy(SCENARIO), "policies": [{"kind": "per-job", "assignment": {"a2a": 99}}]},
                         "study.toml")
     assert caught.value.problems == [("policies[0].assignment.a2a", "expected less than or equal to 14, got 99")]
+    # A job name with a bracket (a quoted TOML key) is a key, not one of pydantic's branch types.
+    bracketed = copy.deepcopy(SCENARIO)
+    bracketed["jobs"][0]["name"] = "a[1]"
+    with pytest.raises(ScenarioError) as caught:
+        Study.from_dict({"scenario": bracketed, "policies": [{"kind": "per-job", "assignment": {"a[1]": 99}}]},
+                        "study.toml")
+    assert caught.value.problems == [("policies[0].assignment.a[1]", "expected less than or equal to 14, got 99")]
     with pytest.raises(ScenarioError) as caught:
         Study.from_dict({"scenario": copy.deepcopy(SCENARIO), "seeds": [], "policies": [{"kind": "default"}]}, "s.toml")
     assert caught.value.problems == [("seeds", "expected at least 1 entry, got []")]

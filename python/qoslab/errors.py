@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -178,6 +179,10 @@ def _describe(err: dict[str, Any], allowed: list[str] | None) -> tuple[str, str]
     return key, message
 
 
+_UNION_BRANCH = re.compile(r"^(dict|list|set|frozenset|tuple|literal|nullable|union|tagged-union|chain|model|"
+                           r"lax-or-strict|json-or-python|is-instance|definition-ref|function-[a-z]+)\[")
+
+
 def from_validation_error(
     error: ValidationError,
     source: str | None = None,
@@ -205,8 +210,9 @@ def from_validation_error(
             if cleaned and isinstance(cleaned[-1], int) and ("[]", str(part)) in skips:
                 continue
             # A plain union names the branch it tried (`dict[str,constrained-int]`, `literal['all']`):
-            # a type, not a key the user wrote (no TOML bare key has a bracket).
-            if isinstance(part, str) and "[" in part:
+            # a type, not a key the user wrote (a quoted key such as a job named "a[1]" may hold a
+            # bracket, but not after one of pydantic's type names).
+            if isinstance(part, str) and _UNION_BRANCH.match(part):
                 branch_at = len(cleaned)
                 continue
             cleaned.append(part)
