@@ -249,6 +249,9 @@ def test_opensm_numbers_are_read_as_c_reads_them_and_each_warning_said_once():
     for entry in ("0:6_4", "1:\u0663\u0663"):
         with pytest.raises(OpenSmConfError, match="bad entry"):
             parse_opensm_conf(f"qos TRUE\nqos_vlarb_low {entry}\n", "a.conf")
+    from qoslab.io.opensm import _strtoul
+
+    assert [_strtoul(x) for x in ("-010", "-0x10", "+7", "0x1F", "017", "5")] == [-8, -16, 7, 31, 15, 5]
     read = parse_opensm_conf("qos TRUE\nqos_vlarb_high -1:5\n", "d.conf")
     assert read.warnings == ["d.conf:2: qos_vlarb_high entry '-1:5': OpenSM stores VL -1 as VL 14"]
 

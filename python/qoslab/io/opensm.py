@@ -253,16 +253,18 @@ _C_NUMBER = re.compile(r"[+-]?(0[xX][0-9a-fA-F]+|[0-9]+)", re.ASCII)
 
 
 def _strtoul(text: str) -> int:
-    """C's strtoul(text, NULL, 0): 0x hex, a leading 0 octal, else decimal. ASCII digits only:
-    Python's int() also takes "6_4" and other scripts' digits, which C reads otherwise."""
+    """C's strtoul(text, NULL, 0): an optional sign, then 0x hex, a leading 0 octal, else decimal
+    (the sign applies to the number read in that base: -010 is -8). ASCII digits only: Python's
+    int() also takes "6_4" and other scripts' digits, which C reads otherwise."""
     text = text.strip()
     if not _C_NUMBER.fullmatch(text):
         raise ValueError(f"not a C number: {text!r}")
-    if text.lower().startswith("0x"):
-        return int(text, 16)
-    if len(text) > 1 and text.startswith("0"):
-        return int(text, 8)
-    return int(text, 10)
+    sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+    if digits.lower().startswith("0x"):
+        return sign * int(digits, 16)
+    if len(digits) > 1 and digits.startswith("0"):
+        return sign * int(digits, 8)
+    return sign * int(digits, 10)
 
 
 def opensm_option_names() -> frozenset[str]:
