@@ -18,7 +18,7 @@ Group placements (Dragonfly+ only):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 
@@ -177,6 +177,9 @@ class PlacementError(ValueError):
     def __init__(self, key: str, message: str):
         self.key, self.message = key, message
         super().__init__(f"{key}: {message}")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole, as qoslab.errors' are
+        return type(self), (self.key, self.message)
 
 
 def _error(index: int, key: str, message: str) -> PlacementError:

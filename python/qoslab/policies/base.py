@@ -65,6 +65,9 @@ class PolicyError(ValueError):
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)
 
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole, as qoslab.errors' are
+        return type(self), (self.key, self.message)
+
 
 DataVls = Literal[1, 2, 4, 8, 15]
 

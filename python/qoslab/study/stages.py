@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -30,6 +31,9 @@ class StageWaiting(Exception):
     def __init__(self, what: str, missing: int, ran: int):
         self.what, self.missing, self.ran = what, missing, ran
         super().__init__(f"stage '{what}': {missing} run(s) not stored yet")
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickled whole, as qoslab.errors' are
+        return type(self), (self.what, self.missing, self.ran)
 
 
 def task_of(run_id: str, tasks: int) -> int:
