@@ -400,3 +400,14 @@ def test_an_exception_from_the_caller_s_signal_handler_is_raised_as_it_is(small)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_ctrl_c_inside_the_progress_callback_is_an_interruption_with_its_partial_result(small):
+    # It came back as a bare KeyboardInterrupt: qoslab run then wrote no partial results.
+    def progress(now_us, end_us, events):
+        raise KeyboardInterrupt
+
+    scenario = qoslab.Scenario.from_toml(small).with_overrides(["run.duration_us=1000000"])
+    with pytest.raises(qoslab.Interrupted) as caught:
+        qoslab.simulate(scenario, progress)
+    assert caught.value.result.summary["interrupted"] is True

@@ -144,7 +144,10 @@ fn run(
                 match report.call1(py, (now_us, end_us, p.events)) {
                     Ok(_) => false,
                     Err(e) => {
-                        failure = Some(e);
+                        // A Ctrl-C that lands while the callback runs is an interruption too.
+                        if !e.is_instance_of::<PyKeyboardInterrupt>(py) {
+                            failure = Some(e);
+                        }
                         true
                     }
                 }
