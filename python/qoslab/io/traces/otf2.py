@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from collections import Counter
 from fractions import Fraction
 from pathlib import Path
@@ -44,9 +45,14 @@ class _Otf2Rank:
 
 
 def _callback_error(printed: io.StringIO) -> str:
-    """The last line of what the otf2 package printed about a reader callback's error, if any."""
-    lines = [line for line in printed.getvalue().splitlines() if line.strip()]
-    return f"; {lines[-1].strip()}" if lines else ""
+    """The exception the otf2 package printed for a reader callback's error, if any: the last line
+    naming one (sys.stderr is redirected for the whole process meanwhile, so a progress line drawn
+    by another thread may be among what was printed)."""
+    errors = [line.strip() for line in printed.getvalue().splitlines() if _EXCEPTION_LINE.match(line.strip())]
+    return f"; {errors[-1]}" if errors else ""
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:")
 
 
 def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
