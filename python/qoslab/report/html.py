@@ -29,6 +29,7 @@ from qoslab.analysis import (
     slowest_ranks,
     vl_utilisation,
 )
+from qoslab.analysis.confidence import CONFIDENCE
 from qoslab.analysis.contention import ranking
 from qoslab.analysis.interference import MOVED_SHARE, UNCHANGED_SHARE, class_order
 from qoslab.analysis.sliced import job_congestion_impact, job_gpcnet_impact, job_iteration_stats
@@ -270,16 +271,18 @@ def _lead_text(lead: dict[str, Any]) -> str:
                 f"interval: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run "
                 "variation; run more repetitions.</span>")
     interval = f"{lead['lead_ci95_low_us']:,.0f} to {lead['lead_ci95_high_us']:,.0f} us"
+    chosen = ("" if lead["lead_confidence"] <= CONFIDENCE else
+              f", widened for picking the best of {round((1 - CONFIDENCE) / (1 - lead['lead_confidence']))} policies")
     if lead["distinguishable"] and lead["lead_us"] < 0:
         return (f"<span class='warning'>Warning: over the {repetitions} {plural} both completed, {best} has "
                 f"{-lead['lead_us']:,.0f} us more contention than {whom} (95% confidence interval "
-                f"{-lead['lead_ci95_high_us']:,.0f} to {-lead['lead_ci95_low_us']:,.0f} us): it ranks first only because "
+                f"{-lead['lead_ci95_high_us']:,.0f} to {-lead['lead_ci95_low_us']:,.0f} us{chosen}): it ranks first only because "
                 f"{other} did not complete every repetition.</span>")
     if lead["distinguishable"]:
         return (f"{best}'s lead over {whom}, {lead['lead_us']:,.0f} us (95% confidence interval {interval}, paired "
-                f"over {repetitions} {plural}), is more than run-to-run variation.")
+                f"over {repetitions} {plural}{chosen}), is more than run-to-run variation.")
     return (f"<span class='warning'>Warning: {best}'s lead over {whom}, {lead['lead_us']:,.0f} us, is within run-to-run "
-            f"variation (95% confidence interval {interval}, paired over {repetitions} {plural}): {best} is not "
+            f"variation (95% confidence interval {interval}, paired over {repetitions} {plural}{chosen}): {best} is not "
             f"distinguishable from {other}.</span>")
 
 
