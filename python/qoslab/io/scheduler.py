@@ -20,6 +20,7 @@ import json
 import math
 import re
 import sys
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -30,6 +31,7 @@ import hostlist
 import numpy as np
 
 from qoslab.errors import FileLineError
+from qoslab.io.files import NotReadable, read_bytes
 
 __all__ = [
     "HEURISTICS",
@@ -675,26 +677,18 @@ MAX_LOG_BYTES = 4 << 30
 
 def _read_text(path: str | Path) -> str:
     p = Path(path)
-    if not p.is_file():
-        what = "no such file" if not p.exists() else "expected a file, got a folder" if p.is_dir() else \
-            "expected a regular file, got a device or pipe"
-        raise SchedulerLogError(str(p), 0, what)
-    too_large = f"larger than {MAX_LOG_BYTES >> 30} GiB of text: not read"
+    if not p.exists() or p.is_dir():
+        raise SchedulerLogError(str(p), 0, "expected a file, got a folder" if p.is_dir() else "no such file")
     try:
-        with p.open("rb") as file:
-            data = file.read(MAX_LOG_BYTES + 1)
         # Archives hand out their logs gzipped (the Parallel Workloads Archive's .swf.gz): read them
         # as they come, by their magic number, so a copy never has to be unpacked next to the project.
-        if data[:2] == b"\x1f\x8b":
-            try:
-                with gzip.open(p, "rb") as file:
-                    data = file.read(MAX_LOG_BYTES + 1)
-            except (OSError, EOFError) as error:
-                raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
+        data = read_bytes(p, MAX_LOG_BYTES, gunzip=True)
+    except NotReadable as error:
+        raise SchedulerLogError(str(p), 0, str(error)) from None
+    except (EOFError, gzip.BadGzipFile, zlib.error) as error:  # cut short or damaged
+        raise SchedulerLogError(str(p), 0, f"cannot read the gzip data: {error}") from None
     except OSError as error:
         raise SchedulerLogError(str(p), 0, f"cannot read: {error.strerror or error}") from None
-    if len(data) > MAX_LOG_BYTES:
-        raise SchedulerLogError(str(p), 0, too_large)
     if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
         raise SchedulerLogError(str(p), 0, "UTF-16 text: expected UTF-8 (or ASCII), as sacct writes it; convert it "
                                 "with iconv -f UTF-16 -t UTF-8")
