@@ -121,7 +121,9 @@ def test_a_damaged_run_folder_is_run_again_and_named(tmp_path, capsys):
     assert json.loads((folders[0] / "record.json").read_text())["run"]["status"] == "completed"
 
 
-def test_cli_study_with_failed_runs_exits_non_zero_saying_how_many(tmp_path, monkeypatch):
+def _study_whose_runs_fail(tmp_path: Path, monkeypatch: Any) -> Path:
+    """A one-repetition study file (two runs) whose every run raises in its worker."""
+
     def broken(spec):
         raise RuntimeError("engine exploded")
 
@@ -130,6 +132,11 @@ def test_cli_study_with_failed_runs_exits_non_zero_saying_how_many(tmp_path, mon
     path.write_text('repetitions = 1\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
                     '[[scenario.jobs]]\nname = "a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n'
                     '[[policies]]\nkind = "default"\n')
+    return path
+
+
+def test_cli_study_with_failed_runs_exits_non_zero_saying_how_many(tmp_path, monkeypatch):
+    path = _study_whose_runs_fail(tmp_path, monkeypatch)
     result = CliRunner().invoke(app, ["study", str(path), "--out", str(tmp_path / "out"), "--workers", "1"])
     assert result.exit_code == EXIT_RUNS_FAILED, result.output
     assert "2 of 2 runs failed" in result.output
@@ -250,14 +257,7 @@ def test_study_run_from_python_warns_about_failed_runs_and_refuses_ignored_worke
     from qoslab.errors import ScenarioError
     from qoslab.study.running import RunsFailedWarning
 
-    def broken(spec):
-        raise RuntimeError("engine exploded")
-
-    monkeypatch.setattr("qoslab.sweep.executors.execute", broken)
-    path = tmp_path / "s.toml"
-    path.write_text('repetitions = 1\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
-                    '[[scenario.jobs]]\nname = "a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 4096, iterations = 1 }\n'
-                    '[[policies]]\nkind = "default"\n')
+    path = _study_whose_runs_fail(tmp_path, monkeypatch)
     study = qoslab.Study.from_toml(path)
     with pytest.warns(RunsFailedWarning, match="2 of the study's runs failed .*engine exploded"):
         outcome = study.run(tmp_path / "out", workers=1)
