@@ -140,7 +140,7 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
     """The best policy by total contention (`ranking`) against the default and against the
     runner-up (one row when they are the same policy): lead_us (how much less contention the best
     has, over the repetitions both completed), its Student-t interval (95% for the choice among the
-    K policies compared, so each at 1 - 0.05 / K: `lead_confidence`) from the paired
+    K policies compared, `candidates`, so each at 1 - 0.05 / K: `lead_confidence`) from the paired
     per-repetition differences (lead_ci95_low_us, lead_ci95_high_us: every policy of a repetition
     runs on the same placement and seed, so the differences are the sample, not the two policies'
     spreads), `distinguishable` (True: the interval excludes 0, above it or, for a best ranked first
@@ -149,7 +149,7 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
     many both completed), `identical_repetitions` (either side's, policy_summary) and `tied`
     (the same total contention in every such repetition)."""
     columns = ["best", "other", "against", "lead_us", "lead_ci95_low_us", "lead_ci95_high_us", "lead_confidence",
-               "distinguishable", "repetitions", "identical_repetitions", "tied"]
+               "candidates", "distinguishable", "repetitions", "identical_repetitions", "tied"]
     ranked = ranking(summary)
     ranked = ranked[ranked["total_contention_us"].notna()].reset_index(drop=True)
     if ranked.empty:
@@ -176,7 +176,7 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
         lead = mean_interval(both[name] - both[best["policy"]], confidence)
         rows.append({"best": best["policy"], "other": name, "against": " and ".join(roles),
                      "lead_us": lead.mean, "lead_ci95_low_us": lead.low, "lead_ci95_high_us": lead.high,
-                     "lead_confidence": confidence,
+                     "lead_confidence": confidence, "candidates": candidates,
                      # Either sign: a best that ranks first only because the other did not complete
                      # every repetition can be clearly behind it over those both completed.
                      "distinguishable": None if identical or lead.n < 2 else bool(lead.low > 0 or lead.high < 0),
@@ -185,13 +185,19 @@ def best_policy_leads(summary: pd.DataFrame, slow: pd.DataFrame) -> pd.DataFrame
     return pd.DataFrame(rows, columns=columns)
 
 
+def incomplete(summary: pd.DataFrame) -> pd.Series:
+    """Per policy of `policy_summary`: some job of it did not complete in every repetition it ran."""
+    if "repetitions" not in summary:  # a table written before the column existed
+        return pd.Series(False, index=summary.index)
+    return summary["complete_repetitions"] < summary["repetitions"]
+
+
 def ranking(summary: pd.DataFrame, metric: str = "total_contention_us") -> pd.DataFrame:
     """Policies best first by `metric` (lower is better; throughput: higher is better): first
     those that completed every repetition they ran, then those that did not (each policy's mean
     rests on its own complete repetitions, and one that timed out in the hardest placements would
     otherwise rank on the easy ones), then those with no figure. Ties keep the policies' order."""
     ascending = not metric.startswith("throughput")
-    incomplete = summary["complete_repetitions"] < summary["repetitions"] if "repetitions" in summary else False
-    keyed = summary.assign(_incomplete=incomplete, _missing=summary[metric].isna())
+    keyed = summary.assign(_incomplete=incomplete(summary), _missing=summary[metric].isna())
     ordered = keyed.sort_values(["_missing", "_incomplete", metric], ascending=[True, True, ascending], kind="stable")
     return ordered.drop(columns=["_incomplete", "_missing"]).reset_index(drop=True)

@@ -29,8 +29,7 @@ from qoslab.analysis import (
     slowest_ranks,
     vl_utilisation,
 )
-from qoslab.analysis.confidence import CONFIDENCE
-from qoslab.analysis.contention import ranking
+from qoslab.analysis.contention import incomplete, ranking
 from qoslab.analysis.interference import MOVED_SHARE, UNCHANGED_SHARE, class_order
 from qoslab.analysis.sliced import job_congestion_impact, job_gpcnet_impact, job_iteration_stats
 from qoslab.plots import (
@@ -231,7 +230,7 @@ def _headline(summary: pd.DataFrame, slow: pd.DataFrame) -> str:
         lines.append("No policy beats the default on total contention.")
     else:
         lines.append(f"The best policy by total contention is <b>{html.escape(best['policy'])}</b>.")
-    unfinished = summary[summary["complete_repetitions"] < summary["repetitions"]]
+    unfinished = summary[incomplete(summary)]
     if len(unfinished):
         names = ", ".join(f"{html.escape(str(r.policy))} ({r.complete_repetitions} of {r.repetitions})"
                           for r in unfinished.itertuples())
@@ -271,8 +270,7 @@ def _lead_text(lead: dict[str, Any]) -> str:
                 f"interval: {best}'s lead over {whom} ({lead['lead_us']:,.0f} us) cannot be told from run-to-run "
                 "variation; run more repetitions.</span>")
     interval = f"{lead['lead_ci95_low_us']:,.0f} to {lead['lead_ci95_high_us']:,.0f} us"
-    chosen = ("" if lead["lead_confidence"] <= CONFIDENCE else
-              f", widened for picking the best of {round((1 - CONFIDENCE) / (1 - lead['lead_confidence']))} policies")
+    chosen = f", widened for picking the best of {lead['candidates']} policies" if lead["candidates"] > 1 else ""
     if lead["distinguishable"] and lead["lead_us"] < 0:
         return (f"<span class='warning'>Warning: over the {repetitions} {plural} both completed, {best} has "
                 f"{-lead['lead_us']:,.0f} us more contention than {whom} (95% confidence interval "
