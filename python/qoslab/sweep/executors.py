@@ -54,6 +54,7 @@ def _start_worker(parent: int) -> None:
     group, stops the worker's task without a word (`_in_worker`); it is the command's to handle. The
     worker started with SIGINT blocked (`_WorkerProcess`), so a Ctrl-C while it was importing
     waits for the handler set here instead of printing a traceback."""
+    global _ignoring
     import ctypes
     import threading
 
@@ -70,7 +71,6 @@ def _start_worker(parent: int) -> None:
     if os.getppid() != parent:
         os._exit(1)
     threading.Thread(target=watch, name="qoslab-parent-watch", daemon=True).start()
-    global _ignoring
     # A command started with Ctrl-C ignored (a shell's background job) passes that on: its workers
     # ignore it too, as they did before they handled it.
     _ignoring = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
