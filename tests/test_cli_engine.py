@@ -2,6 +2,7 @@
 
 import importlib
 import json
+import os
 import re
 import shutil
 import signal
@@ -360,11 +361,25 @@ def test_terminal_tables_fold_figures_instead_of_cutting_them(monkeypatch):
         policies: list = []
         runs_total, runs_reused, written, out, report_error, failed = 2, 0, [], "out", None, []
 
+    monkeypatch.setattr(cli_render.console, "width", 80)  # an 80-column terminal
     with cli_render.console.capture() as captured:
         cli_render.print_study(Outcome())
     text = captured.get()
-    assert cli_render.console.width == 80 and "…" not in text, text
+    assert "…" not in text, text
     assert all(part in text for part in ("2,612", ",345", "1,234", ",567")), text  # folded, whole
+
+
+def test_off_a_terminal_the_study_table_is_not_folded_at_80_columns():
+    # In a log or a pipe rich's 80 columns folded the default study's policy names into 7-letter
+    # pieces; there is no width to respect there (COLUMNS still decides when it is set).
+    import sys
+
+    code = "from qoslab import cli_render; print(cli_render.console.width)"
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    wide = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    narrow = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            env={**env, "COLUMNS": "100"}, check=True)
+    assert int(wide.stdout) >= 200 and int(narrow.stdout) == 100, (wide.stdout, narrow.stdout)
 
 
 def test_qoslab_s_errors_pickle_whole(tmp_path):

@@ -5,6 +5,7 @@ run's progress line. No command logic: cli.py decides what to show, this module 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -17,7 +18,12 @@ from rich.text import Text
 
 from qoslab.scenario import Scenario
 
+# Off a terminal (a log file, a pipe, CI) there is no width to respect, and rich's default of 80
+# columns folded policy names and figures inside the study table's cells; COLUMNS still decides.
+OFF_TERMINAL_WIDTH = 400
 console = Console(highlight=False)
+if not console.is_terminal and "COLUMNS" not in os.environ:
+    console.width = OFF_TERMINAL_WIDTH
 err_console = Console(stderr=True, soft_wrap=True, highlight=False)
 
 
@@ -132,8 +138,12 @@ def print_congestion_control(summary: dict[str, Any]) -> None:
 def print_study(outcome: Any) -> None:
     from qoslab.study.results import policy_table
 
-    table = Table(title="policies (mean over repetitions)", title_justify="left")
     rows = policy_table(outcome.tables, outcome.policies)
+    slowdowns = [c for c in rows.columns if c.endswith(" slowdown")]
+    # The jobs' columns are headed by the job alone (the title says what they hold), so that on an
+    # 80-column terminal the figures and the policy names keep room.
+    title = "policies (mean over repetitions)" + (": each job's slowdown, total contention" if slowdowns else "")
+    table = Table(title=title, title_justify="left")
     if rows.empty:
         console.print(Text("no policy has a complete set of runs to compare", style="yellow"))
     else:
@@ -141,9 +151,10 @@ def print_study(outcome: Any) -> None:
             if column == "policy":
                 table.add_column(column, overflow="fold")  # names are the point: wrap, never cut
             else:
-                table.add_column(column, justify="right", overflow="fold")
-        for record in rows.itertuples(index=False):
-            table.add_row(*(Text(fmt(v)) for v in record))  # Text: policy names hold [brackets]
+                header = column.removesuffix(" slowdown") if column in slowdowns else column
+                table.add_column(header, justify="right", overflow="fold")
+        for row in ([fmt(v) for v in record] for record in rows.itertuples(index=False)):
+            table.add_row(*(Text(cell) for cell in row))  # Text: policy names hold [brackets]
         console.print(table)
         _warn_identical_repetitions(outcome.tables.get("policies"))
     reused = f" ({outcome.runs_reused} reused from an earlier run)" if outcome.runs_reused else ""
