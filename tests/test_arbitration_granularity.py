@@ -219,7 +219,7 @@ def test_savoie_shares_by_mtu():
 
 
 def context(mtu: int | None) -> PolicyContext:
-    return PolicyContext(repetition=0, seed=1, jobs=["a", "b"], ranks={"a": 2, "b": 2}, data_vls=4,
+    return PolicyContext(repetition=0, seed=1, jobs=["a", "b"], ranks={"a": 2, "b": 2}, qos_vls=4,
                          granularity=None if mtu is None else Granularity(mtu, HEADER))
 
 

@@ -21,7 +21,7 @@ SCENARIO = {"jobs": [{"name": "a", "sl": 3, "hosts": [0, 1]}, {"name": "b", "sl"
 
 
 def context(profile=None, alone=None, size=10):
-    return PolicyContext(repetition=0, seed=5, jobs=JOBS, ranks={"a": size, "b": size}, data_vls=4,
+    return PolicyContext(repetition=0, seed=5, jobs=JOBS, ranks={"a": size, "b": size}, qos_vls=4,
                          profile=profile, alone=alone or {})
 
 
@@ -63,7 +63,7 @@ def test_random_ranks_are_seeded_and_sized():
     policy = PerRank(kind="per-rank", job="a", fraction=0.3, metric="random")
     first, second = policy.choose(context()), policy.choose(context())
     assert first == second and len(first) == 3 and len(set(first)) == 3
-    picks = {tuple(policy.choose(PolicyContext(repetition=1, seed=s, jobs=JOBS, ranks={"a": 10, "b": 10}, data_vls=4)))
+    picks = {tuple(policy.choose(PolicyContext(repetition=1, seed=s, jobs=JOBS, ranks={"a": 10, "b": 10}, qos_vls=4)))
              for s in range(6, 16)}
     assert len(picks) > 1  # another seed, another choice
 
@@ -124,9 +124,9 @@ def test_mapping_keeps_the_jobs_that_load_the_top_level_apart():
     four = ["a", "b", "c", "d"]
     runs = {"a": alone(10.0, [1, 30000], 4), "b": alone(10.0, [1, 1000], 4),
             "c": alone(10.0, [1, 20000], 4), "d": alone(10.0, [1, 0], 4)}
-    ctx = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), data_vls=4, alone=runs)
+    ctx = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), qos_vls=4, alone=runs)
     assert VlMapping(kind="vl-mapping").mapping(ctx) == {"a": 0, "c": 1, "b": 2, "d": 3}
-    two = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), data_vls=2, alone=runs)
+    two = PolicyContext(repetition=0, seed=1, jobs=four, ranks=dict.fromkeys(four, 4), qos_vls=2, alone=runs)
     assert VlMapping(kind="vl-mapping").mapping(two) == {"a": 0, "c": 1, "b": 0, "d": 1}
     # separate-heavy: a (0.75) and c (0.5) are >= 0.5 x 0.75; b and d share the last VL.
     heavy = VlMapping(kind="vl-mapping", rule="separate-heavy", vls=3).mapping(ctx)

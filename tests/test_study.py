@@ -340,6 +340,26 @@ def test_exhaustive_search_finds_the_least_total_contention(tmp_path):
     assert math.isclose(float((q_opt - alone).sum()), totals[best])
 
 
+def test_a_search_whose_every_candidate_failed_publishes_no_best(tmp_path, monkeypatch):
+    # A failed candidate's objective is inf; it ranked first among failures and was published as
+    # q-opt (the review's studyE: 5 failed candidates, rank 1 listed under q-opt).
+    real = execute_module.execute
+
+    def candidates_fail(spec):
+        if "/candidate[" in spec.policy:
+            raise RuntimeError("engine exploded")
+        return real(spec)
+
+    monkeypatch.setattr("qoslab.sweep.executors.execute", candidates_fail)
+    outcome = run(study([{"kind": "search", "vls": 2}]), tmp_path)
+    assert len(outcome.search) == 2 and not outcome.search["value"].map(math.isfinite).any()
+    assert "q-opt" not in set(outcome.tables["runs"]["policy"])
+    assert "q-opt" not in set(outcome.tables["policies"]["policy"])
+    said = [n for n in outcome.notes if n.startswith("search q-opt: every one of its 2 candidates failed")]
+    assert said and "no policy is published as q-opt" in said[0], outcome.notes
+    assert said[0] in json.loads((tmp_path / "study.json").read_text())["warnings"]
+
+
 def test_the_worst_slowdown_search_scores_candidates_by_the_figure_it_reports(tmp_path):
     # The objective averaged each repetition's worst job; policies.parquet reports the worst of the
     # jobs' averaged slowdowns, so the two could rank candidates differently.
@@ -407,7 +427,7 @@ def test_a_policy_sets_the_vls_the_ports_operate_and_the_port_buffer_follows(tmp
         assert Scenario.from_dict(spec.scenario).to_engine_config()["fabric"]["vl_buffer_bytes"] == 65536 // vls
     # The baseline's QoS tables are derived again for 1 VL (the base scenario's were for 4).
     assert plan.shared_spec(rep, default, plan.context(rep)).scenario["qos"]["swe"]["vlarb_low"] == [[0, 255]]
-    candidate = search.candidate(((0, 1), 0), rep.jobs, search.operated_vls(plan.data_vls))
+    candidate = search.candidate(((0, 1), 0), rep.jobs, plan.qos_vls(search))
     assert candidate.data_vls == 2
     assert plan.shared_spec(rep, candidate, plan.context(rep)).scenario["fabric"]["data_vls"] == 2
     outcome = run(s, tmp_path)
@@ -415,6 +435,65 @@ def test_a_policy_sets_the_vls_the_ports_operate_and_the_port_buffer_follows(tmp
     assert set(runs["status"]) == {"completed"}, runs[["policy", "status", "error"]]
     described = json.loads((tmp_path / "study.json").read_text())["policies"]
     assert described[0]["parameters"]["data_vls"] == 1 and "ports operate 1 data VL" in described[0]["description"]
+
+
+# A 3-group Dragonfly+ with adaptive routing: 2 routing layers (routing.vls = 2) on the default 4
+# data VLs leave 2 VLs for QoS; the review's studyE/studyG setups, made small (12 hosts).
+DRAGONFLY_ADAPTIVE = {
+    "seed": 1,
+    "topology": {"kind": "dragonfly-plus", "groups": 3, "leaves_per_group": 2, "spines_per_group": 2, "hosts_per_leaf": 2,
+                 "global_links_per_spine": 1},
+    "routing": {"algorithm": "adaptive"},
+    "jobs": [
+        {"name": "a2a", "nodes": 4, "placement": "random", "workload": {"kind": "all-to-all", "bytes": 4096, "iterations": 2}},
+        {"name": "ar", "nodes": 4, "placement": "random",
+         "workload": {"kind": "collective-loop", "collective": "allreduce", "bytes": 1024, "iterations": 5}},
+        {"name": "flood", "nodes": 4, "placement": "random", "workload": {"kind": "flood-pairs", "iterations": 4}},
+    ],
+}
+
+
+def test_policies_on_routing_layers_use_the_vls_qos_is_left(tmp_path):
+    # Before: "every VL" meant the 4 data VLs, --plan accepted it, and every run of multi-vl,
+    # vl-mapping and the search failed (qos.vlarb_low: entry "2:64" is for VL2, but routing.vls = 2 ...).
+    policies = [{"kind": "default"}, {"kind": "multi-vl"}, {"kind": "vl-mapping"}, {"kind": "search", "budget": 16}]
+    s = Study.from_dict({"scenario": copy.deepcopy(DRAGONFLY_ADAPTIVE), "policies": policies, "repetitions": 1}, "study.toml")
+    base = s.base()
+    assert (base.fabric.data_vls, base.routing.vls, base.qos_vls()) == (4, 2, 2)
+    plan = StudyPlan(s)
+    rep = plan.repetitions[0]
+    _, spread, _, search = s.concrete_policies()
+    # 3 jobs on at most 2 interchangeable VLs: S(3,1) + S(3,2) = 1 + 3 partitions (4 VLs: 5).
+    assert search.space_size(3, plan.qos_vls(search)) == 4
+    applied = plan.shared_spec(rep, spread, plan.context(rep)).scenario
+    assert {vl for vl, _ in applied["qos"]["vlarb_low"]} == {0, 1}
+    assert {job["sl_policy"]["sls"] == [0, 1] for job in applied["jobs"]} == {True}
+    outcome = run(s, tmp_path)
+    runs = outcome.tables["runs"]
+    assert set(runs["status"]) == {"completed"}, runs[["policy", "status", "error"]]
+    assert len(outcome.search) == 4 and outcome.search["value"].map(math.isfinite).all()
+    assert {"multi-vl[all,connection]", "vl-mapping[spread-by-load,equal]", "q-opt"} <= set(outcome.tables["policies"]["policy"])
+
+
+@pytest.mark.parametrize(
+    "policy, key, words",
+    [
+        ({"kind": "per-job", "assignment": {"ar": 3}}, "policies[0].weights",
+         "the policy uses 4 SLs (the default weights, [2286, 254, 9, 1]), each on its own VL, but routing leaves only 2 "
+         "VLs for QoS (fabric.data_vls = 4 divided among routing.vls = 2 routing layers)"),
+        ({"kind": "multi-vl", "vls": 4}, "policies[0].vls", "4 VLs, but routing leaves only 2 VLs for QoS"),
+        ({"kind": "vl-mapping", "weights": [1, 2, 3]}, "policies[0].weights", "3 VLs, but routing leaves only 2 VLs"),
+        ({"kind": "search", "vls": 4}, "policies[0].vls", "4 VLs, but routing leaves only 2 VLs for QoS"),
+        ({"kind": "search", "weight_sets": [[1, 2, 3, 4]]}, "policies[0].weight_sets", "4 VLs, but routing leaves only 2"),
+        ({"kind": "multi-vl", "vls": 2, "data_vls": 2}, "policies[0].vls",
+         "routing leaves only 1 VLs for QoS (this policy's data_vls = 2 divided among routing.vls = 2 routing layers)"),
+    ],
+)
+def test_a_policy_needing_more_vls_than_routing_leaves_is_refused_before_any_run(policy, key, words):
+    with pytest.raises(ScenarioError) as caught:
+        Study.from_dict({"scenario": copy.deepcopy(DRAGONFLY_ADAPTIVE), "policies": [policy]}, "study.toml")
+    text = str(caught.value)
+    assert f"study.toml: {key}" in text and words in text, text
 
 
 def test_a_folder_written_before_port_buffers_holds_the_same_study(tmp_path):

@@ -30,6 +30,29 @@ NEEDS_PROFILE = "profile"  # the "default" policy's shared run of the same repet
 NEEDS_ALONE = "alone"  # every job's alone run of the same repetition
 
 
+@dataclass(frozen=True)
+class QosVls:
+    """The VLs a policy's levels may use in its runs, as Scenario.qos_vls counts them: the data VLs
+    the ports operate divided among routing's VL layers (the higher VLs are the layers' copies),
+    with where that count comes from, for errors."""
+
+    data_vls: int  # the ports operate: the policy's data_vls or fabric.data_vls
+    layers: int  # routing.vls
+    own: bool  # data_vls is the policy's own key, not fabric.data_vls
+
+    @property
+    def count(self) -> int:
+        return self.data_vls // self.layers
+
+    def why(self) -> str:
+        """'the ports operate only N data VLs (KEY = N)', naming the keys that set the count."""
+        key = "this policy's data_vls" if self.own else "fabric.data_vls"
+        if self.layers == 1:
+            return f"the ports operate only {self.count} data VLs ({key} = {self.data_vls})"
+        return (f"routing leaves only {self.count} VLs for QoS ({key} = {self.data_vls} divided among "
+                f"routing.vls = {self.layers} routing layers)")
+
+
 class _Table(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -50,7 +73,9 @@ class PolicyContext:
     seed: int
     jobs: list[str]
     ranks: dict[str, int]
-    data_vls: int  # the data VLs the ports operate in the run: the policy's data_vls or the scenario's
+    # The VLs the policy's levels may use in the run (QosVls.count): the data VLs the ports operate
+    # (the policy's data_vls or the scenario's) divided among routing's VL layers.
+    qos_vls: int
     profile: pd.DataFrame | None = None  # iterations of the default shared run
     # What weights mean on the study's fabric (MTU, header): shares are realised for it.
     granularity: Granularity | None = None
@@ -118,14 +143,13 @@ class Policy(_Table):
         """The data VLs the ports operate in this policy's runs (given the scenario's)."""
         return self.data_vls or scenario_vls
 
-    def operated(self, data_vls: int) -> str:
-        """'only N data VLs (KEY = N)', naming the key that set the VL count, for errors."""
-        key = "this policy's data_vls" if self.data_vls else "fabric.data_vls"
-        return f"only {data_vls} data VLs ({key} = {data_vls})"
+    def qos_vls(self, scenario_vls: int, layers: int) -> QosVls:
+        """The VLs this policy's levels may use (given the scenario's data VLs and routing.vls)."""
+        return QosVls(self.operated_vls(scenario_vls), layers, self.data_vls is not None)
 
-    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
-        """The VLArb tables the policy may program, each with the key that states it (none: the
-        policy keeps the scenario's tables)."""
+    def arbitrations(self, qos_vls: int) -> list[tuple[str, Arbitration]]:
+        """The VLArb tables the policy may program on `qos_vls` VLs (QosVls.count), each with the
+        key that states it (none: the policy keeps the scenario's tables)."""
         return []
 
     def required(self) -> frozenset[str]:
@@ -136,7 +160,7 @@ class Policy(_Table):
         """The concrete policies this entry stands for (several for "every assignment")."""
         return [self]
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
         """Raises PolicyError if the policy cannot run on the study's jobs and fabric."""
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
@@ -185,17 +209,19 @@ class Arbitrated(Policy):
                            shares=None if self.shares is None else list(self.shares),
                            share_tolerance=self.share_tolerance, high=list(self.high), high_limit=self.high_limit)
 
-    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
+    def arbitrations(self, qos_vls: int) -> list[tuple[str, Arbitration]]:
         arbitration = self.arbitration()
         return [(arbitration.key, arbitration)]
 
-    def check_levels(self, data_vls: int, levels: int | None = None) -> None:
-        levels = self.levels if levels is None else levels
-        if levels > data_vls:
+    def check_levels(self, vls: QosVls) -> None:
+        if self.levels > vls.count:
+            key = self.arbitration().key
+            default = self.DEFAULT_WEIGHTS is not None and self.weights == list(self.DEFAULT_WEIGHTS)
+            given = f" (the default weights, {self.weights})" if default else ""
             raise PolicyError(
-                self.arbitration().key,
-                f"the policy uses {levels} SLs, each on its own VL, but the ports operate "
-                f"{self.operated(data_vls)}; use fewer levels or more VLs",
+                key,
+                f"the policy uses {self.levels} SLs{given}, each on its own VL, but {vls.why()}; use fewer levels "
+                "or more VLs",
             )
 
 

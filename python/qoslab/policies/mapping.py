@@ -26,6 +26,7 @@ from qoslab.policies.base import (
     Policy,
     PolicyContext,
     PolicyError,
+    QosVls,
     stated,
     with_jobs,
 )
@@ -49,7 +50,7 @@ def level_utilisation(alone: AloneRun) -> dict[int, float]:
 
 class VlMapping(Policy):
     kind: Literal["vl-mapping"]
-    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL
+    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every VL QoS may use (QosVls)
     # "spread-by-load": jobs ordered by top-level utilisation, VLs dealt round robin (heavy jobs
     # never share while there are enough VLs); "separate-heavy": jobs whose top-level utilisation
     # is at least `threshold` x the heaviest job's each get a VL of their own, the light ones
@@ -87,12 +88,12 @@ class VlMapping(Policy):
         """Whether the weights or shares fix the number of VLs."""
         return self.shares is not None or isinstance(self.weights, list)
 
-    def count(self, data_vls: int) -> int:
+    def count(self, qos_vls: int) -> int:
         if self.shares is not None:
             return len(self.shares)
         if isinstance(self.weights, list):
             return len(self.weights)
-        return self.vls or data_vls
+        return self.vls or qos_vls
 
     def arbitration(self, vls: int | None) -> Arbitration:
         """The tables for `vls` VLs (ignored when the weights or shares fix them)."""
@@ -102,19 +103,21 @@ class VlMapping(Policy):
             return Arbitration(weights=list(self.weights))
         return Arbitration(weights=[EQUAL_WEIGHT] * (vls or 1))
 
-    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
-        return [("shares" if self.shares is not None else "weights", self.arbitration(self.count(data_vls)))]
+    def arbitrations(self, qos_vls: int) -> list[tuple[str, Arbitration]]:
+        return [("shares" if self.shares is not None else "weights", self.arbitration(self.count(qos_vls)))]
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
-        if self.fixed() and self.vls is not None and self.count(data_vls) != self.vls:
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
+        n = self.count(vls.count)
+        if self.fixed() and self.vls is not None and n != self.vls:
             key = "shares" if self.shares is not None else "weights"
-            raise PolicyError(key, f"expected {self.vls} {key} (one per VL), got {self.count(data_vls)}")
-        if self.count(data_vls) > data_vls:
-            raise PolicyError("vls", f"{self.count(data_vls)} VLs, but the ports operate {self.operated(data_vls)}")
+            raise PolicyError(key, f"expected {self.vls} {key} (one per VL), got {n}")
+        if n > vls.count:
+            key = "vls" if self.vls is not None or not self.fixed() else "shares" if self.shares is not None else "weights"
+            raise PolicyError(key, f"{n} VLs, but {vls.why()}")
 
     def mapping(self, ctx: PolicyContext) -> dict[str, int]:
         """{job: VL} from the jobs' alone runs."""
-        n = self.count(ctx.data_vls)
+        n = self.count(ctx.qos_vls)
         utilisation: dict[str, dict[int, float]] = {}
         for job in ctx.jobs:
             alone = ctx.alone.get(job)
@@ -138,6 +141,6 @@ class VlMapping(Policy):
         return mapping
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
-        arbitration = self.arbitration(self.count(ctx.data_vls))
+        arbitration = self.arbitration(self.count(ctx.qos_vls))
         return with_jobs(scenario, arbitration.qos(ctx.granularity),
                          {job: {"sl": vl} for job, vl in self.mapping(ctx).items()})

@@ -13,6 +13,7 @@ from qoslab.policies.base import (
     Policy,
     PolicyContext,
     PolicyError,
+    QosVls,
     check_jobs_known,
     with_jobs,
 )
@@ -21,7 +22,7 @@ from qoslab.vlarb import Granularity
 
 class MultiVl(Policy):
     kind: Literal["multi-vl"]
-    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL of the fabric
+    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every VL QoS may use (QosVls)
     by: Literal["connection", "destination", "message"] = "connection"
     jobs: list[str] | Literal["all"] = "all"
     weight: Annotated[int, Field(ge=1, le=255)] = 64  # per VL: one 4 KiB packet per turn
@@ -30,23 +31,23 @@ class MultiVl(Policy):
         return f"multi-vl[{self.vls or 'all'},{self.by}]"
 
     def describe(self, granularity: Granularity | None = None) -> str:
-        count = f"{self.vls} VLs" if self.vls else "every data VL"
+        count = f"{self.vls} VLs" if self.vls else "every QoS VL"
         return f"traffic spread over {count} by {self.by}, equal weights ({self.weight})"
 
-    def count(self, data_vls: int) -> int:
-        return self.vls or data_vls
+    def count(self, qos_vls: int) -> int:
+        return self.vls or qos_vls
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
         if self.jobs != "all":
             check_jobs_known("jobs", self.jobs, jobs)
-        if self.count(data_vls) > data_vls:
-            raise PolicyError("vls", f"{self.vls} VLs, but the ports operate {self.operated(data_vls)}")
+        if self.count(vls.count) > vls.count:
+            raise PolicyError("vls", f"{self.vls} VLs, but {vls.why()}")
 
-    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
-        return [("weight", Arbitration(weights=[self.weight] * self.count(data_vls)))]
+    def arbitrations(self, qos_vls: int) -> list[tuple[str, Arbitration]]:
+        return [("weight", Arbitration(weights=[self.weight] * self.count(qos_vls)))]
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
-        n = self.count(ctx.data_vls)
+        n = self.count(ctx.qos_vls)
         arbitration = Arbitration(weights=[self.weight] * n)
         rule = {"kind": "spread", "sls": list(range(n)), "by": self.by}
         chosen = ctx.jobs if self.jobs == "all" else self.jobs

@@ -13,6 +13,7 @@ from qoslab.policies.base import (
     Policy,
     PolicyContext,
     PolicyError,
+    QosVls,
     check_jobs_known,
     with_jobs,
 )
@@ -72,8 +73,8 @@ class PerJob(Arbitrated):
             out.append(PerJob(**data))
         return out
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
-        self.check_levels(data_vls)
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
+        self.check_levels(vls)
         if self.assignment == "all":
             return
         check_jobs_known("assignment", list(self.assignment), jobs)

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from qoslab.errors import problem
-from qoslab.policies.base import Arbitrated, PolicyContext, check_jobs_known, with_jobs
+from qoslab.policies.base import Arbitrated, PolicyContext, QosVls, check_jobs_known, with_jobs
 from qoslab.vlarb import Granularity
 
 
@@ -66,10 +66,10 @@ class PerMessage(Arbitrated):
             f"{self.arbitration().describe(granularity)}"
         )
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
         if self.jobs != "all":
             check_jobs_known("jobs", self.jobs, jobs)
-        self.check_levels(data_vls)
+        self.check_levels(vls)
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
         rule = {

@@ -29,6 +29,7 @@ from qoslab.policies.base import (
     Arbitrated,
     PolicyContext,
     PolicyError,
+    QosVls,
     check_jobs_known,
     stated,
     with_jobs,
@@ -79,9 +80,9 @@ class PerRank(Arbitrated):
             return frozenset({NEEDS_PROFILE, NEEDS_ALONE})
         return frozenset({NEEDS_PROFILE})
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
         check_jobs_known("job", [self.job], jobs)
-        self.check_levels(data_vls)
+        self.check_levels(vls)
 
     def chosen_count(self, ranks: int) -> int:
         return max(1, math.ceil(self.fraction * ranks - 1e-9))

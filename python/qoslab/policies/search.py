@@ -23,7 +23,7 @@ from qoslab.policies.arbitration import (
     Shares,
     ShareTolerance,
 )
-from qoslab.policies.base import NEEDS_ALONE, Policy, PolicyContext, PolicyError, stated
+from qoslab.policies.base import NEEDS_ALONE, Policy, PolicyContext, PolicyError, QosVls, stated
 from qoslab.policies.per_job import PerJob
 from qoslab.vlarb import Granularity
 
@@ -43,7 +43,7 @@ def _equal_only() -> list[WeightSet]:
 class Search(Policy):
     kind: Literal["search"]
     name: str | None = "q-opt"
-    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every data VL
+    vls: Annotated[int, Field(ge=1, le=15)] | None = None  # None: every VL QoS may use (QosVls)
     weight_sets: Annotated[list[WeightSet], Field(min_length=1)] = Field(default_factory=_equal_only)
     # Shares of a saturated port to try as well (after the weight sets), realised at the fabric's MTU.
     share_sets: list[Shares] = Field(default_factory=list)
@@ -78,68 +78,71 @@ class Search(Policy):
         how = {"auto": "exhaustive or TPE", "exhaustive": "exhaustive", "tpe": "Optuna TPE"}[self.method]
         return f"best job-to-VL mapping and weights by {self.objective} ({how}, at most {self.budget} candidates)"
 
-    def count(self, data_vls: int) -> int:
+    def count(self, qos_vls: int) -> int:
         explicit = [w for w in self.weight_sets if w != "equal"] + list(self.share_sets)
-        return len(explicit[0]) if explicit else (self.vls or data_vls)
+        return len(explicit[0]) if explicit else (self.vls or qos_vls)
 
     def set_count(self) -> int:
         return len(self.weight_sets) + len(self.share_sets)
 
-    def stated(self, index: int, data_vls: int) -> dict[str, Any]:
+    def stated(self, index: int, qos_vls: int) -> dict[str, Any]:
         """Set `index` (weight sets first, then share sets) as PerJob keys."""
         if index >= len(self.weight_sets):
             return {"shares": list(self.share_sets[index - len(self.weight_sets)]), "share_tolerance": self.share_tolerance}
         chosen = self.weight_sets[index]
-        return {"weights": [EQUAL_WEIGHT] * self.count(data_vls) if chosen == "equal" else list(chosen)}
+        return {"weights": [EQUAL_WEIGHT] * self.count(qos_vls) if chosen == "equal" else list(chosen)}
 
     def set_key(self, index: int) -> str:
         if index >= len(self.weight_sets):
             return f"share_sets[{index - len(self.weight_sets)}]"
         return f"weight_sets[{index}]"
 
-    def symmetric(self, index: int, data_vls: int) -> bool:
+    def symmetric(self, index: int, qos_vls: int) -> bool:
         """Equal weights (or shares): the VLs are interchangeable."""
-        values = self.stated(index, data_vls)
+        values = self.stated(index, qos_vls)
         return len(set(values.get("weights") or values["shares"])) == 1
 
-    def arbitrations(self, data_vls: int) -> list[tuple[str, Arbitration]]:
-        return [(self.set_key(i), PerJob(kind="per-job", assignment={}, **self.stated(i, data_vls)).arbitration())
+    def arbitrations(self, qos_vls: int) -> list[tuple[str, Arbitration]]:
+        return [(self.set_key(i), PerJob(kind="per-job", assignment={}, **self.stated(i, qos_vls)).arbitration())
                 for i in range(self.set_count())]
 
-    def check(self, jobs: list[str], ranks: dict[str, int], data_vls: int) -> None:
-        n = self.count(data_vls)
-        if n > data_vls:
-            raise PolicyError("vls", f"{n} VLs, but the ports operate {self.operated(data_vls)}")
+    def check(self, jobs: list[str], ranks: dict[str, int], vls: QosVls) -> None:
+        qos_vls = vls.count
+        n = self.count(qos_vls)
+        if n > qos_vls:
+            explicit_weights = any(w != "equal" for w in self.weight_sets)
+            key = "vls" if self.vls is not None else "weight_sets" if explicit_weights else "share_sets"
+            raise PolicyError(key, f"{n} VLs, but {vls.why()}")
         for i in range(self.set_count()):
-            PerJob(kind="per-job", assignment={}, **self.stated(i, data_vls))  # expressible?
-        if self.method == "exhaustive" and self.space_size(len(jobs), data_vls) > MAX_EXHAUSTIVE:
+            PerJob(kind="per-job", assignment={}, **self.stated(i, qos_vls))  # expressible?
+        if self.method == "exhaustive" and self.space_size(len(jobs), qos_vls) > MAX_EXHAUSTIVE:
             raise PolicyError(
-                "method", f"the space has {self.space_size(len(jobs), data_vls)} candidates; exhaustive search "
+                "method", f"the space has {self.space_size(len(jobs), qos_vls)} candidates; exhaustive search "
                 f"is limited to {MAX_EXHAUSTIVE} (use \"tpe\" with a budget)"
             )
 
-    def space_size(self, jobs: int, data_vls: int) -> int:
-        n = self.count(data_vls)
+    def space_size(self, jobs: int, qos_vls: int) -> int:
+        n = self.count(qos_vls)
         total = 0
         for i in range(self.set_count()):
-            if self.symmetric(i, data_vls):
+            if self.symmetric(i, qos_vls):
                 total += sum(_stirling2(jobs, k) for k in range(1, min(n, jobs) + 1))
             else:
                 total += n**jobs
         return total
 
-    def space(self, jobs: int, data_vls: int) -> list[Candidate]:
-        n = self.count(data_vls)
+    def space(self, jobs: int, qos_vls: int) -> list[Candidate]:
+        n = self.count(qos_vls)
         out: list[Candidate] = []
         for i in range(self.set_count()):
-            symmetric = self.symmetric(i, data_vls)
+            symmetric = self.symmetric(i, qos_vls)
             mappings = _partitions(jobs, n) if symmetric else itertools.product(range(n), repeat=jobs)
             out.extend((tuple(m), i) for m in mappings)
         return out
 
-    def candidate(self, mapping: Candidate, jobs: list[str], data_vls: int) -> PerJob:
+    def candidate(self, mapping: Candidate, jobs: list[str], qos_vls: int) -> PerJob:
         vls, set_index = mapping
-        values = self.stated(set_index, data_vls)
+        values = self.stated(set_index, qos_vls)
         assignment = dict(zip(jobs, vls))
         listed = " ".join(f"{j}={v}" for j, v in assignment.items())
         shown = stated(values.get("weights"), values.get("shares"))
@@ -154,27 +157,27 @@ class Search(Policy):
     def optimise(
         self,
         jobs: list[str],
-        data_vls: int,
+        qos_vls: int,
         batch: int,
         evaluate: Callable[[Sequence[PerJob]], list[float]],
     ) -> list[tuple[PerJob, float]]:
         """Evaluates candidates (`evaluate` simulates a batch and returns their objectives, lower
         is better, inf for a failed one) and returns every (candidate, objective), best first."""
-        size = self.space_size(len(jobs), data_vls)
+        size = self.space_size(len(jobs), qos_vls)
         exhaustive = self.method == "exhaustive" or (self.method == "auto" and size <= self.budget)
         if exhaustive:
-            space = self.space(len(jobs), data_vls)
-            policies = [self.candidate(c, jobs, data_vls) for c in space]
+            space = self.space(len(jobs), qos_vls)
+            policies = [self.candidate(c, jobs, qos_vls) for c in space]
             scores = evaluate(policies)
             results = list(zip(policies, scores))
         else:
-            results = self._tpe(jobs, data_vls, batch, evaluate)
+            results = self._tpe(jobs, qos_vls, batch, evaluate)
         return sorted(results, key=lambda r: (r[1], r[0].label()))
 
-    def _tpe(self, jobs: list[str], data_vls: int, batch: int, evaluate: Callable[[Sequence[PerJob]], list[float]]) -> list[tuple[PerJob, float]]:
+    def _tpe(self, jobs: list[str], qos_vls: int, batch: int, evaluate: Callable[[Sequence[PerJob]], list[float]]) -> list[tuple[PerJob, float]]:
         optuna = require("optuna", "the policy search's TPE sampler (method \"tpe\", or \"auto\" beyond the budget)")
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        n = self.count(data_vls)
+        n = self.count(qos_vls)
         study = optuna.create_study(direction="minimize", sampler=optuna.samplers.TPESampler(seed=self.seed))
         seen: dict[Candidate, tuple[PerJob, float]] = {}
         asked = 0
@@ -187,7 +190,7 @@ class Search(Policy):
                 trials.append((trial, (vls, weights)))
                 asked += 1
             fresh = list(dict.fromkeys(c for _, c in trials if c not in seen))
-            policies = [self.candidate(c, jobs, data_vls) for c in fresh]
+            policies = [self.candidate(c, jobs, qos_vls) for c in fresh]
             for c, policy, score in zip(fresh, policies, evaluate(policies) if policies else []):
                 seen[c] = (policy, score)
             for trial, c in trials:

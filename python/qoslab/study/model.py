@@ -281,8 +281,7 @@ class Study(StudyFile):
         self._base = base
         baseline = "policy default (the scenario's [qos])"
         self._warnings = [f"{baseline}: {w}" for w in base.arbitration_warnings()]
-        self._warnings += _unsent_warnings(Default(kind="default"), baseline, base.fabric.data_vls, Granularity.of(base),
-                                           base)
+        self._warnings += _unsent_warnings(Default(kind="default"), baseline, base.qos_vls(), Granularity.of(base), base)
         expanded, warnings = self._checked_policies(base)
         self._warnings += warnings
         labels = [p.label() for p in expanded]
@@ -305,20 +304,20 @@ class Study(StudyFile):
         expanded: list[Policy] = []
         warnings: list[str] = []
         granularity = Granularity.of(base)
+        layers = base.routing.vls or 1
         for i, policy in enumerate(self.policies):
             self._check_data_vls(i, policy, base)
             try:
                 concrete = policy.expand(jobs)
                 for each in concrete:
-                    each.check(jobs, ranks, each.operated_vls(base.fabric.data_vls))
+                    each.check(jobs, ranks, each.qos_vls(base.fabric.data_vls, layers))
                 # Open-loop traffic keeps its own SLs under every policy: then any level may be used.
                 used = None if base.traffic else policy.levels_used(jobs)
-                warnings += _arbitration_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity, used)
-                warnings += _capacity_warnings(policy, i, policy.operated_vls(base.fabric.data_vls), granularity,
-                                               base.vlarb_entries_kept())
-                if policy.arbitrations(base.fabric.data_vls):  # a policy keeping the scenario's tables: the baseline's
-                    warnings += _unsent_warnings(policy, f"policies[{i}] ({policy.label()})",
-                                                 policy.operated_vls(base.fabric.data_vls), granularity, base)
+                qos_vls = policy.qos_vls(base.fabric.data_vls, layers).count
+                warnings += _arbitration_warnings(policy, i, qos_vls, granularity, used)
+                warnings += _capacity_warnings(policy, i, qos_vls, granularity, base.vlarb_entries_kept())
+                if policy.arbitrations(qos_vls):  # a policy keeping the scenario's tables: the baseline's
+                    warnings += _unsent_warnings(policy, f"policies[{i}] ({policy.label()})", qos_vls, granularity, base)
             except PolicyError as error:
                 raise self._error(f"policies[{i}]" + (f".{error.key}" if error.key else ""), error.message) from None
             expanded.extend(concrete)
@@ -383,14 +382,14 @@ class Study(StudyFile):
                               f"with fabric.data_vls = {policy.data_vls} the scenario is invalid: {problems}") from None
 
 
-def _capacity_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity,
+def _capacity_warnings(policy: Policy, index: int, qos_vls: int, granularity: Granularity,
                        kept: int | None) -> list[str]:
     """A policy's VLArb tables longer than the ports hold (fabric.vlarb_capacity): simulated as
     the ports program them, their first entries, which share the link otherwise than the weights."""
     if kept is None:
         return []
     out = []
-    for key, arbitration in policy.arbitrations(data_vls):
+    for key, arbitration in policy.arbitrations(qos_vls):
         high, low = arbitration.entries(granularity)
         for name, entries in (("vlarb_high", high), ("vlarb_low", low)):
             if len(entries) > kept:
@@ -400,13 +399,13 @@ def _capacity_warnings(policy: Policy, index: int, data_vls: int, granularity: G
     return out
 
 
-def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity: Granularity,
+def _arbitration_warnings(policy: Policy, index: int, qos_vls: int, granularity: Granularity,
                           used: set[int] | None = None) -> list[str]:
     """Realises the policy's tables at the fabric's MTU (shares that cannot be are a PolicyError
     naming the key) and returns a warning for each group of VLs whose weights collapse, of those
     VLs at least two carry traffic (`used`: the levels the policy uses; None: all)."""
     out = []
-    for key, arbitration in policy.arbitrations(data_vls):
+    for key, arbitration in policy.arbitrations(qos_vls):
         try:
             found = arbitration.collapses(granularity)
         except ValueError as error:
@@ -418,7 +417,7 @@ def _arbitration_warnings(policy: Policy, index: int, data_vls: int, granularity
     return out
 
 
-def _unsent_warnings(policy: Policy, where: str, data_vls: int, granularity: Granularity, base: Scenario) -> list[str]:
+def _unsent_warnings(policy: Policy, where: str, qos_vls: int, granularity: Granularity, base: Scenario) -> list[str]:
     """The levels of a policy's tables (the scenario's own for a policy without any) that carry a
     job's traffic, or the scenario's open-loop traffic, but whose VL has no weight in either VLArb
     table as the ports hold it: that traffic is never sent, a job on it cannot finish, and `qoslab
@@ -428,7 +427,7 @@ def _unsent_warnings(policy: Policy, where: str, data_vls: int, granularity: Gra
     for i, source in enumerate(base.traffic):
         traffic.setdefault(source.sl, []).append(f"traffic[{i}]")
     arbitrations: list[tuple[str, int | None, dict[str, Any]]] = [
-        (key, arbitration.levels, arbitration.qos(granularity)) for key, arbitration in policy.arbitrations(data_vls)]
+        (key, arbitration.levels, arbitration.qos(granularity)) for key, arbitration in policy.arbitrations(qos_vls)]
     if not arbitrations:
         arbitrations = [(f"qos.{port}", None, base.port_qos(port)) for port in ("ca", "swe")]
     out = []

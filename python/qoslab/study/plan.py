@@ -39,6 +39,7 @@ class StudyPlan:
         self.data = study.point_data(point)
         base = Scenario.from_dict(self.data, self.source) if point else study.base()
         self.data_vls = base.fabric.data_vls
+        self.layers = base.routing.vls or 1  # routing's VL layers: a policy's levels use data_vls // layers
         self.link_gbps = float(base.fabric.link_gbps)
         self.granularity = Granularity.of(base)
         # How each job's hosts are chosen, as the study file gives it: the stored scenarios list
@@ -54,8 +55,12 @@ class StudyPlan:
             self.repetitions.append(Repetition(index, seed, resolved, names, ranks))
 
     def context(self, rep: Repetition) -> PolicyContext:
-        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks, data_vls=self.data_vls,
-                             granularity=self.granularity)
+        return PolicyContext(repetition=rep.index, seed=rep.seed, jobs=rep.jobs, ranks=rep.ranks,
+                             qos_vls=self.data_vls // self.layers, granularity=self.granularity)
+
+    def qos_vls(self, policy: Policy) -> int:
+        """The VLs `policy`'s levels may use in this plan's runs (QosVls.count)."""
+        return policy.qos_vls(self.data_vls, self.layers).count
 
     def scenario_for(self, rep: Repetition, policy: Policy, ctx: PolicyContext) -> tuple[dict[str, Any], PolicyContext]:
         """The repetition's resolved scenario and context as `policy` runs them: with its own
@@ -71,7 +76,7 @@ class StudyPlan:
             assert [j["hosts"] for j in scenario["jobs"]] == [j["hosts"] for j in rep.scenario["jobs"]], \
                 "placement does not depend on the VL count"
             self._by_vls[key] = scenario
-        return self._by_vls[key], dataclasses.replace(ctx, data_vls=n)
+        return self._by_vls[key], dataclasses.replace(ctx, qos_vls=self.qos_vls(policy))
 
     def alone_spec(self, rep: Repetition, job: str) -> RunSpec:
         scenario = copy.deepcopy(rep.scenario)
@@ -149,7 +154,7 @@ def _size(study: Study, point: dict[str, Any] | None) -> dict[str, Any]:
     plain = [p for p in policies if not isinstance(p, Search)]
     searches = {}
     for search in (p for p in policies if isinstance(p, Search)):
-        size = search.space_size(len(first.jobs), search.operated_vls(plan.data_vls))
+        size = search.space_size(len(first.jobs), plan.qos_vls(search))
         exhaustive = search.method == "exhaustive" or (search.method == "auto" and size <= search.budget)
         searches[search.label()] = (size if exhaustive else search.budget) * repetitions
     alone = repetitions * len(first.jobs)

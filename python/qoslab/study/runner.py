@@ -149,7 +149,7 @@ class StudyRunner:
             self._stage([s for group in specs.values() for s in group], f"search {search.label()}")
             return [self._objective(search, group, contexts) for group in specs.values()]
 
-        results = search.optimise(jobs, search.operated_vls(self.plan.data_vls), search.batch, evaluate)
+        results = search.optimise(jobs, self.plan.qos_vls(search), search.batch, evaluate)
         for rank, (candidate, score) in enumerate(results):
             self.search_results.append(
                 {"search": search.label(), "rank": rank + 1, "candidate": candidate.label(),
@@ -238,7 +238,7 @@ def finish_folder(task: FolderTask) -> StudyOutcome:
     store = RunStore(task.store)
     search = pd.DataFrame(task.search_results) if task.search_results else None
     tables, iterations = store.tables(task.run_ids, out / ITERATIONS_FILE, _search_winners(search))
-    notes = store.notes(task.run_ids)
+    notes = store.notes(task.run_ids) + _search_failures(search)
     meta = {**task.meta, "warnings": list(task.meta.get("warnings", [])) + notes}
     written = write_tables(tables, out) + [iterations.path]
     if search is not None:
@@ -264,4 +264,16 @@ def _search_winners(search: pd.DataFrame | None) -> list[tuple[str, str]]:
     candidates' own rows stay, named as candidates)."""
     if search is None:
         return []
-    return [(group.sort_values("rank").iloc[0]["candidate"], name) for name, group in search.groupby("search", sort=False)]
+    best = [group.sort_values("rank").iloc[0] for _, group in search.groupby("search", sort=False)]
+    # A failed candidate (value inf: a run did not complete) is never the search's result.
+    return [(row["candidate"], row["search"]) for row in best if math.isfinite(row["value"])]
+
+
+def _search_failures(search: pd.DataFrame | None) -> list[str]:
+    """A note for each search none of whose candidates completed: it has no result (no policy
+    under its name; _search_winners)."""
+    if search is None:
+        return []
+    return [f"search {name}: every one of its {len(group)} candidates failed (a run did not complete or a job's "
+            f"runtime is missing; runs.parquet says why): no policy is published as {name}"
+            for name, group in search.groupby("search", sort=False) if not group["value"].map(math.isfinite).any()]
