@@ -20,6 +20,7 @@ from qoslab.io.ibnetdiscover import (
 )
 from qoslab.io.ibroute import RoutingFileError, parse_dumps, routing_table
 from qoslab.io.opensm import OpenSmConfError, parse_opensm_conf, write_opensm_conf
+from qoslab.scenario import Scenario
 from typer.testing import CliRunner
 
 # As real dumps come: tool noise on top, no blank lines between some records, tabs, trailing
@@ -219,7 +220,8 @@ def test_opensm_conf_round_trips_and_reading_warns_as_opensm_parses():
 
 def test_unset_per_type_options_fall_back_as_opensm_s_qos_build_config_does(tmp_path):
     # `opensm -c` writes -1 for an unset high_limit: the global qos_high_limit applies, then 0.
-    read = parse_opensm_conf("qos TRUE\nqos_high_limit 4\nqos_ca_high_limit -1\nqos_vlarb_high 0:4\n", "hl2.conf")
+    read = parse_opensm_conf("qos TRUE\nmax_op_vls 4\nqos_high_limit 4\nqos_ca_high_limit -1\nqos_vlarb_high 0:4\n",
+                             "hl2.conf")
     assert read.tables["ca"]["high_limit"] == 4 and read.tables["swe"]["high_limit"] == 4
     assert read.warnings == []
     unset = parse_opensm_conf("qos TRUE\nqos_high_limit -1\nqos_ca_high_limit -3\nqos_swe_high_limit 6\n")
@@ -252,21 +254,22 @@ def test_opensm_numbers_are_read_as_c_reads_them_and_each_warning_said_once():
     from qoslab.io.opensm import _strtoul
 
     assert [_strtoul(x) for x in ("-010", "-0x10", "+7", "0x1F", "017", "5")] == [-8, -16, 7, 31, 15, 5]
-    read = parse_opensm_conf("qos TRUE\nqos_vlarb_high -1:5\n", "d.conf")
-    assert read.warnings == ["d.conf:2: qos_vlarb_high entry '-1:5': OpenSM stores VL -1 as VL 14"]
+    read = parse_opensm_conf("qos TRUE\nmax_op_vls 5\nqos_vlarb_high -1:5\n", "d.conf")
+    assert read.warnings[1:] == ["d.conf:3: qos_vlarb_high entry '-1:5': OpenSM stores VL -1 as VL 14"]
 
 
 def test_tables_left_to_opensm_s_defaults_are_those_of_the_operated_vls(tmp_path):
     # With max_op_vls 3 (VL0-3), the defaulted high table still listed VL4-14 and the defaulted
     # SL2VL reached VL14: the printed scenario was refused by `check`. OpenSM's own template
     # (`opensm -c`) with max_op_vls 3 gave the same.
+    # OpenSM masks each VLArb entry's VL as it masks SL2VL (osm_qos.c: vl &= vl_mask, mask 3 here).
     read = parse_opensm_conf("qos TRUE\nmax_op_vls 3\nqos_vlarb_low 0:64,1:64,2:64,3:64\n"
                              "qos_ca_vlarb_high 0:4,5:10\n", "o.conf")
-    assert read.tables["swe"]["vlarb_high"] == [(0, 4), (1, 0), (2, 0), (3, 0)]
+    assert read.tables["swe"]["vlarb_high"] == [(0, 4)] + [(vl & 3, 0) for vl in range(1, 15)]
     assert read.tables["swe"]["sl2vl"] == [0, 1, 2, 3] * 3 + [0, 1, 2, 3]
-    assert read.tables["ca"]["vlarb_high"] == [(0, 4)]
-    assert read.warnings == ["o.conf:4: qos_ca_vlarb_high entry 5:10 is for a VL the ports do not operate "
-                             "(max_op_vls: VL0-3): it never sends, and is left out"]
+    assert read.tables["ca"]["vlarb_high"] == [(0, 4), (1, 10)]
+    assert read.warnings == ["o.conf:4: qos_ca_vlarb_high entry 5:10 is for VL5, beyond the operational VLs "
+                             "(max_op_vls: VL0-3); OpenSM masks it to VL1"]
     conf = tmp_path / "o.conf"
     conf.write_text("qos TRUE\nmax_op_vls 3\nqos_vlarb_low 0:64,1:64,2:64,3:64\n")
     printed = CliRunner().invoke(app, ["import", "opensm", str(conf)])
@@ -275,6 +278,38 @@ def test_tables_left_to_opensm_s_defaults_are_those_of_the_operated_vls(tmp_path
     scenario.write_text(printed.stdout + '[topology]\nkind = "single-switch"\nhosts = 4\n')
     checked = CliRunner().invoke(app, ["check", str(scenario)])
     assert checked.exit_code == 0, checked.output
+
+
+def test_vlarb_entries_beyond_the_operational_vls_are_masked_as_opensm_programs_them():
+    # Observed on OpenSM 3.3.23 + ibsim (VLArb capability 8), smpquery vlarb on an HCA and a switch
+    # port (review-ib, imp.conf and def3.conf): the import had left 5:128 out of the set table
+    # and cut the default low table to 0:0,1:4,2:4,3:4.
+    imp = parse_opensm_conf("qos TRUE\nmax_op_vls 3\nqos_vlarb_high 0:0\nqos_vlarb_low 0:64,1:64,2:64,3:64,5:128\n"
+                            "qos_sl2vl 0,1,2,3,4,5,6,7,0,1,2,3,4,5,6,7\nqos_high_limit 0\n", "imp.conf")
+    for port in ("ca", "swe"):
+        assert imp.tables[port]["vlarb_low"] == [(0, 64), (1, 64), (2, 64), (3, 64), (1, 128)]
+    assert "imp.conf:4: qos_vlarb_low entry 5:128 is for VL5, beyond the operational VLs (max_op_vls: VL0-3); " \
+           "OpenSM masks it to VL1" in imp.warnings
+    default = parse_opensm_conf("qos TRUE\nmax_op_vls 3\n", "def3.conf")
+    observed_low = [(0, 0), (1, 4), (2, 4), (3, 4), (0, 4), (1, 4), (2, 4), (3, 4)]  # ibsim holds 8 entries
+    scenario = Scenario.from_dict({"topology": {"kind": "single-switch", "hosts": 2},
+                                   "fabric": {"data_vls": default.data_vls, "vlarb_capacity": 8},
+                                   "qos": default.scenario_qos()})
+    for port in ("ca", "swe"):
+        assert default.tables[port]["vlarb_low"][:8] == observed_low
+        assert [tuple(e) for e in scenario.engine_port_qos(port)["vlarb_low"]] == observed_low
+        assert [tuple(e) for e in scenario.engine_port_qos(port)["vlarb_high"]] == [(0, 4)] + [(vl & 3, 0) for vl in range(1, 8)]
+
+
+def test_a_stock_opensm_conf_warns_that_most_ports_operate_8_of_its_15_vls():
+    # `qos TRUE` alone: max_op_vls defaults to 5 (VL0-14), but on VLCap VL0-7 ports (ibsim, most
+    # hardware) OpenSM runs 8 VLs and SL8-14 share VL0-6; the export warned, the import did not.
+    read = parse_opensm_conf("qos TRUE\n", "def5.conf")
+    assert read.data_vls == 15
+    said = [w for w in read.warnings if w.startswith("def5.conf: max_op_vls unset (OpenSM's default, 5): read as "
+                                                       "fabric.data_vls = 15 (VL0-14), but ")]
+    assert len(said) == 1 and "VL8-14 lands on VL0-6" in said[0] and "fabric.data_vls = 8" in said[0], read.warnings
+    assert not [w for w in parse_opensm_conf("qos TRUE\nmax_op_vls 4\n").warnings if "VLCap" in w]
 
 
 def test_export_states_what_the_mpi_side_must_do_and_writes_job_environments(tmp_path):

@@ -32,13 +32,13 @@ from qoslab.deploy.names import (
     shell_word,
 )
 from qoslab.io.opensm import (
-    COMMON_DATA_VLS,
     COMMON_VLARB_CAP,
     MAX_OP_VLS,
     enables_congestion_control,
     merge_opensm_conf,
     option_value,
     routing_engine_warnings,
+    vlcap_caveat,
     write_opensm_conf,
 )
 from qoslab.io.opensm_cc import cc_lines
@@ -112,15 +112,10 @@ def export_opensm(scenario: Scenario, out: str | Path, policy: str = "", policy_
         # Nothing written: `congestion_control FALSE` would switch off a site's own setting on --base.
         conf += "# congestion control: not simulated ([congestion_control] is off); OpenSM's setting is left as it is\n"
     warnings: list[str] = []
-    if scenario.fabric.data_vls > COMMON_DATA_VLS:
-        top = scenario.fabric.data_vls - 1
+    caveat = vlcap_caveat(scenario.fabric.data_vls)
+    if caveat:
         warnings.append(f"fabric.data_vls = {scenario.fabric.data_vls}: written as max_op_vls "
-                        f"{MAX_OP_VLS[scenario.fabric.data_vls]} (VL0-{top}), but most InfiniBand ports advertise "
-                        f"VLCap VL0-{COMMON_DATA_VLS - 1}: OpenSM then operates {COMMON_DATA_VLS} data VLs on them and "
-                        f"every SL2VL and VLArb entry naming VL{COMMON_DATA_VLS}-{top} lands on "
-                        f"VL0-{top - COMMON_DATA_VLS} (on ibsim, the default SL2VL table's SL8-14 land on VL0-6), so traffic the simulation kept on "
-                        "VLs of its own shares them: check VLCap with smpquery portinfo, and unless every port has "
-                        f"VL0-{top}, simulate with fabric.data_vls = {COMMON_DATA_VLS}")
+                        f"{MAX_OP_VLS[scenario.fabric.data_vls]} (VL0-{scenario.fabric.data_vls - 1}), but {caveat}")
     for port, table in tables.items():
         for name in ("vlarb_high", "vlarb_low"):
             if len(table[name]) > COMMON_VLARB_CAP and scenario.fabric.vlarb_capacity is None:

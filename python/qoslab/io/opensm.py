@@ -1,8 +1,9 @@
 """OpenSM's QoS options (`opensm.conf`) written from qoslab's [qos] tables and read back, with
 OpenSM's own parsing rules (formats.md section 1): whitespace separates key and value, `#`
 starts a comment anywhere, numbers go through strtoul(…, 0) (a leading 0 is octal), a VLArb
-VL is stored modulo 15 and a weight truncated to 8 bits, at most 64 VLArb entries, SL2VL VLs
-are masked to the operational VLs."""
+VL is stored modulo 15 and a weight truncated to 8 bits, at most 64 VLArb entries, SL2VL and
+VLArb VLs are masked to the operational VLs (osm_qos.c: `vl &= vl_mask` before each table is
+sent)."""
 
 from __future__ import annotations
 
@@ -32,6 +33,20 @@ DATA_VLS = {code: vls for vls, code in MAX_OP_VLS.items()}
 COMMON_VLARB_CAP = 8
 # Most InfiniBand ports advertise VLCap VL0-7: OpenSM operates at most this many data VLs on them.
 COMMON_DATA_VLS = 8
+
+
+def vlcap_caveat(data_vls: int) -> str | None:
+    """Why `data_vls` (VL0..data_vls-1 operated) may not be what the ports run: most advertise
+    VLCap VL0-7, and OpenSM masks every VL to the VLs a port operates. None when within that. The
+    one wording of this rule: the export's warning and the import's use it."""
+    if data_vls <= COMMON_DATA_VLS:
+        return None
+    top = data_vls - 1
+    return (f"most InfiniBand ports advertise VLCap VL0-{COMMON_DATA_VLS - 1}: OpenSM then operates "
+            f"{COMMON_DATA_VLS} data VLs on them and every SL2VL and VLArb entry naming VL{COMMON_DATA_VLS}-{top} "
+            f"lands on VL0-{top - COMMON_DATA_VLS} (on ibsim, the default SL2VL table's SL8-14 land on VL0-6), so "
+            "traffic simulated on VLs of its own shares them: check VLCap with smpquery portinfo, and unless every "
+            f"port has VL0-{top}, simulate with fabric.data_vls = {COMMON_DATA_VLS}")
 
 
 def _vlarb_text(entries: list[tuple[int, int]]) -> str:
@@ -66,7 +81,7 @@ def write_opensm_conf(tables: dict[str, dict[str, Any]], data_vls: int, policy_f
     lines += ["qos TRUE", f"qos_policy_file {policy_file}",
               f"# {data_vls} data VLs: OpenSM's max_op_vls code {MAX_OP_VLS[data_vls]}",
               f"max_op_vls {MAX_OP_VLS[data_vls]}"]
-    if data_vls > COMMON_DATA_VLS:
+    if data_vls > COMMON_DATA_VLS:  # the short form of vlcap_caveat, kept on one line for the merge
         lines.append(f"# note: ports whose VLCap is VL0-{COMMON_DATA_VLS - 1} (most hardware) operate "
                      f"{COMMON_DATA_VLS} data VLs: OpenSM masks SL2VL and VLArb VLs {COMMON_DATA_VLS}-{data_vls - 1} "
                      f"to VL0-{data_vls - 1 - COMMON_DATA_VLS} on them, unlike what fabric.data_vls = {data_vls} "
@@ -351,6 +366,11 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
         warnings.append(f"{source}: qos is not TRUE: OpenSM programs no SL2VL or VLArb tables at all")
     op = number_of("max_op_vls", 1, 5)
     data_vls = DATA_VLS[op if op is not None else 5]
+    caveat = vlcap_caveat(data_vls)
+    if caveat:
+        given = f"{source}:{values['max_op_vls'][1]}: max_op_vls {op}" if op is not None else \
+            f"{source}: max_op_vls unset (OpenSM's default, 5)"
+        warnings.append(f"{given}: read as fabric.data_vls = {data_vls} (VL0-{data_vls - 1}), but {caveat}")
     mask = (1 << (MAX_OP_VLS[data_vls] - 1)) - 1 if data_vls > 1 else 0
     def table_value(name: str, prefix: str) -> Any:
         """What OpenSM programs for one field of a port type (qos_build_config): the port type's
@@ -376,17 +396,17 @@ def parse_opensm_conf(text: str, source: str = "<opensm.conf>") -> OpenSmQos:
                 return _sl2vl(value, key, at, source, mask, warnings)
             entries = _vlarb(value, key, at, source, warnings)
             for vl, weight in entries:
-                if vl >= data_vls and weight:
-                    warnings.append(f"{source}:{at}: {key} entry {vl}:{weight} is for a VL the ports do not operate "
-                                    f"(max_op_vls: VL0-{data_vls - 1}): it never sends, and is left out")
-            return [(vl, weight) for vl, weight in entries if vl < data_vls]
-        # OpenSM's built-in table, as the ports operate it: entries for VLs beyond max_op_vls
-        # never send (the default high table lists VL0-14), and SLs are masked as for a set table.
+                if vl & mask != vl:
+                    warnings.append(f"{source}:{at}: {key} entry {vl}:{weight} is for VL{vl}, beyond the operational "
+                                    f"VLs (max_op_vls: VL0-{data_vls - 1}); OpenSM masks it to VL{vl & mask}")
+            return [(vl & mask, weight) for vl, weight in entries]
+        # OpenSM's built-in table, masked as a set table is (the default tables list VL0-14):
+        # with max_op_vls 3 the default low table's 4:4..7:4 are programmed as 0:4..3:4.
         default = OPENSM_DEFAULTS[name]
         if name == "sl2vl":
             return [vl & mask for vl in default]
         if name in ("vlarb_high", "vlarb_low"):
-            return [(vl, weight) for vl, weight in default if vl < data_vls]
+            return [(vl & mask, weight) for vl, weight in default]
         return default
 
     tables = {port: {name: table_value(name, prefix) for name in ("high_limit", "vlarb_high", "vlarb_low", "sl2vl")}
