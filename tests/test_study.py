@@ -16,7 +16,7 @@ from qoslab.errors import ScenarioError
 from qoslab.policies.arbitration import weight_entries
 from qoslab.scenario import Scenario
 from qoslab.study.model import Study
-from qoslab.study.plan import StudyPlan
+from qoslab.study.plan import StudyPlan, study_size
 from qoslab.study.runner import StudyRunner
 from qoslab.sweep import execute as execute_module
 from qoslab.sweep.executors import DaskExecutor, LocalExecutor
@@ -358,6 +358,26 @@ def test_a_search_whose_every_candidate_failed_publishes_no_best(tmp_path, monke
     said = [n for n in outcome.notes if n.startswith("search q-opt: every one of its 2 candidates failed")]
     assert said and "no policy is published as q-opt" in said[0], outcome.notes
     assert said[0] in json.loads((tmp_path / "study.json").read_text())["warnings"]
+
+
+def test_an_exhaustive_search_refuses_a_budget_smaller_than_its_space_and_says_what_it_runs(tmp_path):
+    # Before: budget was ignored without a word (the review's studyD simulated all 69 of a
+    # budget-3 space) and the description said "at most 3 candidates".
+    sets = {"weight_sets": ["equal", [64, 128, 192, 255]]}  # 2 jobs on 4 VLs: 2 partitions + 4^2 = 18
+    with pytest.raises(ScenarioError) as caught:
+        study([{"kind": "search", "method": "exhaustive", "budget": 3, **sets}])
+    assert "study.toml: policies[0].budget: 3, but method = \"exhaustive\" simulates every candidate of the space, " \
+           "18 here" in str(caught.value)
+    study([{"kind": "search", "method": "exhaustive", "budget": 18, **sets}])  # the whole space: accepted
+    runner = StudyRunner(study([{"kind": "search", "method": "exhaustive", **sets},
+                                {"kind": "search", "name": "t", "method": "tpe", "budget": 3, **sets}]),
+                         tmp_path, LocalExecutor(1), progress=False)
+    described = {p["name"]: p["description"] for p in runner._describe()["policies"]}
+    assert described["q-opt"].endswith("(exhaustive: every candidate of the space); the space has 18 candidates, all "
+                                       "simulated"), described
+    assert described["t"].endswith("(Optuna TPE, at most 3 candidates); the space has 18 candidates, at most 3 "
+                                   "simulated (TPE)"), described
+    assert study_size(study([{"kind": "search", "method": "exhaustive", **sets}]))["search_runs"] == {"q-opt": 18}  # 1 repetition
 
 
 def test_the_worst_slowdown_search_scores_candidates_by_the_figure_it_reports(tmp_path):

@@ -75,8 +75,20 @@ class Search(Policy):
         return self
 
     def describe(self, granularity: Granularity | None = None) -> str:
-        how = {"auto": "exhaustive or TPE", "exhaustive": "exhaustive", "tpe": "Optuna TPE"}[self.method]
-        return f"best job-to-VL mapping and weights by {self.objective} ({how}, at most {self.budget} candidates)"
+        how = {"auto": f"exhaustive if the space has at most {self.budget} candidates, else Optuna TPE on {self.budget}",
+               "exhaustive": "exhaustive: every candidate of the space",
+               "tpe": f"Optuna TPE, at most {self.budget} candidates"}[self.method]
+        return f"best job-to-VL mapping and weights by {self.objective} ({how})"
+
+    def exhaustive(self, size: int) -> bool:
+        """Whether a space of `size` candidates is enumerated (else TPE samples `budget` of it)."""
+        return self.method == "exhaustive" or (self.method == "auto" and size <= self.budget)
+
+    def simulated(self, size: int) -> str:
+        """How many of a space of `size` candidates are simulated, for the study's description."""
+        if self.exhaustive(size):
+            return f"the space has {size} candidates, all simulated"
+        return f"the space has {size} candidates, at most {self.budget} simulated (TPE)"
 
     def count(self, qos_vls: int) -> int:
         explicit = [w for w in self.weight_sets if w != "equal"] + list(self.share_sets)
@@ -115,10 +127,18 @@ class Search(Policy):
             raise PolicyError(key, f"{n} VLs, but {vls.why()}")
         for i in range(self.set_count()):
             PerJob(kind="per-job", assignment={}, **self.stated(i, qos_vls))  # expressible?
-        if self.method == "exhaustive" and self.space_size(len(jobs), qos_vls) > MAX_EXHAUSTIVE:
+        size = self.space_size(len(jobs), qos_vls)
+        if self.method == "exhaustive" and size > MAX_EXHAUSTIVE:
             raise PolicyError(
-                "method", f"the space has {self.space_size(len(jobs), qos_vls)} candidates; exhaustive search "
-                f"is limited to {MAX_EXHAUSTIVE} (use \"tpe\" with a budget)"
+                "method", f"the space has {size} candidates; exhaustive search is limited to {MAX_EXHAUSTIVE} (use "
+                "\"tpe\" with a budget)"
+            )
+        if self.method == "exhaustive" and "budget" in self.model_fields_set and size > self.budget:
+            # An exhaustive search simulates the whole space; a budget it would not keep is refused.
+            raise PolicyError(
+                "budget", f"{self.budget}, but method = \"exhaustive\" simulates every candidate of the space, "
+                f"{size} here: raise budget to {size} (or leave it out), or use method \"tpe\" to simulate "
+                f"{self.budget} of them"
             )
 
     def space_size(self, jobs: int, qos_vls: int) -> int:
@@ -163,9 +183,7 @@ class Search(Policy):
     ) -> list[tuple[PerJob, float]]:
         """Evaluates candidates (`evaluate` simulates a batch and returns their objectives, lower
         is better, inf for a failed one) and returns every (candidate, objective), best first."""
-        size = self.space_size(len(jobs), qos_vls)
-        exhaustive = self.method == "exhaustive" or (self.method == "auto" and size <= self.budget)
-        if exhaustive:
+        if self.exhaustive(self.space_size(len(jobs), qos_vls)):
             space = self.space(len(jobs), qos_vls)
             policies = [self.candidate(c, jobs, qos_vls) for c in space]
             scores = evaluate(policies)

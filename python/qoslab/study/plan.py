@@ -155,8 +155,7 @@ def _size(study: Study, point: dict[str, Any] | None) -> dict[str, Any]:
     searches = {}
     for search in (p for p in policies if isinstance(p, Search)):
         size = search.space_size(len(first.jobs), plan.qos_vls(search))
-        exhaustive = search.method == "exhaustive" or (search.method == "auto" and size <= search.budget)
-        searches[search.label()] = (size if exhaustive else search.budget) * repetitions
+        searches[search.label()] = (size if search.exhaustive(size) else search.budget) * repetitions
     alone = repetitions * len(first.jobs)
     shared = repetitions * len(plain)
     return {

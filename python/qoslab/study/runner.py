@@ -198,6 +198,14 @@ class StudyRunner:
                           self._describe(), report, [p.label() for p in self.study.concrete_policies()],
                           self.stages.reused)
 
+    def _description(self, policy: Policy) -> str:
+        """The policy's description; a search's says how many candidates its space has and runs."""
+        text = policy.description(self.plan.granularity)
+        if isinstance(policy, Search):
+            jobs = self.plan.repetitions[0].jobs
+            text += f"; {policy.simulated(policy.space_size(len(jobs), self.plan.qos_vls(policy)))}"
+        return text
+
     def _describe(self) -> dict[str, Any]:
         return {
             "qoslab_version": __version__,
@@ -205,7 +213,7 @@ class StudyRunner:
             "description": self.study.description,
             "source": self.study.source,
             "seeds": self.study.seed_list(),
-            "policies": [{"name": p.label(), "kind": p.kind, "description": p.description(self.plan.granularity),
+            "policies": [{"name": p.label(), "kind": p.kind, "description": self._description(p),
                           "parameters": p.model_dump(mode="json")}
                          for p in self.study.concrete_policies()],
             # Weights the fabric's MTU cannot tell apart, by policy (also printed when the study starts).
