@@ -30,6 +30,22 @@ def test_marconi100_preset_has_the_documented_shape():
     assert s.routing.algorithm == "minimal" and s.routing.vls == 1
 
 
+def test_a_per_pair_global_link_count_replaces_the_preset_s_per_spine_one():
+    # Refused before: the preset filled global_links_per_spine = 18, which gives 18 x 18 / 2 = 162
+    # links per pair, "not 9". The tapered Marconi: 9 per pair x 2 other groups = 18 per group
+    # over 18 spines = 1 global link per spine.
+    s = Scenario(topology={"kind": "dragonfly-plus", "preset": "marconi100", "global_links_per_pair": 9})
+    t = s.topology
+    assert (t.global_links_per_spine, t.global_links_per_pair) == (1, 9)
+    described = cabling(s)
+    assert described["hosts"] == 972 and described["switches"] == 108
+    spine = Scenario(topology={"kind": "dragonfly-plus", "preset": "marconi100", "global_links_per_spine": 2}).topology
+    assert (spine.global_links_per_spine, spine.global_links_per_pair) == (2, 18)
+    with pytest.raises(ScenarioError, match="global_links_per_pair"):  # both given: still checked against each other
+        Scenario(topology={"kind": "dragonfly-plus", "preset": "marconi100", "global_links_per_spine": 2,
+                           "global_links_per_pair": 9})
+
+
 def test_minimal_forwarding_tables_give_the_formula_hop_counts():
     s = Scenario(topology=SMALL)
     tables = cabling(s, with_routes=True)

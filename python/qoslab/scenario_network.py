@@ -229,6 +229,8 @@ DRAGONFLY_PRESETS: dict[str, dict[str, int]] = {
     "marconi100": {"groups": 3, "leaves_per_group": 18, "spines_per_group": 18, "hosts_per_leaf": 18,
                    "global_links_per_spine": 18, "switch_radix": 36},
 }
+# Two ways to give the global links: a user's key replaces a preset's value of the other.
+_GLOBAL_LINKS_KEYS = {"global_links_per_spine": "global_links_per_pair", "global_links_per_pair": "global_links_per_spine"}
 
 
 class DragonflyPlus(_Table):
@@ -249,7 +251,7 @@ class DragonflyPlus(_Table):
     def _shape(self) -> DragonflyPlus:
         if self.preset is not None:
             for key, value in DRAGONFLY_PRESETS[self.preset].items():
-                if key not in self.model_fields_set:
+                if key not in self.model_fields_set and _GLOBAL_LINKS_KEYS.get(key) not in self.model_fields_set:
                     self.__dict__[key] = value
         for key in ("groups", "leaves_per_group", "spines_per_group", "hosts_per_leaf"):
             if getattr(self, key) is None:
