@@ -1,6 +1,7 @@
 //! Dragonfly+ routing: minimal, Valiant (through a random intermediate group) and adaptive
-//! (UGAL-L: minimal or Valiant chosen at the source leaf from local credit and queue state,
-//! and the least-loaded port among equivalent ones at every switch).
+//! (UGAL-L: minimal or Valiant chosen from local credit and queue state at the source spine
+//! when every spine reaches the destination's group, else first at the source leaf; and the
+//! least-loaded port among equivalent ones at every switch).
 //!
 //! Deadlock freedom. Minimal paths go up (leaf to spine), across (one global link) and down
 //! (spine to leaf): no cycle on one VL. A non-minimal path turns down-then-up in its
@@ -106,8 +107,10 @@ impl DragonflyRouter {
                 let (mut via, mut phase) = (via, phase);
                 if input < p && dst_group != group && self.mode == Mode::Valiant {
                     // Source leaf: an intermediate group uniformly among the others; drawing the
-                    // destination's group means the minimal path. Every global link then carries
-                    // the same load under any group permutation: half the injection rate when
+                    // destination's group means the minimal path. Under a group permutation the
+                    // load is not even (a shift by one: the direct link a -> a+1 carries
+                    // G / (g - 1), every other 2G / (g - 1), G a group's injection), but no link
+                    // carries more than 2G / (g - 1): at least half the injection rate when
                     // global links match the hosts (s * h = l * p).
                     let r = rng.gen_range(0..df.groups - 1);
                     let i = r + (r >= group) as u32;
