@@ -149,6 +149,54 @@ def test_cut_through_between_links_of_different_rates_matches_the_closed_form(tm
     assert one_message_latency_ns(tmp_path, 1) == pytest.approx(link + slow + 8 / 100 + link, abs=0.01)
 
 
+
+def two_switch_dump(first: str, middle: str, last: str) -> str:
+    """host H0 --first-- switch SA --middle-- switch SB --last-- host H1, as ibnetdiscover prints it."""
+    return textwrap.dedent(f'''\
+        Switch\t2 "S-0002c90300000000"\t\t# "SA" base port 0 lid 0 lmc 0
+        [1]\t"H-0002c90400000000"[1](2c90400000001) \t\t# "H0" lid 0 {first}
+        [2]\t"S-0002c90300000100"[1]\t\t# "SB" lid 0 {middle}
+
+        Switch\t2 "S-0002c90300000100"\t\t# "SB" base port 0 lid 0 lmc 0
+        [1]\t"S-0002c90300000000"[2]\t\t# "SA" lid 0 {middle}
+        [2]\t"H-0002c90400000100"[1](2c90400000101) \t\t# "H1" lid 0 {last}
+
+        Ca\t1 "H-0002c90400000000"\t\t# "H0"
+        [1](2c90400000001) \t"S-0002c90300000000"[1]\t\t# lid 0 lmc 0 "SA" lid 0 {first}
+
+        Ca\t1 "H-0002c90400000100"\t\t# "H1"
+        [1](2c90400000101) \t"S-0002c90300000100"[2]\t\t# lid 0 lmc 0 "SB" lid 0 {last}
+    ''')
+
+
+@pytest.mark.parametrize(
+    "links, switch",
+    [(("1xEDR", "4xEDR", "4xEDR"), 100), (("4xEDR", "4xHDR", "4xHDR"), 20)],
+)
+def test_a_packet_from_a_slow_link_is_not_delivered_before_its_tail_left_the_source(tmp_path, links, switch):
+    # A slow first link paces the packet's tail over every later hop, however fast: the tail leaves
+    # H0 at wire / first rate, and each switch sends it on one byte time (of its output) after it
+    # arrived. Rebuilding the tail from the previous link's rate alone let the second switch finish
+    # long before (review-ib finding 1: 589.76 ns and 264.88 ns against these 1379.20 and 389.84).
+    (tmp_path / "fabric.topo").write_text(two_switch_dump(*links))
+    gbps = {"1xEDR": 25, "4xEDR": 100, "4xHDR": 200}
+    wire, link = 4096 + 26, 20
+    source_tail = wire * 8 / gbps[links[0]]
+    byte_times = 8 / gbps[links[1]] + 8 / gbps[links[2]]
+    scenario = qoslab.Scenario(
+        topology={"kind": "ibnetdiscover", "path": str(tmp_path / "fabric.topo")},
+        fabric={"switch_latency_ns": switch},
+        traffic=[{"pattern": "permutation", "hosts": [0], "destinations": [1], "load": 0.01,
+                  "arrival": "periodic", "message_bytes": 4096}],
+        run={"duration_us": 200, "warmup_us": 0, "messages": True},
+    )
+    messages = qoslab.simulate(scenario).messages.to_pylist()
+    assert messages
+    latency = messages[0]["delivered_ns"] - messages[0]["created_ns"]
+    assert latency == pytest.approx(source_tail + 3 * link + byte_times, abs=0.01)
+    assert latency >= source_tail + 3 * link  # the physical bound: 1379.04 and 389.76 ns
+
+
 DUMP = textwrap.dedent('''\
     Unicast lids [0x0-0x4] of switch Lid 1 guid 0x0002c90300000001 (leaf-a SwitchIB):
       Lid  Out   Destination

@@ -85,3 +85,26 @@ def test_the_n_to_1_checks_would_fail_with_the_victim_or_the_shares_wrong():
     assert _fails_with(fair_high, 1.1 / 9)  # shares of N + 1 senders
     assert not dataclasses.replace(victim_off, measured=victim_on.measured).ok  # CC off is not CC on
     assert not dataclasses.replace(victim_on, measured=victim_off.measured).ok
+
+
+def test_the_md1_tolerance_is_the_run_s_statistical_error_and_tells_a_wait_ten_percent_off():
+    """The M/D/1 tolerance is a few standard errors of the mean wait (the 16 HCA queues are
+    independent replicas), not a share of the whole latency: a wait 10% off fails, which 3% of
+    the latency (23% of the wait at load 0.3) let through."""
+    service = validation.serialization_ns(4096 + validation.HEADER)
+    for check, rho in zip(validation.md1_queue(), (0.3, 0.6)):
+        wait = rho * service / (2 * (1 - rho))
+        assert check.ok and not check.from_measurement
+        assert 0 < check.tolerance < 0.1 * wait, (check.name, check.tolerance, wait)
+        assert _fails_with(check, check.expected + 0.1 * wait) and _fails_with(check, check.expected - 0.1 * wait)
+
+
+def test_thresholds_set_from_measurement_say_so_where_they_are_printed():
+    marked = [c for group in (validation.cc_n_to_1, validation.collectives_against_bounds,
+                              validation.placement_effects, validation.vl_arbitration) for c in group()
+              if c.from_measurement]
+    names = " | ".join(c.name for c in marked)
+    for words in ("victim flow, of its rate alone", "reaches 60%", "no lock-out", "runtime spread over 5 placements"):
+        assert words in names, words
+    table = validation.markdown(marked[:1] + [validation.Check("x", "y", 1.0, 1.0, 0.1, "")])
+    assert "| set from measurement | pass |" in table and "| closed form | pass |" in table

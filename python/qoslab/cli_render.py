@@ -455,12 +455,13 @@ def print_tail_study(outcome: Any, several_targets: bool, out: Path) -> None:
 
 
 def print_validation(checks: list[Any]) -> None:
-    """`qoslab validate`: each closed-form check, expected against measured."""
-    table = Table(title="validation against closed forms")
-    for column in ("check", "expected", "measured", "result"):
+    """`qoslab validate`: each check, expected against measured, and whether its threshold is a
+    closed form or was set from measurement."""
+    table = Table(title="validation against closed forms (and a few bounds set from measurement, marked)")
+    for column in ("check", "expected", "measured", "basis", "result"):
         table.add_column(column, overflow="fold")
     for c in checks:
-        table.add_row(c.name, f"{c.expected:.4f} {c.unit}", f"{c.measured:.4f} {c.unit}",
+        table.add_row(c.name, f"{c.expected:.4f} {c.unit}", f"{c.measured:.4f} {c.unit}", c.basis,
                       "pass" if c.ok else "[red]FAIL[/red]")
     console.print(table)
 

@@ -1,7 +1,8 @@
 """Validation of the engine against closed-form results.
 
 Each check builds a small scenario, runs it, and compares one measured figure with what theory
-says it must be. The tests assert every check; `qoslab validate --write docs/validation.md`
+says it must be. A few checks hold a figure theory only bounds (a share reached, a slowdown
+avoided) to a threshold set from measurement; they say so (`Check.from_measurement`). The tests assert every check; `qoslab validate --write docs/validation.md`
 regenerates the published table from the same code, so the document cannot drift from the model.
 """
 
@@ -37,6 +38,13 @@ class Check:
     unit: str
     # "eq": |measured - expected| <= tolerance; "ge"/"le": one-sided bound with slack tolerance.
     relation: str = "eq"
+    # The threshold (expected, or the tolerance around it) was set from measured runs, not derived:
+    # a regression guard, printed and published as such.
+    from_measurement: bool = False
+
+    @property
+    def basis(self) -> str:
+        return "set from measurement" if self.from_measurement else "closed form"
 
     @property
     def ok(self) -> bool:
@@ -199,7 +207,7 @@ def vl_arbitration() -> list[Check]:
     share = 1 - _up_link_share_of_vl0("0:255,1:255")
     checks.append(Check("no lock-out: a uniform VL beside fixed-peer flows keeps its share of the up-links",
                         "at least half its weight's 0.5 (it was 0 with greedy arbitration)", 0.25, share,
-                        0.0, "fraction", "ge"))
+                        0.0, "fraction", "ge", from_measurement=True))
     return checks
 
 
@@ -301,25 +309,53 @@ def head_of_line_blocking() -> list[Check]:
         Check("HOL: 1 VL, saturated uniform, 32 ports", "2 - sqrt(2) = 0.586 (large N)",
               2 - math.sqrt(2), s1["accepted_load"], 0.03, "fraction"),
         Check("HOL relieved: destinations spread over 4 VLs", "throughput above the 1-VL HOL limit + 0.1",
-              2 - math.sqrt(2) + 0.1, s4["accepted_load"], 0.0, "fraction", "ge"),
+              2 - math.sqrt(2) + 0.1, s4["accepted_load"], 0.0, "fraction", "ge", from_measurement=True),
     ]
 
 
+MD1_HOSTS = 16
+# Standard errors of the mean allowed: Student's t with MD1_HOSTS - 1 = 15 degrees of freedom
+# exceeds 4 in magnitude with probability 0.0012, so a correct engine fails about once in 800.
+MD1_STANDARD_ERRORS = 4.0
+
+
 def md1_queue() -> list[Check]:
-    """Poisson single-packet messages on a permutation: only the HCA queues, an M/D/1 queue."""
+    """Poisson single-packet messages on a permutation: only the HCA queues, an M/D/1 queue.
+    Latency is the wait plus a constant, so the only error is the finite run's statistical error
+    of the mean wait. The permutation makes the 16 HCA queues independent replicas (no two share
+    a link), so their per-host means give that error without assuming how correlated successive
+    waits are; the tolerance is MD1_STANDARD_ERRORS of it (computed per run, a few % of the wait)."""
     checks = []
     wire = 4096 + HEADER
     service = serialization_ns(wire)
+    warmup_ns, end_ns = 100_000, 4_000_000
     for rho in [0.3, 0.6]:
-        s = _run({"topology": {"kind": "single-switch", "hosts": 16},
-                  "traffic": [{"pattern": "permutation", "load": rho}],
-                  "run": {"duration_us": 4000, "warmup_us": 100}})
+        result = _result({"topology": {"kind": "single-switch", "hosts": MD1_HOSTS},
+                          "traffic": [{"pattern": "permutation", "load": rho}],
+                          "run": {"duration_us": end_ns / 1000, "warmup_us": warmup_ns / 1000, "messages": True}})
         wait = rho * service / (2 * (1 - rho))
         expected = wait + service + 2 * LINK_NS + SWITCH_NS
+        error = MD1_STANDARD_ERRORS * _standard_error_over_hosts(result, warmup_ns, end_ns)
         checks.append(Check(f"M/D/1 at load {rho}: mean message latency",
-                            "rho S / (2 (1 - rho)) + S + 2 x link + switch", expected,
-                            s["latency_ns"]["mean"], 0.03 * expected, "ns"))
+                            f"rho S / (2 (1 - rho)) + S + 2 x link + switch; tolerance {MD1_STANDARD_ERRORS:g} "
+                            f"standard errors of the mean over the {MD1_HOSTS} independent HCA queues, "
+                            f"{error / wait:.1%} of the wait {wait:.2f} ns",
+                            expected, result.summary["latency_ns"]["mean"], error, "ns"))
     return checks
+
+
+def _standard_error_over_hosts(result: RunResult, start_ns: float, end_ns: float) -> float:
+    """The standard error of the mean latency, from the per-sender means of the messages created
+    and delivered in [start_ns, end_ns) (the summary's own selection)."""
+    assert result.messages is not None
+    by_host: dict[int, list[float]] = {}
+    for m in result.messages.to_pylist():
+        if m["delivered_ns"] is not None and start_ns <= m["created_ns"] and m["delivered_ns"] < end_ns:
+            by_host.setdefault(m["src"], []).append(m["delivered_ns"] - m["created_ns"])
+    means = [sum(v) / len(v) for v in by_host.values()]
+    n = len(means)
+    centre = sum(means) / n
+    return math.sqrt(sum((x - centre) ** 2 for x in means) / (n - 1) / n)
 
 
 def xgft_uniform_bound() -> list[Check]:
@@ -341,7 +377,8 @@ def xgft_uniform_bound() -> list[Check]:
                             "min over levels of (W_l+1 / M_l) / ((N - M_l) / (N - 1))",
                             bound, s["accepted_load"], 0.003, "fraction", "le"))
         checks.append(Check(f"{shape} uniform saturation reaches {floor:.0%} of the bound",
-                            f"{floor} x bound", floor * bound, s["accepted_load"], 0.0, "fraction", "ge"))
+                            f"{floor} x bound", floor * bound, s["accepted_load"], 0.0, "fraction", "ge",
+                            from_measurement=True))
     return checks
 
 
@@ -376,7 +413,7 @@ def dragonfly_plus() -> list[Check]:
                         "global links per group / (hosts per group x (N - H) / (N - 1))",
                         bound, s["accepted_load"], 0.01, "fraction", "le"))
     checks.append(Check("Dragonfly+ uniform, minimal: reaches 85% of the global-link bound", "0.85 x bound",
-                        0.85 * bound, s["accepted_load"], 0.0, "fraction", "ge"))
+                        0.85 * bound, s["accepted_load"], 0.0, "fraction", "ge", from_measurement=True))
     # Group shift: every host to the same host of the next group; 2 links per pair, 8 per group.
     shift = [{"pattern": "shift", "shift": 8, "load": "saturate"}]
     run = {"duration_us": 200, "warmup_us": 40}
@@ -392,12 +429,13 @@ def dragonfly_plus() -> list[Check]:
                         "global links per group / (2 x hosts per group) = 0.5", 0.5, valiant["accepted_load"], 0.01,
                         "fraction", "le"))
     checks.append(Check("group shift, Valiant: recovers at least 80% of that half", "0.8 x 0.5", 0.4,
-                        valiant["accepted_load"], 0.0, "fraction", "ge"))
+                        valiant["accepted_load"], 0.0, "fraction", "ge", from_measurement=True))
     checks.append(Check("group shift, Valiant: non-minimal share of packets",
                         "(groups - 2) / (groups - 1): the destination's group is drawn 1 time in 4", 0.75,
                         _nonminimal_fraction(valiant), 0.02, "fraction"))
     checks.append(Check("group shift, adaptive: at least 80% of Valiant's throughput", "0.8 x Valiant",
-                        0.8 * valiant["accepted_load"], adaptive["accepted_load"], 0.0, "fraction", "ge"))
+                        0.8 * valiant["accepted_load"], adaptive["accepted_load"], 0.0, "fraction", "ge",
+                        from_measurement=True))
     a = adaptive["accepted_load"]
     checks.append(Check("group shift, adaptive: sends non-minimally what minimal paths cannot carry",
                         "1 - 0.25 / accepted, less 0.05", 1 - 0.25 / a - 0.05, _nonminimal_fraction(adaptive), 0.0,
@@ -413,7 +451,8 @@ def dragonfly_plus() -> list[Check]:
     checks.append(Check("group shift, every spine reaching every group, minimal: the pair's links",
                         "links per pair / hosts per group = 8/16", 0.5, minimal["accepted_load"], 0.01, "fraction"))
     checks.append(Check("group shift, every spine reaching every group, adaptive: beats minimal by 0.1",
-                        "minimal bound 0.5 + 0.1", 0.6, adaptive["accepted_load"], 0.0, "fraction", "ge"))
+                        "minimal bound 0.5 + 0.1", 0.6, adaptive["accepted_load"], 0.0, "fraction", "ge",
+                        from_measurement=True))
     light = _run({"topology": _dragonfly(2), "routing": {"algorithm": "adaptive"}, "traffic": [{"load": 0.1}],
                   "run": run})
     checks.append(Check("uniform load 0.1, adaptive: follows minimal paths", "non-minimal share 0, within 0.01",
@@ -486,7 +525,7 @@ def collectives_against_bounds() -> list[Check]:
     # Pairwise steps are rendezvous handshakes plus data; ranks drift out of lock step, so the
     # bound is not reached; 60% of it is a floor that catches a pathological slowdown.
     checks.append(Check("alltoall reaches 60% of its injection bound on a full-bisection tree",
-                        "bound / 0.6", bound / 0.6, per_iteration, 0.0, "ns", "le"))
+                        "bound / 0.6", bound / 0.6, per_iteration, 0.0, "ns", "le", from_measurement=True))
     vector = 1 << 20
     jobs = _job_runtime_us(full, [{"name": "ar", "nodes": p, "collectives": {"allreduce": "ring"},
                                    "workload": {"kind": "collective-loop", "collective": "allreduce",
@@ -519,17 +558,21 @@ def placement_effects() -> list[Check]:
     all-to-all is bounded by its leaves' up-links."""
     checks = []
     full = {"kind": "xgft", "m": [8, 8], "w": [1, 8]}
+    # Routes never shared is what is checked; the runtimes still differ by path lengths (2 or 4
+    # links a message) and, for the all-to-all, by ranks drifting out of lock step between
+    # pairwise rounds and meeting at their destinations. Neither has a closed form here, so the
+    # tolerances are set from measurement (0.4% and 12.5% measured): regression guards.
     for label, workload, tolerance in [
         ("allreduce 1 MiB", {"kind": "collective-loop", "collective": "allreduce", "bytes": 1 << 20,
                              "iterations": 2}, 0.05),
-        # Ranks drift out of lock step between pairwise rounds and meet in leaf switches.
         ("all-to-all 64 KiB", {"kind": "all-to-all", "bytes": 65536, "iterations": 2}, 0.15),
     ]:
         runtimes = [_job_runtime_us(full, [{"name": "j", "workload": workload, **p}])["j"]["runtime_us"]
                     for p in PLACEMENTS]
         spread = max(runtimes) / min(runtimes) - 1
         checks.append(Check(f"{label} alone on a full-bisection tree: runtime spread over 5 placements",
-                            "0 (routes never shared)", 0.0, spread, tolerance, "fraction"))
+                            "0 (routes never shared); spread from path lengths and drift allowed, as measured",
+                            0.0, spread, tolerance, "fraction", from_measurement=True))
     workload = {"kind": "all-to-all", "bytes": 65536, "iterations": 2}
     # F4 on leaves of 8 hosts with 2 up-links: 4 job hosts per leaf share 2 links for 28/31 of their traffic.
     slim = {"kind": "xgft", "m": [8, 8], "w": [1, 2]}
@@ -642,9 +685,11 @@ def cc_n_to_1() -> list[Check]:
         Check(f"N -> 1 with CC, N = {n}: the hot link stays busy", "sum of shares >= 0.9", 0.9, sum(shares), 0.0,
               "fraction", "ge"),
         Check("N -> 1 without CC: the victim flow, of its rate alone", "head-of-line blocked: at most 0.1 "
-              "(as measured)", 0.1, off["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "le"),
+              "(as measured)", 0.1, off["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "le",
+              from_measurement=True),
         Check("N -> 1 with CC: the victim flow, of its rate alone", "recovers most of it: at least 0.75 "
-              "(as measured)", 0.75, on["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "ge"),
+              "(as measured)", 0.75, on["by_traffic"][0]["accepted_load"] / alone, 0.0, "fraction", "ge",
+              from_measurement=True),
     ]
 
 
@@ -774,11 +819,11 @@ TABLE_MARKER = "<!-- generated by `qoslab validate --write docs/validation.md` -
 
 def markdown(checks: list[Check]) -> str:
     lines = [
-        "| check | closed form | expected | measured | tolerance | result |",
-        "|---|---|---|---|---|---|",
+        "| check | closed form | expected | measured | tolerance | basis | result |",
+        "|---|---|---|---|---|---|---|",
     ]
     for c in checks:
         rel = {"eq": "±", "ge": "≥ expected −", "le": "≤ expected +"}[c.relation]
         lines.append(f"| {c.name} | {c.expectation} | {c.expected:.4f} {c.unit} | {c.measured:.4f} {c.unit} "
-                     f"| {rel} {c.tolerance:g} | {'pass' if c.ok else 'FAIL'} |")
+                     f"| {rel} {c.tolerance:g} | {c.basis} | {'pass' if c.ok else 'FAIL'} |")
     return "\n".join(lines) + "\n"

@@ -266,7 +266,7 @@ impl Simulation {
         let done = if self.port_rates.is_empty() {
             now + self.ser_by_wire[wire as usize]
         } else {
-            self.mixed_rate_tx_end(port, upstream, wire, pk.eligible_at)
+            self.mixed_rate_tx_end(port, upstream, wire, id)
         };
         if self.attribution.is_some() {
             self.attribute_wait(port, vl, class, now, done, was_blocked);
@@ -348,17 +348,27 @@ impl Simulation {
         }
     }
 
-    /// When a packet's transmission on `port` ends where links differ in rate: cut-through onto
-    /// a faster link cannot finish before the packet's tail has arrived from the slower one.
-    pub(crate) fn mixed_rate_tx_end(&self, port: PortId, upstream: PortId, wire: u32, eligible_at: Time) -> Time {
+    /// When packet `id`'s transmission on `port` ends where links differ in rate, recorded in
+    /// `tail_left` for its next hop: cut-through onto a faster link cannot finish before the
+    /// packet's tail has arrived, and the tail comes in at the pace of the slowest link it has
+    /// crossed so far, not just the last one (so it is carried, not rebuilt from one rate).
+    // Out of line: only imported fabrics take it, and inlined it cost uniform ones instructions.
+    #[inline(never)]
+    pub(crate) fn mixed_rate_tx_end(&mut self, port: PortId, upstream: PortId, wire: u32, id: u32) -> Time {
         let rate = self.port_rates[port.index()];
-        let end = self.now + rate.serialization(wire);
-        if upstream.is_none() {
-            return end;
+        let mut end = self.now + rate.serialization(wire);
+        let slot = id as usize;
+        if slot >= self.tail_left.len() {
+            // Grows with the packet slab, whose ids it shares (freed ids are reused).
+            self.tail_left.resize(slot + 1, 0);
         }
-        // The header arrived a switch latency before the packet became eligible; its tail
-        // follows at the upstream link's rate, and leaves here one byte time after arriving.
-        let tail_in = eligible_at - self.switch_latency + self.port_rates[upstream.index()].serialization(wire);
-        end.max(tail_in + rate.serialization(1))
+        if !upstream.is_none() {
+            // The tail left the previous port at `tail_left` and arrives a link latency later;
+            // it leaves here one byte time after arriving.
+            let tail_in = self.tail_left[slot] + self.link_latency;
+            end = end.max(tail_in + rate.serialization(1));
+        }
+        self.tail_left[slot] = end;
+        end
     }
 }

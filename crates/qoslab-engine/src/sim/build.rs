@@ -156,6 +156,7 @@ impl Simulation {
             qos_vls: vls / cfg.routing.vls as u32,
             rate,
             port_rates,
+            tail_left: Vec::new(),
             link_latency: ns_to_ps(f.link_latency_ns),
             switch_latency: ns_to_ps(f.switch_latency_ns),
             mtu: f.mtu_bytes,

@@ -89,6 +89,9 @@ pub struct Simulation {
     /// Per output port, when link rates differ (an imported fabric); empty when every link runs
     /// at `rate`, so the common case pays nothing.
     pub(crate) port_rates: Vec<Rate>,
+    /// Per packet id, when its tail left the last port it crossed (`mixed_rate_tx_end`): kept
+    /// only when `port_rates` is set, beside the 32-byte `Packet` rather than in it.
+    pub(crate) tail_left: Vec<Time>,
     pub(crate) link_latency: Time,
     pub(crate) switch_latency: Time,
     pub(crate) mtu: u32,
