@@ -123,10 +123,11 @@ def test_b_correlations_are_taken_per_target_locality_and_routing():
 
 def test_a_single_target_keeps_its_run_ids_and_labels():
     # Run ids of the example study as they were before [[targets]] existed: a resumed study
-    # finds its runs.
+    # finds its runs. (Snapshot 1's id changed on 2026-11-27 with its background: synthetic
+    # snapshots now fill their busy fraction.)
     specs, plan = TailPlan(study(snapshots=2)).plan()
     assert [s.run_id for s in specs[:2]] == ["r0-s-1-same-group-minimal-de36e32dd1", "r0-s-1-same-group-adaptive-4aa9727e48"]
-    assert specs[-1].run_id == "r1-s1-spread-groups-adaptive-4f9bd6ef9a"
+    assert specs[-1].run_id == "r1-s1-spread-groups-adaptive-adc20dd31a"
     assert set(plan["target"]) == {"target"}
     several = TailPlan(study(targets=TWO, snapshots=1)).plan()[0]
     assert {s.policy for s in several} == {f"{t}-{loc}-minimal" for t in ("bcast-8B", "alltoall-4KiB")
@@ -325,3 +326,17 @@ def test_an_swf_log_without_wait_times_is_read_with_background_assume_zero_wait(
     s = TailStudy.from_dict({**s.model_dump(exclude_unset=True), "background": {
         **s.background.model_dump(exclude_unset=True), "assume_zero_wait": True}}, s.source)
     assert [len(h) for h in TailPlan(s).snapshot(0).background] == [16]
+
+
+def test_synthetic_backgrounds_reach_their_drawn_busy_fraction():
+    # A drawn job too large for what is left is passed over, not the end of the snapshot: until
+    # 2026-11-27 one labelled "35% busy" could hold no background at all (16 points short on average).
+    plan = TailPlan(study(snapshots=20))
+    bg, hosts = plan.study.background, plan.hosts
+    for index in range(20):
+        busy = np.random.default_rng([plan.base.seed, 11, index]).uniform(*bg.occupancy)  # the first draw
+        room = min(int(busy * hosts), hosts - plan.room_for)
+        used = sum(len(h) for h in plan.snapshot(index).background)
+        # Single-node jobs (single_node_fraction > 0) fill the last hosts: exactly the room.
+        assert used == room, (index, used, room)
+        assert plan.snapshot(index).label == f"synthetic, {used / hosts:.0%} busy"
