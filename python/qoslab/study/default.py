@@ -3,9 +3,9 @@ tree, compared under each family of policy the seeds propose. It finishes in wel
 on two cores (benchmarks/study.json has the figures).
 
 The fabric is a 4:1 slimmed two-level tree, so jobs spread over its leaves meet on the up-links,
-as on the slimmed trees of the seeds. Three jobs are fragmented four nodes per leaf over every
-leaf: a MILC skeleton (the job the per-job and per-rank policies favour), an all-to-all and an
-allreduce loop (latency-bound). A Flood-Pairs congestor sits on one leaf and talks to four
+as on the slimmed trees of the seeds. Three jobs of 32 nodes are placed at random (one to eight
+nodes on each leaf): a MILC skeleton (the job the per-job and per-rank policies favour), an
+all-to-all and an allreduce loop (latency-bound). A Flood-Pairs congestor sits on one leaf and talks to four
 others, so its pressure is local: the MILC ranks near it are the job's slow ranks.
 """
 
@@ -19,7 +19,7 @@ DEFAULT_STUDY: dict[str, Any] = {
     "name": "qoslab default study: four jobs, one congestor, every kind of QoS policy",
     "description": (
         "Four MPI jobs share a 128-host, 4:1 slimmed fat tree: a MILC skeleton, an all-to-all and an "
-        "allreduce loop spread four nodes per leaf, and a Flood-Pairs congestor on one leaf. Each job runs "
+        "allreduce loop placed at random, and a Flood-Pairs congestor on one leaf. Each job runs "
         "alone on its hosts, then all four together under each policy: everyone on one service level, "
         "job-level priorities (Savoie et al.), prioritising 10% of MILC's ranks (Savoie et al.), priority "
         "per message from past latency (Khalilov et al.) and traffic spread over all VLs (Subramoni et al.)."
