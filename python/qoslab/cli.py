@@ -450,9 +450,15 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
         raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
                    EXIT_INTERRUPTED) from None
     except OSError as error:
-        raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+        raise fail(f"error: {out}: cannot write results: {_os_reason(error)}") from None
     finally:
         executor.close()
+
+
+def _os_reason(error: OSError) -> str:
+    """An OSError as one line: the file it names, if any, and the system's reason."""
+    reason = error.strerror or str(error) or type(error).__name__
+    return f"{error.filename}: {reason}" if error.filename else reason
 
 
 def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None,

@@ -44,6 +44,7 @@ from qoslab.plots import (
 )
 from qoslab.plots.interference import wait_unit
 from qoslab.sweep.iterations import IterationsFile
+from qoslab.sweep.outputs import replacing, write_bytes, write_text
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -82,14 +83,16 @@ def _figure(fig: Any, out_dir: Path, name: str, alt: str | None = None, formats:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     data = buffer.getvalue()
-    (folder / f"{name}.png").write_bytes(data)
-    for extra in dict.fromkeys(formats or ()):
-        if extra == "png":
-            continue
-        # Fixed ids and no dates, so the same study writes the same files.
-        with plt.rc_context({"svg.hashsalt": "qoslab"}):
-            fig.savefig(folder / f"{name}.{extra}", format=extra, bbox_inches="tight", metadata=VECTOR_METADATA[extra])
-    plt.close(fig)
+    try:
+        write_bytes(folder / f"{name}.png", data)
+        for extra in dict.fromkeys(formats or ()):
+            if extra == "png":
+                continue
+            # Fixed ids and no dates, so the same study writes the same files.
+            with plt.rc_context({"svg.hashsalt": "qoslab"}), replacing(folder / f"{name}.{extra}") as temp:
+                fig.savefig(temp, format=extra, bbox_inches="tight", metadata=VECTOR_METADATA[extra])
+    finally:
+        plt.close(fig)
     image = f'<img alt="{html.escape(alt or name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
     if caption is None:
         return image
@@ -173,9 +176,7 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
                  "docs/metrics.md defines every metric.</p>")
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(meta.get('name') or 'qoslab study')}</title>" \
            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    return write_text(out / "report.html", page)
 
 
 def _interval_caption(repetitions: int, marks: str = "error bars") -> str:

@@ -39,7 +39,7 @@ class StudyOutcome(OutcomeView):
     failed: list[dict[str, Any]] = field(default_factory=list)
     search: pd.DataFrame | None = None
     written: list[Path] = field(default_factory=list)
-    report_error: str | None = None  # the analysis or report failed (a bug): the tables are still there
+    report_error: str | None = None  # the analysis or report failed (a bug, not an OSError): the tables are still there
     policies: list[str] = field(default_factory=list)  # names, in the study's order
     notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed, and in study.json
     run_ids: list[str] = field(default_factory=list)  # its runs, as the study asked for them
@@ -240,7 +240,8 @@ class FolderTask:
 
 def finish_folder(task: FolderTask) -> StudyOutcome:
     """The tables, analysis and (with `task.report`) figures and report of a study or point, from
-    its stored runs; a failed analysis or report is said in the outcome (the tables stay)."""
+    its stored runs; a failed analysis or report is said in the outcome (the tables stay), a file
+    that cannot be written raises OSError (outputs.OutputError: which file, and why)."""
     out = task.out
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(task.store)
@@ -258,7 +259,9 @@ def finish_folder(task: FolderTask) -> StudyOutcome:
         files, results = write_results(out, tables, iterations, search, meta, task.report)
         written += files
         tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
-    except Exception as error:  # the runs and their tables are written; say what is missing
+    except OSError:
+        raise  # the environment (a full disk, a file-size limit), not a bug: the command fails, naming the file
+    except Exception as error:  # a bug in the analysis or report: the runs and their tables are written
         report_error = f"{type(error).__name__}: {error}"
     runs = tables["runs"]
     failed = runs[runs["status"] != "completed"].to_dict("records")

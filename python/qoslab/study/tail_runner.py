@@ -92,6 +92,8 @@ class TailStudyRunner(TailPlan):
                     "fabric": self.base.topology.model_dump(), "targets": [t.model_dump() for t in self.targets],
                     "figure_formats": list(self.study.figure_formats)}
             outcome.written.append(write_tail_report(self.out, tables, meta))
+        except OSError:
+            raise  # the environment (a full disk, a file-size limit), not a bug: the command fails, naming the file
         except Exception as error:  # noqa: BLE001 - the tables are written; a report bug must not lose them
             outcome.report_error = f"{type(error).__name__}: {error}"
         return outcome

@@ -1,0 +1,58 @@
+"""A study folder's own outputs (tables, study.json, figures, report.html): a file that cannot be
+written fails the command naming it (exit 2), and never leaves a truncated file in place of the
+previous one."""
+
+from __future__ import annotations
+
+import resource
+import subprocess
+import sys
+from pathlib import Path
+
+from qoslab.cli import EXIT_USER_ERROR
+
+STUDY = ('[scenario]\nseed = 3\n[scenario.topology]\nkind = "xgft"\nm = [4, 4]\nw = [1, 2]\n'
+         '[[scenario.jobs]]\nname = "a2a"\nnodes = 4\nworkload = { kind = "all-to-all", bytes = 32768, iterations = 2 }\n'
+         '[[scenario.jobs]]\nname = "flood"\nnodes = 4\nworkload = { kind = "flood-pairs", iterations = 10 }\n'
+         '[[policies]]\nkind = "default"\n')
+
+
+def _study(tmp_path: Path, file_limit: int | None = None) -> subprocess.CompletedProcess[str]:
+    """`qoslab study` on STUDY into tmp_path/out, its files limited to `file_limit` bytes (ulimit -f)."""
+    path = tmp_path / "s.toml"
+    path.write_text(STUDY)
+
+    def limit() -> None:
+        if file_limit is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
+
+    return subprocess.run([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
+                           "--workers", "1"], capture_output=True, text=True, preexec_fn=limit, timeout=300)
+
+
+def _leftovers(out: Path) -> list[Path]:
+    return list(out.rglob(".*.tmp"))
+
+
+def test_a_report_that_cannot_be_written_fails_the_command_and_keeps_the_previous_one(tmp_path):
+    # A full disk or a file-size limit while the report was written was called "a bug", exited 0
+    # and left a truncated report.html.
+    first = _study(tmp_path)
+    assert first.returncode == 0, first.stderr
+    report = tmp_path / "out" / "report.html"
+    before = report.read_bytes()
+    assert len(before) > 64 * 1024  # the limit below lets the tables through, not the report
+    again = _study(tmp_path, file_limit=64 * 1024)
+    assert again.returncode == EXIT_USER_ERROR, again.stderr
+    said = " ".join(again.stderr.split())
+    assert f"cannot write results: {report}: File too large" in said, said
+    assert "a bug" not in said and "Traceback" not in said, said
+    assert report.read_bytes() == before  # untouched, not cut off
+    assert not _leftovers(tmp_path / "out")
+
+
+def test_a_report_that_cannot_be_written_leaves_none(tmp_path):
+    done = _study(tmp_path, file_limit=64 * 1024)
+    assert done.returncode == EXIT_USER_ERROR, done.stderr
+    assert not (tmp_path / "out" / "report.html").exists()
+    assert not _leftovers(tmp_path / "out")
