@@ -5,7 +5,9 @@ disk, a file-size limit) leaves the previous file as it was. A failure names the
 
 from __future__ import annotations
 
+import json
 import os
+import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -57,3 +59,51 @@ def write_bytes(path: Path, data: bytes) -> Path:
     with replacing(path) as temp:
         temp.write_bytes(data)
     return path
+
+
+# Written first and removed last while a study folder's tables are rewritten: a folder that still
+# has it was cut off while finishing (killed, or a file that could not be written), and its files
+# may mix the new results with the previous ones. Running the study again rewrites them all.
+FINISHING = "finishing.json"
+
+
+def rerun_command(out: Path, source: str | None) -> str:
+    """The command that finishes `out` again (a sweep point's folder: the sweep's)."""
+    out = Path(out)
+    from qoslab.sweep.folder import POINTS
+
+    if out.parent.name == POINTS:  # a sweep's point, written by the sweep's command
+        out = out.parent.parent
+    return f"qoslab study {source + ' ' if source else ''}--out {out}"
+
+
+@contextmanager
+def finishing(out: Path, source: str | None) -> Iterator[None]:
+    """`with finishing(out, source):` around the rewriting of a study folder's tables and report:
+    marked while it lasts; the mark stays if it does not end (readers then refuse the folder,
+    `check_finished`)."""
+    out = Path(out)
+    marker = out / FINISHING
+    write_text(marker, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                   "command": rerun_command(out, source)}) + "\n")
+    # What a killed finishing left half-written (the folder is held: no other writer has these).
+    for temp in [*out.glob(".*.tmp"), *(out / "figures").glob(".*.tmp")]:
+        temp.unlink(missing_ok=True)
+    yield
+    marker.unlink(missing_ok=True)
+
+
+def check_finished(out: Path) -> None:
+    """FolderError if `out`'s tables were being rewritten when its study stopped (or are now)."""
+    from qoslab.errors import FolderError
+
+    marker = Path(out) / FINISHING
+    if not marker.exists():
+        return
+    try:
+        command = json.loads(marker.read_text()).get("command")
+    except (OSError, ValueError, AttributeError):
+        command = None
+    raise FolderError(f"{out}: its results are incomplete: the study was stopped, or could not write a file, while "
+                      f"it wrote them (or is writing them now), so its tables may mix old and new results; run "
+                      f"`{command or rerun_command(out, None)}` again to finish it (its stored runs are reused)")
