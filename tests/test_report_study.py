@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from qoslab.cli import app
+from qoslab.cli import EXIT_RUNS_INCOMPLETE, app
 from typer.testing import CliRunner
 
 # Three small jobs on a 16-host slimmed tree; "every assignment of the jobs to distinct levels"
@@ -180,6 +180,38 @@ def test_a_study_whose_runs_all_hit_their_time_limit_says_so_instead_of_nan(tmp_
         'workload = {kind = "all-to-all", bytes = 65536, iterations = 4}\n'
         '[[policies]]\nkind = "default"\n[[policies]]\nkind = "per-job"\nassignment = "all"\n')
     result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(tmp_path / "o"), "--workers", "1"])
-    assert result.exit_code == 0, result.output
+    # Runs that did not complete exit non-zero (docs/python-api.md said so; the command exited 0).
+    assert result.exit_code == EXIT_RUNS_INCOMPLETE, result.output
+    assert "30 of 30 runs did not complete" in " ".join(result.stderr.split())
     page = (tmp_path / "o" / "report.html").read_text()
     assert "No repetition completed" in page and "nan us" not in page and "None, runs" not in page
+    assert "of the 26 shared and 4 alone runs, 30 ended at the time limit" in page and "Give the runs more time" in page
+
+
+def test_a_study_whose_shared_runs_all_deadlock_says_they_deadlocked_and_gives_no_impact_figure(tmp_path):
+    # Every shared run deadlocked (minhop round a ring, tests/test_dragonfly.py); the report said they
+    # had all ended at their time limit and advised more time, the command exited 0, and the
+    # congestion-impact table gave 0 from the iterations the deadlocked runs got through.
+    from qoslab.cli import app
+    from test_dragonfly import ring_net
+    from typer.testing import CliRunner
+
+    (tmp_path / "ring.net").write_text(ring_net())
+    (tmp_path / "scenario.toml").write_text(
+        'seed = 1\n[topology]\nkind = "ibnetdiscover"\npath = "ring.net"\n[fabric]\ndata_vls = 1\nvl_buffer_bytes = 4160\n'
+        '[[jobs]]\nname = "a2a"\nnodes = 5\nplacement = "random"\n'
+        'workload = { kind = "all-to-all", bytes = 262144, iterations = 3 }\n'
+        '[[jobs]]\nname = "flood"\nnodes = 5\nplacement = "random"\nworkload = { kind = "flood-pairs", iterations = 20 }\n'
+        '[[traffic]]\nload = "saturate"\n')
+    (tmp_path / "study.toml").write_text('scenario = "scenario.toml"\nrepetitions = 2\n[[policies]]\nkind = "default"\n')
+    result = CliRunner().invoke(app, ["study", str(tmp_path / "study.toml"), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert result.exit_code == EXIT_RUNS_INCOMPLETE, result.output
+    runs = pd.read_parquet(tmp_path / "o" / "runs.parquet")
+    assert set(runs[runs["mode"] == "shared"]["status"]) == {"deadlock"}
+    assert set(runs[runs["mode"] == "alone"]["status"]) == {"completed"}
+    page = (tmp_path / "o" / "report.html").read_text()
+    assert "of the 2 shared and 4 alone runs, 2 deadlocked" in page
+    assert "time limit" not in page.split("<h2>How the metrics")[0].split("Runs that did not complete")[0]
+    impact = page.split("Congestion impact (GPCNeT")[1].split("</table>")[0]
+    cells = re.findall(r"<td>([^<]*)</td>", impact)
+    assert cells == ["flood", "default", "–", "–"], cells

@@ -212,6 +212,34 @@ def test_ctrl_c_stops_a_study_at_once_and_without_a_traceback(tmp_path, workers,
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_to_the_command_alone_stops_its_workers_at_once(tmp_path, sig):
+    # `kill PID` (a supervisor, Slurm's scancel of a batch step, an operator) reaches the command
+    # alone, not its workers: it said "interrupted" but waited for the runs each worker was on
+    # and those queued to it (minutes at seed scale). Now it stops them as a Ctrl-C to the group does.
+    proc, started = _start_study(tmp_path, 2, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        assert len(started) >= 2, "the study never started its workers"
+        time.sleep(4.0)  # the workers are in their runs (each takes minutes)
+        signalled = time.monotonic()
+        os.kill(proc.pid, sig)
+        output = proc.communicate(timeout=60)[0].decode()
+        assert time.monotonic() - signalled < 5.0, output
+        assert proc.returncode == EXIT_INTERRUPTED, output
+        assert "interrupted: finished runs are kept" in output and "Traceback" not in output, output
+        deadline = time.time() + 2
+        while time.time() < deadline and any(_alive(w) for w in started):
+            time.sleep(0.1)
+        assert not any(_alive(w) for w in started), "workers outlived the interrupted command"
+    finally:
+        for pid in started | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
 def test_workers_die_when_the_command_that_started_them_is_killed(tmp_path):
     proc, workers = _start_study(tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

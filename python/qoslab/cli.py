@@ -61,6 +61,9 @@ EXIT_ENGINE_ERROR = 3
 EXIT_INTERRUPTED = 130
 EXIT_DEADLOCK = 1
 EXIT_RUNS_FAILED = 4  # a study finished, but some of its runs failed: its tables lack them
+# A study finished, but some of its runs did not complete (a deadlock, the time limit): kept as
+# results, so running it again changes nothing; their jobs have no runtime, slowdown or contention.
+EXIT_RUNS_INCOMPLETE = 5
 
 app = typer.Typer(
     add_completion=False,
@@ -326,9 +329,11 @@ def study(
         return _array_task_done(task, runner.stages)
     if isinstance(outcome, SweepOutcome):
         print_sweep(outcome)
-        return _exit_on_failed_runs(sum(r["status"] == "error" for r in outcome.failed), outcome.runs_total, out)
-    print_study(outcome)
-    _exit_on_failed_runs(_errors(outcome.tables["runs"]), outcome.runs_total, out)
+    else:
+        print_study(outcome)
+    statuses = [row["status"] for row in outcome.failed]  # every run that did not complete
+    _exit_on_failed_runs(statuses.count("error"), outcome.runs_total, out)
+    _exit_on_incomplete_runs(len(statuses), outcome.runs_total)
 
 
 def _array_mode(array_task: str | None, collect: bool, executor_kind: Any, scheduler: str | None) -> tuple[int, int] | None:
@@ -450,9 +455,15 @@ def _study_executor(cfg: Any, scheduler: str | None, workers: int | None, out: P
         raise fail(f"interrupted: finished runs are kept in {out}/runs; run the same command to resume",
                    EXIT_INTERRUPTED) from None
     except OSError as error:
-        raise fail(f"error: {out}: cannot write results: {error.strerror or error}") from None
+        raise fail(f"error: {out}: cannot write results: {_os_reason(error)}") from None
     finally:
         executor.close()
+
+
+def _os_reason(error: OSError) -> str:
+    """An OSError as one line: the file it names, if any, and the system's reason."""
+    reason = error.strerror or str(error) or type(error).__name__
+    return f"{error.filename}: {reason}" if error.filename else reason
 
 
 def _tail_study(loaded: Any, study_file: Path, out: Path, scheduler: str | None, workers: int | None,
@@ -488,6 +499,16 @@ def _exit_on_failed_runs(failed: int, total: int, out: Path) -> None:
     if failed:
         raise fail(f"error: {failed} of {total} runs failed (listed above, with their errors, and in the runs table in {out}/). "
                    "Run the same command again to retry them", EXIT_RUNS_FAILED)
+
+
+def _exit_on_incomplete_runs(incomplete: int, total: int) -> None:
+    """A policy study some of whose runs deadlocked or reached their time limit exits non-zero
+    (EXIT_RUNS_INCOMPLETE): they are results, kept, but a script must not take the comparison as
+    whole (their jobs have no slowdown; a study none of whose repetitions completed has none)."""
+    if incomplete:
+        raise fail(f"error: {incomplete} of {total} runs did not complete (a deadlock or the time limit, listed above "
+                   "and in the report); they are kept as results, so running the study again changes nothing: "
+                   "change the scenario (routing, VLs, run.duration_us) to complete them", EXIT_RUNS_INCOMPLETE)
 
 
 export_app = typer.Typer(no_args_is_help=True, help="Write a fabric or a QoS policy in the real tools' formats.")

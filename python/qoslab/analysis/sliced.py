@@ -6,7 +6,8 @@ order, from the same samples in the same order."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import math
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 import pandas as pd
@@ -68,16 +69,33 @@ def job_iteration_stats(iterations: Slices, job: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def _against_alone(iterations: Slices, job: str) -> list[pd.DataFrame]:
-    """Per policy other than alone (in the order written): its rows of `job` after the alone ones."""
-    alone = iterations.read(job, [ALONE], IMPACT_COLUMNS)
-    return [pd.concat([alone, iterations.read(job, [policy], IMPACT_COLUMNS)], ignore_index=True)
+def _against_alone(iterations: Slices, job: str, complete: Collection[str] | None = None) -> list[tuple[str, pd.DataFrame]]:
+    """Per policy other than alone (in the order written): its rows of `job` after the alone ones;
+    with `complete`, only the rows of those runs (the runs in which `job` completed: a run that
+    deadlocked or hit its time limit has rows of the iterations it got through, or of none)."""
+
+    def rows(policy: str) -> pd.DataFrame:
+        if complete is None:
+            return iterations.read(job, [policy], IMPACT_COLUMNS)
+        frame = iterations.read(job, [policy], [*IMPACT_COLUMNS, "run_id"])
+        return frame[frame["run_id"].isin(set(complete))][IMPACT_COLUMNS]
+
+    alone = rows(ALONE)
+    return [(policy, pd.concat([alone, rows(policy)], ignore_index=True))
             for policy in iterations.present[job] if policy != ALONE]
 
 
-def job_gpcnet_impact(iterations: Slices, job: str, tests: list[GpcnetTest]) -> pd.DataFrame:
-    """gpcnet_impact of canary `job`: rows by test, then policy."""
-    frames = [f for f in (gpcnet_impact(rows, job, tests) for rows in _against_alone(iterations, job)) if len(f)]
+def _both_modes(rows: pd.DataFrame) -> bool:
+    """Rows alone and shared: an impact (shared over alone) can be computed from them."""
+    return {"alone", "shared"} <= set(rows["mode"])
+
+
+def job_gpcnet_impact(iterations: Slices, job: str, tests: list[GpcnetTest],
+                      complete: Collection[str] | None = None) -> pd.DataFrame:
+    """gpcnet_impact of canary `job`: rows by test, then policy (with `complete`, from the runs in
+    which it completed only: a policy with none has no row)."""
+    frames = [f for f in (gpcnet_impact(rows, job, tests) for _, rows in _against_alone(iterations, job, complete)
+                          if complete is None or _both_modes(rows)) if len(f)]
     if not frames:
         return pd.DataFrame(columns=GPCNET_COLUMNS)
     order = {test.name: index for index, test in enumerate(tests)}
@@ -85,7 +103,16 @@ def job_gpcnet_impact(iterations: Slices, job: str, tests: list[GpcnetTest]) -> 
     return table.sort_values("test", key=lambda names: names.map(order), kind="stable").reset_index(drop=True)
 
 
-def job_congestion_impact(iterations: Slices, job: str) -> pd.DataFrame:
-    """congestion_impact of `job` (GPCNeT's CIF of its iteration times), a row per policy."""
-    frames = [f for f in (congestion_impact(rows, job) for rows in _against_alone(iterations, job)) if len(f)]
+def job_congestion_impact(iterations: Slices, job: str, complete: Collection[str] | None = None) -> pd.DataFrame:
+    """congestion_impact of `job` (GPCNeT's CIF of its iteration times), a row per policy; with
+    `complete`, from the runs in which it completed only: a policy with none alone or shared has
+    no figure (NaN), not the impact of the iterations a deadlocked run got through."""
+    frames = []
+    for policy, rows in _against_alone(iterations, job, complete):
+        frame = congestion_impact(rows, job) if complete is None or _both_modes(rows) else pd.DataFrame()
+        if len(frame):
+            frames.append(frame)
+        elif complete is not None:
+            frames.append(pd.DataFrame([{"policy": policy, "job": job, "kind": "latency", "cif_average": math.nan,
+                                         "cif_p99": math.nan}], columns=CIF_COLUMNS))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=CIF_COLUMNS)

@@ -12,9 +12,10 @@ from typing import Any
 
 from qoslab.deploy.mpi_env import deployment
 from qoslab.deploy.names import ExportError
-from qoslab.errors import DamagedRun
+from qoslab.errors import DamagedRun, FolderError
 from qoslab.scenario import Scenario
 from qoslab.sweep.folder import POINTS
+from qoslab.sweep.outputs import check_finished
 
 
 @dataclass
@@ -80,7 +81,12 @@ def _store_of(study_out: Path) -> Path:
 
 def study_scenario(study_out: Path, policy: str | None, repetition: int) -> Choice:
     """The scenario a study ran for `policy` (None: the best deployable one) in `repetition`; a
-    sweep's point folder is a study of its own here."""
+    sweep's point folder is a study of its own here. A folder whose finishing was cut off (its
+    tables may mix two versions of the study) is refused."""
+    try:
+        check_finished(study_out)
+    except FolderError as error:
+        raise ExportError(str(error)) from None
     if (study_out / "sweep.parquet").is_file() and not (study_out / "runs.parquet").is_file():
         raise ExportError(f"{study_out}: a sweep's folder, whose points each compare the policies on other scenarios: "
                           f"export one point's, {study_out / 'points' / 'point=N'} (the points' values: "

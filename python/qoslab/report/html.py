@@ -44,6 +44,7 @@ from qoslab.plots import (
 )
 from qoslab.plots.interference import wait_unit
 from qoslab.sweep.iterations import IterationsFile
+from qoslab.sweep.outputs import replacing, write_bytes, write_text
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -82,14 +83,16 @@ def _figure(fig: Any, out_dir: Path, name: str, alt: str | None = None, formats:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
     data = buffer.getvalue()
-    (folder / f"{name}.png").write_bytes(data)
-    for extra in dict.fromkeys(formats or ()):
-        if extra == "png":
-            continue
-        # Fixed ids and no dates, so the same study writes the same files.
-        with plt.rc_context({"svg.hashsalt": "qoslab"}):
-            fig.savefig(folder / f"{name}.{extra}", format=extra, bbox_inches="tight", metadata=VECTOR_METADATA[extra])
-    plt.close(fig)
+    try:
+        write_bytes(folder / f"{name}.png", data)
+        for extra in dict.fromkeys(formats or ()):
+            if extra == "png":
+                continue
+            # Fixed ids and no dates, so the same study writes the same files.
+            with plt.rc_context({"svg.hashsalt": "qoslab"}), replacing(folder / f"{name}.{extra}") as temp:
+                fig.savefig(temp, format=extra, bbox_inches="tight", metadata=VECTOR_METADATA[extra])
+    finally:
+        plt.close(fig)
     image = f'<img alt="{html.escape(alt or name)}" src="data:image/png;base64,{base64.b64encode(data).decode()}">'
     if caption is None:
         return image
@@ -151,7 +154,7 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
         summary = summary.set_index("policy").loc[order].reset_index()
         # One look per policy, the same in every figure: the study's order, alone and default first.
         styles = policy_styles(["alone", "default", *order])
-        parts.append(_headline(summary, slow))
+        parts.append(_headline(summary, slow, runs))
         parts.append(_policies(summary, policies_meta))
         parts.append(_slowdown(slow, order, styles, out, formats))
         repetitions = int(summary["complete_repetitions"].max())  # the most any policy rests on
@@ -162,7 +165,7 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
         parts.append(_interference(tables.get("interference"), runs, jobs, order, out, formats))
         parts.append(_utilisation(tables.get("vl_levels"), runs, order, out, formats))
         parts.append(_per_rank(iterations, slow, order, out, formats))
-        parts.append(_distributions(iterations, order, styles, out, formats, meta.get("base_scenario", {})))
+        parts.append(_distributions(iterations, jobs, order, styles, out, formats, meta.get("base_scenario", {})))
     if search is not None and len(search):
         parts.append("<h2>Search candidates</h2>" + _table(search[["search", "rank", "candidate", "objective", "value"]]))
     parts.append(_failures(runs))
@@ -173,16 +176,14 @@ def write_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], iteration
                  "docs/metrics.md defines every metric.</p>")
     page = f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(meta.get('name') or 'qoslab study')}</title>" \
            f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>"
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    return write_text(out / "report.html", page)
 
 
 def _interval_caption(repetitions: int, marks: str = "error bars") -> str:
     """`repetitions`: the most complete repetitions any policy has; a policy with fewer has a wider
     interval, and one with a single one none (the policies table gives each its count)."""
     if repetitions == 0:
-        return "No repetition completed: every run ended at its time limit before its jobs finished."
+        return "No repetition completed (the headline says how the runs ended), so there is no mean to show."
     if repetitions < 2:
         return (f"One repetition: there is no confidence interval, so no {marks}; differences between policies "
                 "cannot be told from run-to-run variation.")
@@ -204,18 +205,41 @@ def _setup(meta: dict[str, Any], jobs: pd.DataFrame) -> str:
     return text + "<h2>Jobs</h2>" + _table(alone, {"alone_us": ",.1f"})
 
 
-def _headline(summary: pd.DataFrame, slow: pd.DataFrame) -> str:
+# How a run that did not complete ended (runs.parquet's status), and what to do about it.
+ENDINGS = {
+    "deadlock": ("deadlocked", "A deadlock is a result of the fabric, routing and policy (the runs table below names "
+                 "its cycle or the ranks waiting); more time does not change it."),
+    "time_limit": ("ended at the time limit (run.duration_us) before all their jobs finished",
+                   "Give the runs more time (run.duration_us)."),
+    "error": ("failed with an error", "Running the study again retries the runs that failed with an error."),
+}
+
+
+def _endings(runs: pd.DataFrame) -> tuple[str, str]:
+    """How `runs` that did not complete ended, counted by status ("2 deadlocked, 1 failed with an
+    error"), and the advice for those statuses."""
+    counts = runs.loc[runs["status"] != "completed", "status"].value_counts()
+    said = [f"{int(counts[status])} {what}" for status, (what, _) in ENDINGS.items() if status in counts]
+    said += [f"{int(n)} ended as {status}" for status, n in counts.items() if status not in ENDINGS]
+    advice = " ".join(hint for status, (_, hint) in ENDINGS.items() if status in counts)
+    return ", ".join(said) or "none failed, but some job never completed", advice
+
+
+def _headline(summary: pd.DataFrame, slow: pd.DataFrame, runs: pd.DataFrame) -> str:
+    shared = runs[runs["mode"] == "shared"]
     if summary["total_contention_us"].isna().all():
-        return ("<div class='headline'>No repetition completed: every shared run ended at its time limit "
-                "(run.duration_us) before all its jobs finished, so there is no contention to compare. Give the "
-                "runs more time.</div>")
+        ended, advice = _endings(runs)
+        return (f"<div class='headline'>No repetition completed, so there is no contention to compare: of the "
+                f"{len(shared)} shared and {len(runs) - len(shared)} alone runs, {html.escape(ended)}. "
+                f"{html.escape(advice)}</div>")
     ranked = ranking(summary)
     best = ranked.iloc[0]
     default = summary[summary["policy"] == "default"]
     lines = []
     if len(default) and np.isnan(default.iloc[0]["total_contention_us"]):
-        lines.append("Under the default policy some job never completed in time in any repetition "
-                     "(run.duration_us), so no figure is given against it.")
+        ended, _ = _endings(pd.concat([shared[shared["policy"] == "default"], runs[runs["mode"] == "alone"]]))
+        lines.append(f"Under the default policy no repetition completed (of its shared runs and the alone runs, "
+                     f"{html.escape(ended)}), so no figure is given against it.")
     elif len(default):
         d = default.iloc[0]
         lines.append(f"Sharing the fabric under the default policy costs the jobs {d['total_contention_us']:,.0f} us of "
@@ -462,8 +486,8 @@ def _per_rank(iterations: IterationsFile, slow: pd.DataFrame, order: list[str], 
                             "send_latency_max_over_median": ".3f"}))
 
 
-def _distributions(iterations: IterationsFile, order: list[str], styles: dict[str, Any], out: Path, formats: list[str],
-                   scenario: dict[str, Any]) -> str:
+def _distributions(iterations: IterationsFile, jobs: pd.DataFrame, order: list[str], styles: dict[str, Any], out: Path,
+                   formats: list[str], scenario: dict[str, Any]) -> str:
     """Per job: its iteration-time CDF per policy, its predictability and GPCNeT's congestion
     impact, each read a job and a policy at a time (analysis/sliced.py): the study's iterations
     are never all in memory."""
@@ -478,10 +502,12 @@ def _distributions(iterations: IterationsFile, order: list[str], styles: dict[st
         parts.append(_figure(latency_cdf(iterations, job, shown, styles=styles), out, f"cdf-{job}", formats=formats,
                              alt=f"{job}: iteration time distribution per policy: {_names(shown)}"))
         stats.append(job_iteration_stats(iterations, job))
+        # The impact compares runs in which the job completed: a deadlocked run's few iterations say nothing.
+        complete = set(jobs.loc[(jobs["job"] == job) & jobs["completed"].astype(bool), "run_id"])
         if job in canaries:
-            gpcnet.append(job_gpcnet_impact(iterations, job, canaries[job]))
+            gpcnet.append(job_gpcnet_impact(iterations, job, canaries[job], complete))
         else:
-            impacts.append(job_congestion_impact(iterations, job))
+            impacts.append(job_congestion_impact(iterations, job, complete))
     table = pd.concat(stats, ignore_index=True)
     table = table[["job", "policy", "count", "p50", "p99", "p99_over_p50", "cv"]].sort_values(["job"], kind="stable")
     parts.append("<h3>Predictability (iteration times, ns)</h3>" + _table(table, {"p50": ",.0f", "p99": ",.0f"}))

@@ -14,6 +14,7 @@ import pandas as pd
 
 from qoslab.analysis.gpcnet import impact_by_point
 from qoslab.report.html import STYLE, _figure, _table
+from qoslab.sweep.outputs import write_text
 
 SHOWN = ["policy", "total_contention_us", "mean_slowdown", "worst_slowdown", "worst_job", "vs_default_pct"]
 
@@ -45,9 +46,7 @@ def write_sweep_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], met
                  "run tables read together with qoslab.study.sweep_runner.sweep_dataset(out, \"jobs\").</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    return write_text(out / "report.html", page)
 
 
 def _against(sweep: pd.DataFrame, slowdown: pd.DataFrame, key: str) -> Any:

@@ -22,6 +22,7 @@ from qoslab.analysis.tail import (
 )
 from qoslab.plots.tail import cdfs_figure, histograms_figure
 from qoslab.report.html import STYLE, _figure, _table
+from qoslab.sweep.outputs import write_text
 
 BY = ["background", "locality", "routing"]
 
@@ -174,6 +175,4 @@ def write_tail_report(out_dir: str | Path, tables: dict[str, pd.DataFrame], meta
                  "tail_runs, tail_iterations, tail_correlations (Parquet); docs/dragonfly.md explains the study.</p>")
     page = (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
             f"<style>{STYLE}</style></head><body>{''.join(parts)}</body></html>")
-    path = out / "report.html"
-    path.write_text(page)
-    return path
+    return write_text(out / "report.html", page)

@@ -52,7 +52,7 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], iterations: Iterat
     slow = slowdowns(kept["jobs"])
     # slowdown.parquet: the per-repetition rows, each with its (policy, job)'s mean and interval.
     results = {"slowdown": with_slowdown_intervals(slow), "policies": policy_summary(slow)}
-    impact = gpcnet_table(kept_iterations, meta.get("base_scenario", {}))
+    impact = gpcnet_table(kept_iterations, meta.get("base_scenario", {}), kept["jobs"])
     if len(impact):
         results["gpcnet"] = impact
     written = write_tables(results, out)
@@ -61,11 +61,16 @@ def write_results(out: Path, tables: dict[str, pd.DataFrame], iterations: Iterat
     return written, results
 
 
-def gpcnet_table(iterations: IterationsFile, scenario: dict[str, Any]) -> pd.DataFrame:
+def gpcnet_table(iterations: IterationsFile, scenario: dict[str, Any], jobs: pd.DataFrame | None = None) -> pd.DataFrame:
     """GPCNeT's congestion impact of every GPCNeT canary job of the study, per policy and test
-    (read a job and a policy at a time)."""
+    (read a job and a policy at a time); with `jobs` (the jobs table), from the runs in which the
+    canary completed only."""
     tests = canary_tests(scenario)
-    frames = [job_gpcnet_impact(iterations, job, job_tests) for job, job_tests in tests.items()
+
+    def complete(job: str) -> set[str] | None:
+        return None if jobs is None else set(jobs.loc[(jobs["job"] == job) & jobs["completed"].astype(bool), "run_id"])
+
+    frames = [job_gpcnet_impact(iterations, job, job_tests, complete(job)) for job, job_tests in tests.items()
               if job in iterations.present]
     frames = [f for f in frames if len(f)]
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -27,6 +27,7 @@ from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
 from qoslab.sweep.iterations import ITERATIONS_FILE, StudyTables
+from qoslab.sweep.outputs import finishing, write_text
 from qoslab.sweep.store import RunStore, write_tables
 
 
@@ -39,7 +40,7 @@ class StudyOutcome(OutcomeView):
     failed: list[dict[str, Any]] = field(default_factory=list)
     search: pd.DataFrame | None = None
     written: list[Path] = field(default_factory=list)
-    report_error: str | None = None  # the analysis or report failed (a bug): the tables are still there
+    report_error: str | None = None  # the analysis or report failed (a bug, not an OSError): the tables are still there
     policies: list[str] = field(default_factory=list)  # names, in the study's order
     notes: list[str] = field(default_factory=list)  # of its stored runs (RunStore.notes): printed, and in study.json
     run_ids: list[str] = field(default_factory=list)  # its runs, as the study asked for them
@@ -240,26 +241,31 @@ class FolderTask:
 
 def finish_folder(task: FolderTask) -> StudyOutcome:
     """The tables, analysis and (with `task.report`) figures and report of a study or point, from
-    its stored runs; a failed analysis or report is said in the outcome (the tables stay)."""
+    its stored runs; a failed analysis or report is said in the outcome (the tables stay), a file
+    that cannot be written raises OSError (outputs.OutputError: which file, and why). The folder
+    is marked while its files are rewritten (outputs.finishing): one whose finishing was cut off
+    is refused by its readers until the study runs again."""
     out = task.out
     out.mkdir(parents=True, exist_ok=True)
     store = RunStore(task.store)
     search = pd.DataFrame(task.search_results) if task.search_results else None
-    tables, iterations = store.tables(task.run_ids, out / ITERATIONS_FILE, _search_winners(search))
-    notes = store.notes(task.run_ids) + _search_failures(search)
-    meta = {**task.meta, "warnings": list(task.meta.get("warnings", [])) + notes}
-    written = write_tables(tables, out) + [iterations.path]
-    if search is not None:
-        written += write_tables({"search": search}, out)
-    (out / "study.json").write_text(json.dumps(meta, indent=2) + "\n")
-    written.append(out / "study.json")
-    report_error = None
-    try:
-        files, results = write_results(out, tables, iterations, search, meta, task.report)
-        written += files
-        tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
-    except Exception as error:  # the runs and their tables are written; say what is missing
-        report_error = f"{type(error).__name__}: {error}"
+    with finishing(out, task.meta.get("source")):
+        tables, iterations = store.tables(task.run_ids, out / ITERATIONS_FILE, _search_winners(search))
+        notes = store.notes(task.run_ids) + _search_failures(search)
+        meta = {**task.meta, "warnings": list(task.meta.get("warnings", [])) + notes}
+        written = write_tables(tables, out) + [iterations.path]
+        if search is not None:
+            written += write_tables({"search": search}, out)
+        written.append(write_text(out / "study.json", json.dumps(meta, indent=2) + "\n"))
+        report_error = None
+        try:
+            files, results = write_results(out, tables, iterations, search, meta, task.report)
+            written += files
+            tables = {**tables, **results}  # the outcome's tables: the runs' and the analysis's
+        except OSError:
+            raise  # the environment (a full disk, a file-size limit), not a bug: the command fails, naming the file
+        except Exception as error:  # a bug in the analysis or report: the runs and their tables are written
+            report_error = f"{type(error).__name__}: {error}"
     runs = tables["runs"]
     failed = runs[runs["status"] != "completed"].to_dict("records")
     return StudyOutcome(out, StudyTables(tables, iterations), len(task.run_ids), task.runs_reused, failed, search,

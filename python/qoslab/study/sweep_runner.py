@@ -30,6 +30,7 @@ from qoslab.study.stages import Stages, StageWaiting
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import POINTS, StudyFolder, study_identity
+from qoslab.sweep.outputs import check_finished, finishing, write_text
 from qoslab.sweep.store import RunStore, write_tables
 
 
@@ -56,9 +57,11 @@ class SweepOutcome(OutcomeView):
 
 def sweep_dataset(out: str | Path, table: str) -> Any:
     """The points' `table`.parquet files under `out`/points as one lazily read pyarrow dataset
-    (column `point`, the index in sweep_points)."""
+    (column `point`, the index in sweep_points). A sweep stopped while it rewrote its points is
+    refused (FolderError), as its points may mix old and new results."""
     import pyarrow.dataset as ds
 
+    check_finished(Path(out))
     root = Path(out) / POINTS
     files = sorted(str(p) for p in root.glob(f"point=*/{table}.parquet"))
     if not files:
@@ -98,16 +101,20 @@ class SweepRunner:
                                   base=defining["base"])
         blocked: list[StageWaiting] = []
         with StudyFolder(self.out, identity, shared=self.stages.task is not None):
-            if self.stages.task is None:
-                self._drop_points_beyond()
-            for chunk in self._chunks():
-                blocked += self._run_chunk(chunk)
             if self.stages.task is not None:
+                for chunk in self._chunks():
+                    blocked += self._run_chunk(chunk)
                 if blocked:  # later stages this task could not start: the array must run again
                     raise StageWaiting(f"later stages of {len(blocked)} sweep point(s)",
                                        sum(w.missing for w in blocked), self.stages.ran)
                 return None  # an array task: `--collect` builds the tables once every task has run
-            return self._finish()
+            # Marked from the first point's folder rewritten to the sweep's tables: stopped in
+            # between, its points and tables differ (outputs.finishing).
+            with finishing(self.out, self.study.source):
+                self._drop_points_beyond()
+                for chunk in self._chunks():
+                    self._run_chunk(chunk)
+                return self._finish()
 
     def _drop_points_beyond(self) -> None:
         """The folders of points this sweep no longer has (a value taken out of a [[sweep]] list
@@ -238,7 +245,7 @@ class SweepRunner:
         notes = self.stages.store.notes(self._asked)  # over all points at once: each said once
         meta = {"name": self.study.title(), "source": self.study.source, "sweep_mode": self.study.sweep_mode,
                 "keys": self.keys, "points": self.points, "runs": self._total, "warnings": notes}
-        (self.out / "sweep.json").write_text(json.dumps(meta, indent=2, default=str) + "\n")
+        write_text(self.out / "sweep.json", json.dumps(meta, indent=2, default=str) + "\n")
         from qoslab.report.sweep import write_sweep_report
 
         write_sweep_report(self.out, tables, meta)

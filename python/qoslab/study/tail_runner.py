@@ -20,6 +20,7 @@ from qoslab.study.tail_plan import NO_BACKGROUND, Snapshot, TailPlan
 from qoslab.sweep.execute import RunSpec
 from qoslab.sweep.executors import Executor
 from qoslab.sweep.folder import StudyFolder, study_identity
+from qoslab.sweep.outputs import finishing
 from qoslab.sweep.store import RunStore, write_tables
 
 __all__ = ["NO_BACKGROUND", "Snapshot", "TailOutcome", "TailStudyRunner", "tail_tables"]
@@ -75,7 +76,8 @@ class TailStudyRunner(TailPlan):
         stages.run(specs, "tail-latency runs")
         if self.task is not None:
             return None  # an array task: `--collect` builds the tables once every task has run
-        return self._finish(specs, plan, stages.reused)
+        with finishing(self.out, self.study.source):
+            return self._finish(specs, plan, stages.reused)
 
     def _finish(self, specs: list[RunSpec], plan: pd.DataFrame, reused: int) -> TailOutcome:
         tables = tail_tables(self.store, plan)
@@ -92,6 +94,8 @@ class TailStudyRunner(TailPlan):
                     "fabric": self.base.topology.model_dump(), "targets": [t.model_dump() for t in self.targets],
                     "figure_formats": list(self.study.figure_formats)}
             outcome.written.append(write_tail_report(self.out, tables, meta))
+        except OSError:
+            raise  # the environment (a full disk, a file-size limit), not a bug: the command fails, naming the file
         except Exception as error:  # noqa: BLE001 - the tables are written; a report bug must not lose them
             outcome.report_error = f"{type(error).__name__}: {error}"
         return outcome

@@ -197,11 +197,15 @@ class LocalExecutor:
 
     def close(self) -> None:
         """Ends the pool. With nothing running its workers are waited for, so that none outlives
-        the command; with runs still going (a stage that stopped on an error or Ctrl-C) it does
-        not wait for them: each worker ends once its run does, or with this process."""
+        the command; with runs still going (a stage that stopped on an error, or a Ctrl-C or
+        SIGTERM that reached this process alone) the queued runs are cancelled and the workers
+        stopped (`_stop_workers`), so the command ends within about a second, not after them."""
         if self._pool is not None:
             running = any(not future.done() for future in list(self._in_flight))
+            processes = list((getattr(self._pool, "_processes", None) or {}).values())
             self._pool.shutdown(wait=not running, cancel_futures=True)
+            if running:
+                _stop_workers(processes)
             self._pool = None
             self._in_flight.clear()
 
@@ -226,6 +230,31 @@ class LocalExecutor:
             future = self._ensure_pool().submit(_in_worker, fn, arg, time.time())
         self._in_flight.add(future)
         return future
+
+
+# How long stopped workers get to hand back their interrupted tasks before they are terminated.
+STOP_GRACE_S = 1.0
+
+
+def _stop_workers(processes: Sequence[Any]) -> None:
+    """Stops a pool's workers as a Ctrl-C to the whole process group does: SIGINT stops each one's
+    run (the engine polls for it) and the tasks already queued to it (`_note_stop`), which
+    cancelling cannot take back; the pool then lets them go. A worker still there after
+    STOP_GRACE_S (one that ignores SIGINT: started from a shell's background job) is terminated.
+    Without this a signal to this process alone waited for every run the workers held."""
+    for process in processes:
+        if process.is_alive():
+            try:
+                os.kill(process.pid, signal.SIGINT)
+            except (ProcessLookupError, TypeError):  # gone meanwhile, or never started (no pid)
+                pass
+    deadline = time.monotonic() + STOP_GRACE_S
+    for process in processes:
+        process.join(max(0.0, deadline - time.monotonic()))
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+            process.join(STOP_GRACE_S)
 
 
 class NoLiveWorker(RuntimeError):

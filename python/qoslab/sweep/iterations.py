@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from qoslab.sweep.execute import empty_iterations
+from qoslab.sweep.outputs import replacing
 
 ITERATIONS = "iterations"
 ITERATIONS_FILE = f"{ITERATIONS}.parquet"
@@ -71,7 +72,8 @@ class IterationsFile:
         table = pa.Table.from_pandas(frame, preserve_index=False)
         columns = [table.column(f.name).cast(f.type) if f.name in table.column_names else pa.nulls(len(frame), f.type)
                    for f in target]
-        pq.write_table(pa.Table.from_arrays(columns, schema=target), path)
+        with replacing(path) as temp:
+            pq.write_table(pa.Table.from_arrays(columns, schema=target), temp)
         firsts = frame.groupby(["job", "policy"], sort=False)["repetition"].min()
         present: dict[str, dict[str, int]] = {}
         for (job, policy), first in firsts.items():
@@ -105,15 +107,15 @@ class IterationsFile:
 
 def write_iterations(path: Path, runs: Iterable[tuple[dict[str, Any], pa.Table]],
                      study_jobs: Callable[[], Iterable[str]] | None = None) -> IterationsFile:
-    """Writes each (run row, its iterations) in turn to `path`, the run's keys in front of its
-    rows; returns the file's reader. `study_jobs`, asked once the runs are written: every job
+    """Writes each (run row, its iterations) in turn to `path` (aside, renamed into place once
+    whole), the run's keys in front of its rows; returns the file's reader. `study_jobs`, asked once the runs are written: every job
     of those runs (IterationsFile)."""
     target = schema()
     base = empty_iterations().schema
     present: dict[str, dict[str, int]] = {}
     pending: list[pa.Table] = []
     pending_rows = 0
-    with pq.ParquetWriter(path, target) as writer:
+    with replacing(path) as temp, pq.ParquetWriter(temp, target) as writer:
         for run, table in runs:
             if not table.num_rows:
                 continue

@@ -161,10 +161,13 @@ COLUMNS = {"runs": RUN_COLUMNS, "jobs": JOB_COLUMNS, "levels": LEVEL_COLUMNS, "i
 
 
 def write_tables(tables: dict[str, pd.DataFrame], out: Path) -> list[Path]:
-    """Each table as <name>.parquet in out."""
+    """Each table as <name>.parquet in out, each whole or not at all (outputs.replacing)."""
+    from qoslab.sweep.outputs import replacing
+
     written = []
     for name, frame in tables.items():
         path = out / f"{name}.parquet"
-        pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), path)
+        with replacing(path) as temp:
+            pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), temp)
         written.append(path)
     return written
