@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 from qoslab.cli import EXIT_INTERRUPTED, EXIT_RUNS_FAILED, app
 from qoslab.errors import FolderError
@@ -329,3 +330,38 @@ def test_a_study_started_with_ctrl_c_ignored_keeps_running_through_it(tmp_path):
             except ProcessLookupError:
                 pass
         proc.communicate(timeout=30)
+
+
+_FINITE_STUDY = ('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nkind = "single-switch"\nhosts = 16\n'
+                 + ''.join(f'[[scenario.jobs]]\nname = "{n}"\nnodes = 8\nworkload = {{ kind = "all-to-all", '
+                           'bytes = 65536, iterations = 1000 }\n' for n in "ab")
+                 + '[[policies]]\nkind = "default"\n')
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
+def test_a_worker_that_dies_costs_its_runs_a_new_pool_not_the_study(tmp_path):
+    # The OOM killer or an operator's kill of one worker broke the pool: every run it held was
+    # stored as failed (BrokenProcessPool), six for one death. Now they go to a new pool.
+    path = tmp_path / "s.toml"
+    path.write_text(_FINITE_STUDY)
+    proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
+                             "--workers", "2"], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    workers: set[int] = set()
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and len(workers) < 2:
+            workers = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
+            time.sleep(0.05)
+        assert len(workers) >= 2, "the study never started its workers"
+        time.sleep(2.0)  # imported, and in their first runs (about 2 s each)
+        os.kill(min(workers), signal.SIGKILL)
+        output = proc.communicate(timeout=300)[0].decode()
+        assert proc.returncode == 0, output
+        runs = pq.read_table(tmp_path / "out" / "runs.parquet").to_pandas()
+        assert len(runs) == 6 and (runs["status"] == "completed").all(), runs[["run_id", "status", "error"]]
+    finally:
+        for pid in workers | {proc.pid}:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

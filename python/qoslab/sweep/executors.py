@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from qoslab.extras import require
 from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
@@ -167,27 +167,48 @@ class LocalExecutor:
                     record = failed_record(spec, f"{type(error).__name__}: {error}")
                 yield record
             return
-        submitted: dict[Future[RunRecord | None], RunSpec] = {
-            (self._pool_submit(execute, spec) if root is None else self._pool_submit(execute_into, (spec, root))): spec
-            for spec in specs}
+        submitted: dict[Future[RunRecord | None], RunSpec] = {self._submit_run(spec, root): spec for spec in specs}
         pending: set[Future[RunRecord | None]] = set(submitted)
-        broken = False
+        broken, restarts = False, 0
         try:
             while pending:
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                if restarts < MAX_POOL_RESTARTS and any(_pool_died(f) for f in done):
+                    # A worker died (the OOM killer, a kill): every run the pool held fails alike,
+                    # though only one was that worker's. Those go to a new pool, a bounded number
+                    # of times (a run that kills its worker each time ends as a failure).
+                    done |= set(wait(pending).done)
+                    pending = set()
+                    # (A run its worker stored before the pool broke is kept, as `_outcome` does.)
+                    lost = [f for f in done if _pool_died(f) and not (
+                        root is not None and RunStore(root, create=False).finished(submitted[f].run_id))]
+                    done -= set(lost)
+                    self.close()
+                    restarts += 1
+                    for future in lost:
+                        spec = submitted.pop(future)
+                        again = self._submit_run(spec, root)
+                        submitted[again] = spec
+                        pending.add(again)
                 batch = sorted(done, key=lambda f: submitted[f].run_id)
                 del done
                 while batch:
                     # Dropped once handed on: a finished future holds its record (a run's tables).
                     future = batch.pop(0)
-                    broken = broken or isinstance(future.exception(), BrokenProcessPool)
+                    broken = broken or _pool_died(future)
                     yield _outcome(future, submitted.pop(future), root)
         finally:
             for future in pending:
                 future.cancel()
             # `submitted` now holds the futures not handed on (pending, or left when the caller stopped).
-            if broken or any(isinstance(f.exception(), BrokenProcessPool) for f in submitted if f.done() and not f.cancelled()):
+            if broken or any(_pool_died(f) for f in submitted if f.done()):
                 self.close()  # a dead pool cannot take more work; the next stage makes a new one
+
+    def _submit_run(self, spec: RunSpec, root: str | None) -> Future[RunRecord | None]:
+        """One run to the pool: its record comes back, or (root: a run store) the worker stores it."""
+        if root is None:
+            return cast("Future[RunRecord | None]", self._pool_submit(execute, spec))
+        return self._pool_submit(execute_into, (spec, root))
 
     def _ensure_pool(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -234,6 +255,12 @@ class LocalExecutor:
 
 # How long stopped workers get to hand back their interrupted tasks before they are terminated.
 STOP_GRACE_S = 1.0
+# New pools a batch of runs gets after a worker died before its runs are failed.
+MAX_POOL_RESTARTS = 2
+
+
+def _pool_died(future: Future[Any]) -> bool:
+    return not future.cancelled() and isinstance(future.exception(), BrokenProcessPool)
 
 
 def _stop_workers(processes: Sequence[Any]) -> None:
