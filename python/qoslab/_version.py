@@ -16,8 +16,9 @@ except ImportError:  # a source tree whose engine was never built
 # reuses runs from before it says so: run ids hash the scenario only, so such runs would
 # otherwise mix with new ones unseen. 2026-11-27: MPI order (1), trace roots and OTF2 in place (2),
 # spread by connection as MVAPICH2 and per-message's default high tier (3), credit returns in
-# arrival order (4), a replayed trace's compute from MPI_Init's return to MPI_Finalize (5).
-MODEL_VERSION = "2026-11-27.5"
+# arrival order (4), a replayed trace's compute from MPI_Init's return to MPI_Finalize (5), MPI
+# matching on the communicator's context (6).
+MODEL_VERSION = "2026-11-27.6"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

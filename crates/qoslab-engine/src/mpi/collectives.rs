@@ -3,7 +3,7 @@
 //! Every step is "post the receives, post the sends, wait for all", like MPICH's implementations
 //! of the same algorithms. Peers here are positions in the collective's group (0..p).
 
-use super::program::{CollectiveKind, Op, COLLECTIVE_TAG_BASE};
+use super::program::{CollectiveKind, Op, COLLECTIVE_CONTEXT, COLLECTIVE_TAG_BASE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
@@ -157,10 +157,10 @@ fn recursive_doubling(p: u32, me: u32, bytes: u64, step: u32) -> Option<Step> {
 /// Appends a step's ops, with peers translated from group positions by `member`.
 pub fn push_step_ops(out: &mut Vec<Op>, s: &Step, tag: u32, member: impl Fn(u32) -> u32) {
     for &from in &s.recv_from {
-        out.push(Op::Irecv { peer: member(from), tag });
+        out.push(Op::Irecv { peer: member(from), tag, context: COLLECTIVE_CONTEXT });
     }
     for &(to, bytes) in &s.send_to {
-        out.push(Op::Isend { peer: member(to), bytes, tag });
+        out.push(Op::Isend { peer: member(to), bytes, tag, context: COLLECTIVE_CONTEXT });
     }
     if !s.recv_from.is_empty() || !s.send_to.is_empty() {
         out.push(Op::WaitAll);

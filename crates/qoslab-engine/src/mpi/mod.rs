@@ -1,7 +1,9 @@
 //! The MPI layer: ranks run their programs on the hosts of their jobs, exchanging messages over
 //! the fabric (or shared memory inside a node) with MPI's matching and protocols.
 //!
-//! - Two-sided messages match on (source, tag) in posting order, `ANY` matching anything.
+//! - Two-sided messages match on (context, source, tag) in posting order, `ANY` matching any
+//!   source or tag; the context is the communicator's (collectives' internal messages have one of
+//!   their own), as MPI's context ids keep communicators apart.
 //! - Eager below `eager_threshold_bytes`: the data goes at once and the send completes when the
 //!   HCA has put it on the wire. Rendezvous above: an RTS crosses the network, the receiver
 //!   answers with a CTS once a matching receive is posted, then the data goes; both sides
@@ -63,6 +65,8 @@ struct Message {
     src: u32,
     dst: u32,
     tag: u32,
+    /// Matching context (`program::WORLD_CONTEXT`, a trace communicator's, `COLLECTIVE_CONTEXT`).
+    context: u32,
     bytes: u64,
     send_request: u32,
     recv_request: u32,
@@ -134,6 +138,7 @@ impl PairOrder {
 struct Posted {
     peer: u32,
     tag: u32,
+    context: u32,
     request: u32,
 }
 
@@ -142,6 +147,7 @@ struct Posted {
 struct Unexpected {
     peer: u32,
     tag: u32,
+    context: u32,
     message: u32,
 }
 
@@ -540,12 +546,12 @@ impl Mpi {
         let m = self.messages.items[message as usize];
         let src_local = self.ranks[m.src as usize].local;
         let r = &mut self.ranks[m.dst as usize];
-        match r.posted.iter().position(|p| matches(p.peer, p.tag, src_local, m.tag)) {
+        match r.posted.iter().position(|p| matches(p, src_local, m.tag, m.context)) {
             Some(i) => {
                 let posted = r.posted.remove(i);
                 self.matched(message, posted.request, now, t);
             }
-            None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, message }),
+            None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, context: m.context, message }),
         }
     }
 
@@ -651,7 +657,7 @@ impl Mpi {
                         return;
                     }
                 }
-                Op::Isend { peer, bytes, tag } => {
+                Op::Isend { peer, bytes, tag, context } => {
                     let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
@@ -662,6 +668,7 @@ impl Mpi {
                         src: rank,
                         dst: to,
                         tag,
+                        context,
                         bytes,
                         send_request: request,
                         recv_request: 0,
@@ -671,17 +678,18 @@ impl Mpi {
                     let wire = if eager { bytes } else { self.control_bytes };
                     self.transmit(m, rank, to, wire, eager, now, t);
                 }
-                Op::Irecv { peer, tag } => {
+                Op::Irecv { peer, tag, context } => {
                     let r = &mut self.ranks[rank as usize];
                     let request = r.next_request;
                     r.next_request += 1;
                     r.outstanding.push(request);
-                    match r.unexpected.iter().position(|u| matches(peer, tag, u.peer, u.tag)) {
+                    let want = Posted { peer, tag, context, request };
+                    match r.unexpected.iter().position(|u| matches(&want, u.peer, u.tag, u.context)) {
                         Some(i) => {
                             let u = r.unexpected.remove(i);
                             self.matched(u.message, request, now, t);
                         }
-                        None => r.posted.push(Posted { peer, tag, request }),
+                        None => r.posted.push(want),
                     }
                 }
                 Op::Put { peer, bytes } | Op::Get { peer, bytes } => {
@@ -696,6 +704,7 @@ impl Mpi {
                         src: rank,
                         dst: to,
                         tag: 0,
+                        context: program::WORLD_CONTEXT,
                         bytes,
                         send_request: request,
                         recv_request: 0,
@@ -1026,8 +1035,9 @@ pub struct MessageView {
     pub tag: u32,
 }
 
-/// Whether a receive for (`want_peer`, `want_tag`) accepts a message from `peer` with `tag`.
+/// Whether receive `want` accepts a message from `peer` with `tag` in `context`: the context
+/// must be the same (no wildcard reaches another communicator or a collective's messages).
 #[inline]
-fn matches(want_peer: u32, want_tag: u32, peer: u32, tag: u32) -> bool {
-    (want_peer == ANY || want_peer == peer) && (want_tag == ANY || want_tag == tag)
+fn matches(want: &Posted, peer: u32, tag: u32, context: u32) -> bool {
+    want.context == context && (want.peer == ANY || want.peer == peer) && (want.tag == ANY || want.tag == tag)
 }
