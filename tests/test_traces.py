@@ -171,6 +171,22 @@ def test_otf2_cpu_speedup_scales_compute_only(tmp_path):
     assert ops(slow, 0)[0] == (COMPUTE, 1_000_000, 0, 0)
 
 
+def test_otf2_send_modes_come_from_the_enclosing_call(tmp_path):
+    # MpiSend/MpiIsend events do not say their mode: the MPI call's region does.
+    t = Otf2Trace(tmp_path / "modes", 2)
+    w = t.world
+    t.call(0, "MPI_Init", 0, 10)
+    t.call(0, "MPI_Ssend", 20, 30, ("mpi_send", 21, 1, w, 1, 8))
+    t.call(0, "MPI_Ibsend", 40, 50, ("mpi_isend", 41, 1, w, 2, 8, 7))
+    t.call(0, "MPI_Wait", 60, 70, ("mpi_isend_complete", 65, 7))
+    t.call(0, "MPI_Rsend", 80, 90, ("mpi_send", 81, 1, w, 3, 8))
+    t.call(1, "MPI_Init", 0, 10)
+    for i, tag in enumerate((1, 2, 3)):
+        t.call(1, "MPI_Recv", 20 + 20 * i, 30 + 20 * i, ("mpi_recv", 29 + 20 * i, 0, w, tag, 8))
+    prog = read_trace(t.close())
+    assert [op[:2] for op in ops(prog, 0) if op[0] == ISEND] == [(ISEND, 1 | 1 << 32), (ISEND, 1 | 2 << 32), (ISEND, 1)]
+
+
 def test_otf2_directory_and_timer_resolution(tmp_path):
     # A microsecond timer: 3 ticks of compute = 3_000_000 ps. The folder is accepted too.
     t = Otf2Trace(tmp_path / "us", 2, timer_resolution=10**6)
@@ -746,6 +762,36 @@ def test_messages_match_only_on_their_own_communicator(tmp_path):
     assert [op for op in without_compute(prog, 0) if op[0] == IRECV] == [(IRECV, 1, 0, ANY), (IRECV, 1, 0, 0 | 1 << 32)]
     assert [op for op in without_compute(prog, 1) if op[0] == ISEND] == [(ISEND, 0, 8, 0 | 1 << 32), (ISEND, 0, 8, 7)]
     assert runtime_ns(path, 2) == pytest.approx(one_packet_ns(8) + 34 * 0.08, abs=0.01)
+
+
+def rendezvous_ns(nbytes: int, control: int = 64) -> float:
+    """One rendezvous across the default single switch, its receive posted: RTS and CTS of
+    `control` bytes, then the data in 4096-byte packets (the default MTU; 26 bytes of header each)."""
+    return 2 * one_packet_ns(control) + (nbytes + 26 * -(-nbytes // 4096)) * 0.08 + 140
+
+
+def test_a_synchronous_send_completes_once_its_receive_is_posted(tmp_path):
+    # Rank 0 Ssends 8 bytes at once; rank 1 computes 50 us, then receives. The data waits at rank
+    # 1; the match sends an acknowledgement (64 bytes) back, and the Ssend completes on its arrival.
+    r0 = dumpi_init(Dumpi()).rec(*("MPI_Ssend", 1000, 1050), *send(1, 8, 0, WORLD)[1:])
+    r1 = dumpi_init(Dumpi()).rec(*("MPI_Recv", 51000, 51050), *recv(0, 0, WORLD)[1:])
+    path = write_dumpi(tmp_path / "ssend", [r0, r1])
+    assert [op for op in ops(read_trace(path), 0) if op[0] == ISEND] == [(ISEND, 1 | 1 << 32, 8, 0)]
+    assert runtime_ns(path, 2) == pytest.approx(50_000 + one_packet_ns(64), abs=0.01)
+
+
+def test_buffered_sends_to_each_other_complete_without_their_receives(tmp_path):
+    # Each of 2 ranks Bsends 1 MiB (rendezvous) to the other, then receives: legal MPI, as a
+    # buffered send completes locally. Both rendezvous then run at once, one per link direction.
+    mib = 1 << 20
+    ranks = []
+    for r in range(2):
+        rk = Rank(compute=False).call("MPI_Buffer_attach", "int size=2000000")
+        rk.call("MPI_Bsend", *send(1 - r, mib, 0, WORLD)[1:]).call(*recv(1 - r, 0, WORLD))
+        ranks.append(rk)
+    path = write_ranks(tmp_path / "bsend", ranks)
+    assert [op[:3] for op in ops(read_trace(path), 0) if op[0] == ISEND] == [(ISEND, 1 | 2 << 32, mib)]
+    assert runtime_ns(path, 2) == pytest.approx(rendezvous_ns(mib), abs=0.01)
 
 
 def test_dumpi_split_undefined_color_and_nested_split(tmp_path):

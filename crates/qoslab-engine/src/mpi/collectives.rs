@@ -3,7 +3,7 @@
 //! Every step is "post the receives, post the sends, wait for all", like MPICH's implementations
 //! of the same algorithms. Peers here are positions in the collective's group (0..p).
 
-use super::program::{CollectiveKind, Op, COLLECTIVE_CONTEXT, COLLECTIVE_TAG_BASE};
+use super::program::{CollectiveKind, Op, SendMode, COLLECTIVE_CONTEXT, COLLECTIVE_TAG_BASE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
@@ -160,7 +160,7 @@ pub fn push_step_ops(out: &mut Vec<Op>, s: &Step, tag: u32, member: impl Fn(u32)
         out.push(Op::Irecv { peer: member(from), tag, context: COLLECTIVE_CONTEXT });
     }
     for &(to, bytes) in &s.send_to {
-        out.push(Op::Isend { peer: member(to), bytes, tag, context: COLLECTIVE_CONTEXT });
+        out.push(Op::Isend { peer: member(to), bytes, tag, context: COLLECTIVE_CONTEXT, mode: SendMode::Standard });
     }
     if !s.recv_from.is_empty() || !s.send_to.is_empty() {
         out.push(Op::WaitAll);

@@ -8,6 +8,9 @@
 //!   HCA has put it on the wire. Rendezvous above: an RTS crosses the network, the receiver
 //!   answers with a CTS once a matching receive is posted, then the data goes; both sides
 //!   complete when it has arrived.
+//! - Send modes: a synchronous eager send completes when the receiver's acknowledgement of the
+//!   match arrives (MPICH's eager sync protocol); a buffered send completes at once and its
+//!   message goes on without it.
 //! - One-sided put completes when delivered; a get sends a request whose target HCA answers with
 //!   the data, without the target's CPU.
 //! - Ranks on one host share its HCA; messages between them take the shared-memory path
@@ -25,7 +28,7 @@ pub mod workloads;
 use crate::config::{JobConfig, MpiConfig};
 use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
 use collectives::{collective_tag, push_step_ops, Algorithms, AllreduceAlgorithm, AlltoallAlgorithm};
-use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, ANY};
+use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, SendMode, ANY};
 use serde_json::{json, Value};
 use sl_policy::SlPolicy;
 use std::collections::HashMap;
@@ -53,6 +56,8 @@ enum Kind {
     Put,
     GetRequest,
     GetData,
+    /// A synchronous eager send's acknowledgement: its receive has matched.
+    SyncAck,
 }
 
 /// A message of the MPI layer in flight (data or protocol control). Ranks are global indices.
@@ -67,6 +72,8 @@ struct Message {
     tag: u32,
     /// Matching context (`program::WORLD_CONTEXT`, a trace communicator's, `COLLECTIVE_CONTEXT`).
     context: u32,
+    /// The send's mode (standard for puts and gets).
+    mode: SendMode,
     bytes: u64,
     send_request: u32,
     recv_request: u32,
@@ -496,7 +503,7 @@ impl Mpi {
         match m.kind {
             Kind::Eager | Kind::RendezvousData | Kind::Put => self.observe(m.src, m.dst, m.bytes, now - m.issued),
             Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued),
-            Kind::Rts | Kind::Cts | Kind::GetRequest => {}
+            Kind::Rts | Kind::Cts | Kind::GetRequest | Kind::SyncAck => {}
         }
         match m.kind {
             Kind::Eager | Kind::Rts => {
@@ -521,7 +528,14 @@ impl Mpi {
                 self.release(message);
                 // m.src is the data's sender (the original sender of the rendezvous).
                 self.complete(m.dst, m.recv_request, now, t);
-                self.complete(m.src, m.send_request, now, t);
+                if m.mode != SendMode::Buffered {
+                    self.complete(m.src, m.send_request, now, t);
+                }
+            }
+            Kind::SyncAck => {
+                // Back at the synchronous send's rank (m.dst): its receive has started.
+                self.release(message);
+                self.complete(m.dst, m.send_request, now, t);
             }
             Kind::Put => {
                 self.release(message);
@@ -561,6 +575,10 @@ impl Mpi {
         match m.kind {
             Kind::Eager => {
                 self.release(message);
+                if m.mode == SendMode::Synchronous {
+                    let ack = self.new_message(Message { kind: Kind::SyncAck, src: m.dst, dst: m.src, ..m });
+                    self.transmit(ack, m.dst, m.src, self.control_bytes, false, now, t);
+                }
                 self.complete(m.dst, request, now, t);
             }
             Kind::Rts => {
@@ -657,7 +675,7 @@ impl Mpi {
                         return;
                     }
                 }
-                Op::Isend { peer, bytes, tag, context } => {
+                Op::Isend { peer, bytes, tag, context, mode } => {
                     let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
@@ -669,14 +687,21 @@ impl Mpi {
                         dst: to,
                         tag,
                         context,
+                        mode,
                         bytes,
                         send_request: request,
                         recv_request: 0,
                         issued: now,
                         seq,
                     });
+                    if mode == SendMode::Buffered {
+                        // Copied into the attached buffer (the copy's CPU time is not modelled,
+                        // as no call's is): the message goes on without the send.
+                        self.complete(rank, request, now, t);
+                    }
                     let wire = if eager { bytes } else { self.control_bytes };
-                    self.transmit(m, rank, to, wire, eager, now, t);
+                    // Only a standard eager send completes when its data is on the wire.
+                    self.transmit(m, rank, to, wire, eager && mode == SendMode::Standard, now, t);
                 }
                 Op::Irecv { peer, tag, context } => {
                     let r = &mut self.ranks[rank as usize];
@@ -705,6 +730,7 @@ impl Mpi {
                         dst: to,
                         tag: 0,
                         context: program::WORLD_CONTEXT,
+                        mode: SendMode::Standard,
                         bytes,
                         send_request: request,
                         recv_request: 0,
@@ -1024,7 +1050,8 @@ impl Mpi {
 }
 
 /// Names of `Kind`'s values, in order, as the per-message table writes them.
-pub const MESSAGE_KINDS: [&str; 7] = ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data"];
+pub const MESSAGE_KINDS: [&str; 8] =
+    ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data", "sync_ack"];
 
 /// An MPI message as the per-message table shows it (`Mpi::message_view`).
 #[derive(Debug, Clone, Copy)]

@@ -29,11 +29,13 @@ from qoslab.io.traces.pack import Fail, assemble
 from qoslab.io.traces.program import (
     ANY,
     COLLECTIVE_KINDS,
+    SEND_MODES,
     TAG_LIMIT,
     Code,
     PackedProgram,
     RankProgram,
     Request,
+    SendMode,
     ranges,
 )
 
@@ -498,14 +500,14 @@ class _DumpiRank:
 
     # -- ops ------------------------------------------------------------------------------------
 
-    def send(self, rec: _Record, count: str, dtype: str, dest: str, tag: str) -> Request:
+    def send(self, rec: _Record, count: str, dtype: str, dest: str, tag: str, mode: int = SendMode.STANDARD) -> Request:
         view = self.usable_comm(rec)
         peer = self.peer(rec, dest, view, receive=False)
         nbytes = self.count_bytes(rec, count, dtype)
         t = self.tag(rec, tag, receive=False)
         if peer is None:
             return self.rank.null_request()
-        return self.rank.isend(peer, nbytes, t, _CommRef(view, f"{self.path}, line {rec.line}: {rec.name}"))
+        return self.rank.isend(peer, nbytes, t, _CommRef(view, f"{self.path}, line {rec.line}: {rec.name}"), mode)
 
     def recv(self, rec: _Record, source: str, tag: str) -> Request:
         view = self.usable_comm(rec)
@@ -606,11 +608,11 @@ def _ns(m: re.Match[str]) -> int:
 
 
 def _h_send(d: _DumpiRank, rec: _Record) -> None:
-    d.rank.wait(d.send(rec, "count", "datatype", "dest", "tag"))
+    d.rank.wait(d.send(rec, "count", "datatype", "dest", "tag", SEND_MODES.get(rec.name, SendMode.STANDARD)))
 
 
 def _h_isend(d: _DumpiRank, rec: _Record) -> None:
-    d.issue(rec, d.send(rec, "count", "datatype", "dest", "tag"))
+    d.issue(rec, d.send(rec, "count", "datatype", "dest", "tag", SEND_MODES.get(rec.name, SendMode.STANDARD)))
 
 
 def _h_recv(d: _DumpiRank, rec: _Record) -> None:

@@ -23,11 +23,13 @@ from qoslab.io.traces.communicators import Communicator
 from qoslab.io.traces.pack import Fail, assemble
 from qoslab.io.traces.program import (
     COLLECTIVE_KINDS,
+    SEND_MODES,
     TAG_LIMIT,
     Code,
     PackedProgram,
     RankProgram,
     Request,
+    SendMode,
 )
 
 
@@ -162,6 +164,10 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
             """What names a message's communicator for matching (MPI_COMM_SELF: the rank's own)."""
             return comm_of(comm) or ("MPI_COMM_SELF", me)
 
+        def mode_of(st: _Otf2Rank) -> int:
+            """The send mode of the MPI call the send event is in (its region: MPI_Ssend, ...)."""
+            return SEND_MODES.get(st.stack[0], SendMode.STANDARD) if st.stack else SendMode.STANDARD
+
         def check_tag(me: int, tag: int, what: str, ev: Any) -> int:
             if not 0 <= tag < TAG_LIMIT:
                 fail(f"{at(me, what, ev)}: tag {tag} is out of range (below 2^31)")
@@ -205,12 +211,13 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                         skipped[region.name] += 1
             elif kind == "MpiSend":
                 peer = peer_of(me, ev.communicator, ev.receiver, "MpiSend", ev)
-                st.blocking.append(rk.isend(peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiSend", ev), context(me, ev.communicator)))
+                st.blocking.append(rk.isend(peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiSend", ev), context(me, ev.communicator),
+                                            mode_of(st)))
                 st.produced = True
             elif kind == "MpiIsend":
                 peer = peer_of(me, ev.communicator, ev.receiver, "MpiIsend", ev)
                 st.requests[ev.request_id] = rk.isend(
-                    peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiIsend", ev), context(me, ev.communicator)
+                    peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiIsend", ev), context(me, ev.communicator), mode_of(st)
                 )
                 st.produced = True
             elif kind == "MpiIsendComplete":

@@ -18,7 +18,7 @@ import numpy as np
 
 class Code:
     COMPUTE = 0  # a = picoseconds
-    ISEND = 1  # a = peer, b = bytes, c = tag | context << 32
+    ISEND = 1  # a = peer | mode << 32 (SendMode), b = bytes, c = tag | context << 32
     IRECV = 2  # a = peer or ANY, c = (tag or ANY) | context << 32
     PUT = 3  # a = peer, b = bytes
     GET = 4  # a = peer, b = bytes
@@ -27,6 +27,22 @@ class Code:
     COLLECTIVE = 7  # a = kind | root << 32, b = bytes, c = communicator | sequence << 32
     ITERATION_END = 8
 
+
+class SendMode:
+    """An ISEND's mode (crates/qoslab-engine/src/mpi/program.rs, ``SendMode``)."""
+
+    STANDARD = 0  # MPI_Send, MPI_Rsend
+    SYNCHRONOUS = 1  # MPI_Ssend: complete once the matching receive is posted
+    BUFFERED = 2  # MPI_Bsend: complete at once, the data copied into the attached buffer
+
+
+# Send calls by mode (blocking and non-blocking); the others are standard.
+SEND_MODES = {
+    "MPI_Ssend": SendMode.SYNCHRONOUS,
+    "MPI_Issend": SendMode.SYNCHRONOUS,
+    "MPI_Bsend": SendMode.BUFFERED,
+    "MPI_Ibsend": SendMode.BUFFERED,
+}
 
 ANY = 0xFFFFFFFF  # MPI_ANY_SOURCE / MPI_ANY_TAG in IRECV
 TAG_LIMIT = 1 << 31  # tags at or above are reserved for the engine's collectives
@@ -173,12 +189,13 @@ class RankProgram:
             if ps > 0:
                 self.ops.append([Code.COMPUTE, ps, 0, 0])
 
-    def isend(self, peer: Any, nbytes: int, tag: int, comm: Any) -> Request:
+    def isend(self, peer: Any, nbytes: int, tag: int, comm: Any, mode: int = SendMode.STANDARD) -> Request:
         """`comm`: what names the communicator (a :class:`Communicator`, or a placeholder the
-        reader resolves); messages match only receives on the same one."""
+        reader resolves); messages match only receives on the same one. `mode`: a
+        :class:`SendMode`."""
         self._flush()
         req = Request()
-        req.op = [Code.ISEND, peer, nbytes, tag, req, comm]
+        req.op = [Code.ISEND, peer, nbytes, tag, req, comm, mode]
         self.ops.append(req.op)
         return req
 
@@ -233,7 +250,8 @@ class RankProgram:
                     continue
                 req.number = next_number
                 next_number += 1
-                out.append((code, op[1], op[2], op[3] | context_of(op[5]) << 32))
+                a = op[1] | op[6] << 32 if code == Code.ISEND else op[1]
+                out.append((code, a, op[2], op[3] | context_of(op[5]) << 32))
             elif code == Code.WAIT:
                 req = op[1]
                 if req.dropped or req.number < 0:
