@@ -89,6 +89,25 @@ fn a_barrier_before_each_timed_bcast_keeps_the_root_from_racing_ahead() {
 }
 
 #[test]
+fn binomial_bcast_and_reduce_take_lg_p_rendezvous_like_mpich() {
+    // MPICH's binomial trees send (bcast) or receive (reduce) one child at a time, each blocking,
+    // so a 1 MiB collective on p = 2^L ranks takes L rendezvous of T each: RTS and CTS of 90 wire
+    // bytes, then 256 packets of 4122 wire bytes, each leg 140 ns of links and switch. All
+    // children's sends at once (the engine before) shared the parent's link: 2x at p = 8.
+    let path = 2.0 * 20.0 + 100.0;
+    let t = 2.0 * (90.0 * 0.08 + path) + 256.0 * 4122.0 * 0.08 + path;
+    for collective in ["bcast", "reduce"] {
+        for (p, lg) in [(2u32, 1.0), (4, 2.0), (8, 3.0), (16, 4.0)] {
+            let w = json!({"kind": "collective-loop", "collective": collective, "bytes": 1048576, "iterations": 1,
+                           "compute_us": 0.0});
+            let (_, s) = run(config(json!([job("c", (0..p).collect(), 1, w)])));
+            let runtime_ns = s["jobs"]["c"]["runtime_us"].as_f64().unwrap() * 1000.0;
+            assert!((runtime_ns - lg * t).abs() < 1e-6, "{collective} p={p}: {runtime_ns} ns, expected {} ns", lg * t);
+        }
+    }
+}
+
+#[test]
 fn a_job_that_records_no_iterations_still_runs_and_reports_its_runtime() {
     let w =
         json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 4, "compute_us": 0.0});
