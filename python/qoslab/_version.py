@@ -18,8 +18,9 @@ except ImportError:  # a source tree whose engine was never built
 # spread by connection as MVAPICH2 and per-message's default high tier (3), credit returns in
 # arrival order (4), a replayed trace's compute from MPI_Init's return to MPI_Finalize (5), MPI
 # matching on the communicator's context (6), synchronous and buffered send modes (7), MPICH's
-# one-child-at-a-time binomial bcast and reduce (8).
-MODEL_VERSION = "2026-11-27.8"
+# one-child-at-a-time binomial bcast and reduce (8), latency-history's network latency without a
+# rendezvous's wait for its receive (9).
+MODEL_VERSION = "2026-11-27.9"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

@@ -140,6 +140,36 @@ fn allreduce_algorithms_complete_on_every_job_size() {
 }
 
 #[test]
+fn latency_history_does_not_count_a_late_receiver_as_network_latency() {
+    use qoslab_engine::mpi::program::{packed, PackedTrace};
+    use std::collections::HashMap;
+    // Rank 0 sends 10 x 64 KiB (rendezvous), one at a time; rank 1 receives them, computing 20 us
+    // before each from the third on. Alone on the switch every transfer takes the same time in
+    // the network, so the latency ratio stays 1 and every message stays on SL 0; counting the
+    // wait for the late receives as latency promoted messages 6 to 10 to SL 1.
+    let (n, bytes) = (10u64, 65536u64);
+    let mut r0 = Vec::new();
+    let mut r1 = Vec::new();
+    for i in 0..n {
+        r0.extend([packed::ISEND, 1, bytes, 0, packed::WAITALL, 0, 0, 0]);
+        if i >= 2 {
+            r1.extend([packed::COMPUTE, 20_000_000, 0, 0]);
+        }
+        r1.extend([packed::IRECV, 0, 0, 0, packed::WAITALL, 0, 0, 0]);
+    }
+    let offsets = vec![0, r0.len() as u64 / 4, (r0.len() + r1.len()) as u64 / 4];
+    let trace = PackedTrace { offsets, words: [r0, r1].concat(), ..Default::default() };
+    let mut j = job("t", vec![0, 1], 1, json!({"kind": "trace"}));
+    j["sl_policy"] = json!({"kind": "latency-history", "sls": [0, 1], "thresholds": [2.0], "direction": "promote",
+                            "history_messages": 16, "high_bytes_cap": 1.0});
+    let mut sim = Simulation::with_traces(config(json!([j])), &HashMap::from([(0, trace)])).unwrap();
+    sim.run(&mut || false);
+    let s = sim.output(false).unwrap().summary;
+    assert_eq!(s["jobs"]["t"]["completed"], true);
+    assert_eq!(s["jobs"]["t"]["bytes_by_sl"], json!({"0": n * bytes}));
+}
+
+#[test]
 fn a_receive_that_can_never_match_is_reported_as_a_deadlock_naming_the_ranks() {
     use qoslab_engine::mpi::program::{packed, PackedTrace};
     use std::collections::HashMap;

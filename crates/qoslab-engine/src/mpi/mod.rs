@@ -78,6 +78,9 @@ struct Message {
     send_request: u32,
     recv_request: u32,
     issued: Time,
+    /// Rendezvous (RTS, CTS, data): how long the RTS waited at the receiver for a matching
+    /// receive, the receiver's lateness rather than the network's; 0 for the other kinds.
+    held: Time,
     /// Eager data and RTS: the message's number among those of its (src, dst) pair in flight
     /// (`PairOrder`); 0 for the other kinds.
     seq: u32,
@@ -156,6 +159,8 @@ struct Unexpected {
     tag: u32,
     context: u32,
     message: u32,
+    /// When it arrived (in its pair's order): a rendezvous's wait for its receive counts from here.
+    arrived: Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -501,8 +506,10 @@ impl Mpi {
         self.in_flight -= 1;
         let m = self.messages.items[message as usize];
         match m.kind {
-            Kind::Eager | Kind::RendezvousData | Kind::Put => self.observe(m.src, m.dst, m.bytes, now - m.issued),
-            Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued),
+            Kind::Eager | Kind::RendezvousData | Kind::Put => {
+                self.observe(m.src, m.dst, m.bytes, now - m.issued, now - m.issued - m.held)
+            }
+            Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued, now - m.issued),
             Kind::Rts | Kind::Cts | Kind::GetRequest | Kind::SyncAck => {}
         }
         match m.kind {
@@ -563,14 +570,17 @@ impl Mpi {
         match r.posted.iter().position(|p| matches(p, src_local, m.tag, m.context)) {
             Some(i) => {
                 let posted = r.posted.remove(i);
-                self.matched(message, posted.request, now, t);
+                self.matched(message, posted.request, 0, now, t);
             }
-            None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, context: m.context, message }),
+            None => {
+                r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, context: m.context, message, arrived: now })
+            }
         }
     }
 
-    /// An eager message or an RTS met its receive (`request` at the receiver).
-    fn matched(&mut self, message: u32, request: u32, now: Time, t: &mut dyn Transport) {
+    /// An eager message or an RTS met its receive (`request` at the receiver), after waiting
+    /// `held` for it.
+    fn matched(&mut self, message: u32, request: u32, held: Time, now: Time, t: &mut dyn Transport) {
         let m = self.messages.items[message as usize];
         match m.kind {
             Kind::Eager => {
@@ -583,8 +593,14 @@ impl Mpi {
             }
             Kind::Rts => {
                 self.release(message);
-                let cts =
-                    self.new_message(Message { kind: Kind::Cts, src: m.dst, dst: m.src, recv_request: request, ..m });
+                let cts = self.new_message(Message {
+                    kind: Kind::Cts,
+                    src: m.dst,
+                    dst: m.src,
+                    recv_request: request,
+                    held,
+                    ..m
+                });
                 self.transmit(cts, m.dst, m.src, self.control_bytes, false, now, t);
             }
             _ => unreachable!("only eager data and RTS are matched"),
@@ -601,9 +617,11 @@ impl Mpi {
         self.messages.remove(message);
     }
 
-    /// A delivered send's latency: counted for its sender's iteration record and told to its
-    /// job's SL policy (fabric messages only: the shared-memory path has no SL and no network).
-    fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time) {
+    /// A delivered send's latency (issue to delivery), counted for its sender's iteration record,
+    /// and its network part (`network`: without a rendezvous's wait for the receive, application
+    /// imbalance that no SL can help), told to its job's SL policy. Fabric messages only: the
+    /// shared-memory path has no SL and no network.
+    fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time, network: Time) {
         let peer_host = self.ranks[peer as usize].host;
         let o = &mut self.ranks[origin as usize];
         if o.host != peer_host {
@@ -611,7 +629,7 @@ impl Mpi {
             o.iteration_send_latency += latency;
             let (job, local, peer_local) = (o.job, o.local, self.ranks[peer as usize].local);
             let p = &mut self.jobs[job as usize].sl_policy;
-            p.observe(local, peer_local, bytes, latency);
+            p.observe(local, peer_local, bytes, network);
         }
     }
 
@@ -692,6 +710,7 @@ impl Mpi {
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        held: 0,
                         seq,
                     });
                     if mode == SendMode::Buffered {
@@ -712,7 +731,7 @@ impl Mpi {
                     match r.unexpected.iter().position(|u| matches(&want, u.peer, u.tag, u.context)) {
                         Some(i) => {
                             let u = r.unexpected.remove(i);
-                            self.matched(u.message, request, now, t);
+                            self.matched(u.message, request, now - u.arrived, now, t);
                         }
                         None => r.posted.push(want),
                     }
@@ -735,6 +754,7 @@ impl Mpi {
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        held: 0,
                         seq: 0,
                     });
                     self.transmit(m, rank, to, wire, false, now, t);
