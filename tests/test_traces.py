@@ -171,6 +171,22 @@ def test_otf2_cpu_speedup_scales_compute_only(tmp_path):
     assert ops(slow, 0)[0] == (COMPUTE, 1_000_000, 0, 0)
 
 
+def test_otf2_send_modes_come_from_the_enclosing_call(tmp_path):
+    # MpiSend/MpiIsend events do not say their mode: the MPI call's region does.
+    t = Otf2Trace(tmp_path / "modes", 2)
+    w = t.world
+    t.call(0, "MPI_Init", 0, 10)
+    t.call(0, "MPI_Ssend", 20, 30, ("mpi_send", 21, 1, w, 1, 8))
+    t.call(0, "MPI_Ibsend", 40, 50, ("mpi_isend", 41, 1, w, 2, 8, 7))
+    t.call(0, "MPI_Wait", 60, 70, ("mpi_isend_complete", 65, 7))
+    t.call(0, "MPI_Rsend", 80, 90, ("mpi_send", 81, 1, w, 3, 8))
+    t.call(1, "MPI_Init", 0, 10)
+    for i, tag in enumerate((1, 2, 3)):
+        t.call(1, "MPI_Recv", 20 + 20 * i, 30 + 20 * i, ("mpi_recv", 29 + 20 * i, 0, w, tag, 8))
+    prog = read_trace(t.close())
+    assert [op[:2] for op in ops(prog, 0) if op[0] == ISEND] == [(ISEND, 1 | 1 << 32), (ISEND, 1 | 2 << 32), (ISEND, 1)]
+
+
 def test_otf2_directory_and_timer_resolution(tmp_path):
     # A microsecond timer: 3 ticks of compute = 3_000_000 ps. The folder is accepted too.
     t = Otf2Trace(tmp_path / "us", 2, timer_resolution=10**6)
@@ -296,8 +312,9 @@ def test_otf2_row_communicators_are_replayed_exactly(tmp_path):
     assert prog.approximated == {}
     # Each row's allreduce runs on its own communicator: rows are communicators 1 and 2.
     assert prog.communicators == [(0, 1), (2, 3)]
-    assert ops(prog, 2) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (ISEND, 3, 16, 3), (WAIT, 0, 0, 0)]
-    assert ops(prog, 3) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (IRECV, 2, 0, 3), (WAIT, 0, 0, 0)]
+    # The second row's messages match in its own context (1; the first row's is 0).
+    assert ops(prog, 2) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (ISEND, 3, 16, 3 | 1 << 32), (WAIT, 0, 0, 0)]
+    assert ops(prog, 3) == [coll(ALLREDUCE, 80, 1, comm=2), (COMPUTE, 10_000, 0, 0), (IRECV, 2, 0, 3 | 1 << 32), (WAIT, 0, 0, 0)]
     assert ops(prog, 0)[0] == coll(ALLREDUCE, 80, 0, comm=1)
 
 
@@ -577,15 +594,16 @@ def test_dumpi_truncated_and_garbage_files(tmp_path):
 
 
 class Rank:
-    """One rank's dumpi2ascii text, its calls 100 ns apart after MPI_Init."""
+    """One rank's dumpi2ascii text, its calls 100 ns apart after MPI_Init (``compute=False``: one
+    right after the other, from MPI_Init's return, so that the trace holds no compute)."""
 
-    def __init__(self) -> None:
+    def __init__(self, compute: bool = True) -> None:
         self.d = dumpi_init(Dumpi())
-        self.t = 2000
+        self.t, self.step = (2000, 100) if compute else (1000, 50)
 
     def call(self, name: str, *params: str) -> Rank:
         self.d.rec(name, self.t, self.t + 50, *params)
-        self.t += 100
+        self.t += self.step
         return self
 
 
@@ -680,15 +698,100 @@ def test_dumpi_split_pairs_collectives_and_sends(tmp_path):
     assert prog.skipped == {} and prog.approximated == {}
     assert prog.communicators == [(2, 0), (3, 1)]  # in pair rank order
     # Sequence numbers: the two pairs' allreduces (0, 1), then the barrier (2).
+    # Point-to-point: each pair's sends and receives in its own matching context (0 and 1).
     assert without_compute(prog, 0) == [coll(ALLREDUCE, 192, 0, comm=1), (IRECV, 2, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
     assert without_compute(prog, 2) == [coll(ALLREDUCE, 192, 0, comm=1), (ISEND, 0, 1000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
-    assert without_compute(prog, 1) == [coll(ALLREDUCE, 320, 1, comm=2), (IRECV, 3, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
-    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 1) == [coll(ALLREDUCE, 320, 1, comm=2), (IRECV, 3, 0, 7 | 1 << 32), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7 | 1 << 32), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
     messages = replay(first, 4)
     # The trace's sends, and each pair's allreduce (2 ranks: one exchange) inside the pair only.
     assert payload(messages) == sorted([(2, 0, 1000), (3, 1, 2000), (0, 2, 192), (2, 0, 192), (1, 3, 320), (3, 1, 320)])
     # The barrier: empty messages, on the whole job.
     assert {(s, d) for s, d, b in messages if b == 0} >= {(0, 1), (1, 2), (2, 3), (3, 0)}
+
+
+def runtime_ns(path: Path, ranks: int) -> float:
+    """The trace's runtime on a single switch (one rank per host), failing on a deadlock."""
+    from qoslab import Scenario, simulate
+
+    s = Scenario(topology={"kind": "single-switch", "hosts": ranks},
+                 jobs=[{"name": "t", "nodes": ranks, "workload": {"kind": "trace", "path": str(path)}}])
+    job = simulate(s).summary["jobs"]["t"]
+    assert job["completed"] is True
+    return job["runtime_us"] * 1000
+
+
+def one_packet_ns(nbytes: int) -> float:
+    """One single-packet message across the default single switch: (bytes + 26 header) x 0.08 ns
+    per byte at 100 Gb/s, plus 2 x 20 ns of link and 100 ns of switch."""
+    return (nbytes + 26) * 0.08 + 140
+
+
+def wildcard(rec: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple("int source=-1 (MPI_ANY_SOURCE)" if p.startswith("int source=") else
+                 "int tag=-1 (MPI_ANY_TAG)" if p.startswith("int tag=") else p for p in rec)
+
+
+def test_a_wildcard_receive_never_takes_a_collectives_message(tmp_path):
+    # Rank 0 leaves an Irecv(ANY_SOURCE, ANY_TAG) posted across a barrier; rank 1 sends to it after
+    # the barrier. MPI: the barrier's messages are not the receive's (another context), so the
+    # barrier's empty message then the 8-byte send: 142.08 + 142.72 ns.
+    irecv = wildcard(("MPI_Irecv", "int count=8", "MPI_Datatype datatype=5 (MPI_BYTE)", "int source=1", "int tag=5",
+                      WORLD, "MPI_Request request=[1]"))
+    r0 = Rank(compute=False).call(*irecv).call("MPI_Barrier", WORLD)
+    r0.call("MPI_Wait", "MPI_Request request=[1]", "MPI_Status status=<IGNORED>")
+    r1 = Rank(compute=False).call("MPI_Barrier", WORLD).call(*send(0, 8, 5, WORLD))
+    path = write_ranks(tmp_path / "anytag", [r0, r1])
+    assert runtime_ns(path, 2) == pytest.approx(one_packet_ns(0) + one_packet_ns(8), abs=0.01)
+
+
+def test_messages_match_only_on_their_own_communicator(tmp_path):
+    # Both ranks dup MPI_COMM_WORLD (handle 4). Rank 0: Irecv(1, ANY_TAG) on the dup, Recv(1, tag 0)
+    # on the world, then waits for the first. Rank 1: Send(tag 0) on the world, then Send(tag 7) on
+    # the dup. Each receive takes its own communicator's message: the second 8-byte message lands
+    # one serialization (34 x 0.08 ns) after the first; matching across communicators deadlocked.
+    dup = ("MPI_Comm_dup", "MPI_Comm oldcomm=2 (MPI_COMM_WORLD)", comm(4, "newcomm"))
+    irecv = ("MPI_Irecv", "int count=8", "MPI_Datatype datatype=5 (MPI_BYTE)", "int source=1", "int tag=-1 (MPI_ANY_TAG)",
+             comm(4), "MPI_Request request=[1]")
+    r0 = Rank(compute=False).call(*dup).call(*irecv).call(*recv(1, 0, WORLD))
+    r0.call("MPI_Wait", "MPI_Request request=[1]", "MPI_Status status=<IGNORED>")
+    r1 = Rank(compute=False).call(*dup).call(*send(0, 8, 0, WORLD)).call(*send(0, 8, 7, comm(4)))
+    path = write_ranks(tmp_path / "ctx", [r0, r1])
+    prog = read_trace(path)
+    # Contexts in the order the trace first uses them: the dup's (0), then the world's (1).
+    assert [op for op in without_compute(prog, 0) if op[0] == IRECV] == [(IRECV, 1, 0, ANY), (IRECV, 1, 0, 0 | 1 << 32)]
+    assert [op for op in without_compute(prog, 1) if op[0] == ISEND] == [(ISEND, 0, 8, 0 | 1 << 32), (ISEND, 0, 8, 7)]
+    assert runtime_ns(path, 2) == pytest.approx(one_packet_ns(8) + 34 * 0.08, abs=0.01)
+
+
+def rendezvous_ns(nbytes: int, control: int = 64) -> float:
+    """One rendezvous across the default single switch, its receive posted: RTS and CTS of
+    `control` bytes, then the data in 4096-byte packets (the default MTU; 26 bytes of header each)."""
+    return 2 * one_packet_ns(control) + (nbytes + 26 * -(-nbytes // 4096)) * 0.08 + 140
+
+
+def test_a_synchronous_send_completes_once_its_receive_is_posted(tmp_path):
+    # Rank 0 Ssends 8 bytes at once; rank 1 computes 50 us, then receives. The data waits at rank
+    # 1; the match sends an acknowledgement (64 bytes) back, and the Ssend completes on its arrival.
+    r0 = dumpi_init(Dumpi()).rec(*("MPI_Ssend", 1000, 1050), *send(1, 8, 0, WORLD)[1:])
+    r1 = dumpi_init(Dumpi()).rec(*("MPI_Recv", 51000, 51050), *recv(0, 0, WORLD)[1:])
+    path = write_dumpi(tmp_path / "ssend", [r0, r1])
+    assert [op for op in ops(read_trace(path), 0) if op[0] == ISEND] == [(ISEND, 1 | 1 << 32, 8, 0)]
+    assert runtime_ns(path, 2) == pytest.approx(50_000 + one_packet_ns(64), abs=0.01)
+
+
+def test_buffered_sends_to_each_other_complete_without_their_receives(tmp_path):
+    # Each of 2 ranks Bsends 1 MiB (rendezvous) to the other, then receives: legal MPI, as a
+    # buffered send completes locally. Both rendezvous then run at once, one per link direction.
+    mib = 1 << 20
+    ranks = []
+    for r in range(2):
+        rk = Rank(compute=False).call("MPI_Buffer_attach", "int size=2000000")
+        rk.call("MPI_Bsend", *send(1 - r, mib, 0, WORLD)[1:]).call(*recv(1 - r, 0, WORLD))
+        ranks.append(rk)
+    path = write_ranks(tmp_path / "bsend", ranks)
+    assert [op[:3] for op in ops(read_trace(path), 0) if op[0] == ISEND] == [(ISEND, 1 | 2 << 32, mib)]
+    assert runtime_ns(path, 2) == pytest.approx(rendezvous_ns(mib), abs=0.01)
 
 
 def test_dumpi_split_undefined_color_and_nested_split(tmp_path):
@@ -746,8 +849,9 @@ def test_dumpi_comm_create_group_incl_and_excl_with_sends(tmp_path):
     assert prog.skipped == {}
     assert prog.communicators == [(3, 1)]  # the dup shares the list; {1, 2} carries no collective
     assert without_compute(prog, 3) == [(ISEND, 1, 500, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1)]
-    assert without_compute(prog, 1) == [(IRECV, 3, 0, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1), (ISEND, 2, 300, 4), (WAIT, 1, 0, 0)]
-    assert without_compute(prog, 2) == [(IRECV, 1, 0, 4), (WAIT, 0, 0, 0)]
+    # The sends on {1, 2} match in that communicator's context (1; {3, 1}'s is 0).
+    assert without_compute(prog, 1) == [(IRECV, 3, 0, 3), (WAIT, 0, 0, 0), coll(BCAST, 512, 0, comm=1), (ISEND, 2, 300, 4 | 1 << 32), (WAIT, 1, 0, 0)]
+    assert without_compute(prog, 2) == [(IRECV, 1, 0, 4 | 1 << 32), (WAIT, 0, 0, 0)]
     assert without_compute(prog, 0) == []
     # The bcast's root is rank 0 of the communicator: world rank 3.
     assert replay(first, 4) == sorted([(3, 1, 500), (3, 1, 512), (1, 2, 300)])
@@ -768,8 +872,9 @@ def test_dumpi_cartesian_rows_and_columns(tmp_path):
     prog = read_trace(write_ranks(tmp_path / "cart", ranks))
     assert prog.communicators == [(0, 1, 2), (3, 4, 5)]
     for r in range(3):
-        assert without_compute(prog, r) == [coll(ALLREDUCE, 16, 0, comm=1), (ISEND, r + 3, 100, 0), (WAIT, 0, 0, 0)]
-        assert without_compute(prog, r + 3) == [coll(ALLREDUCE, 16, 1, comm=2), (IRECV, r, 0, 0), (WAIT, 0, 0, 0)]
+        # Column r's messages match in its own context, r.
+        assert without_compute(prog, r) == [coll(ALLREDUCE, 16, 0, comm=1), (ISEND, r + 3, 100, r << 32), (WAIT, 0, 0, 0)]
+        assert without_compute(prog, r + 3) == [coll(ALLREDUCE, 16, 1, comm=2), (IRECV, r, 0, r << 32), (WAIT, 0, 0, 0)]
 
 
 def _bad_split_count(ranks: list[Rank]) -> tuple[int, str, int, str]:
@@ -900,7 +1005,7 @@ def test_otf2_split_pairs_collectives_and_sends(tmp_path):
     assert prog.skipped == {} and prog.approximated == {}
     assert prog.communicators == [(2, 0), (3, 1)]
     assert without_compute(prog, 0) == [coll(ALLREDUCE, 192, 0, comm=1), (IRECV, 2, 0, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
-    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
+    assert without_compute(prog, 3) == [coll(ALLREDUCE, 320, 1, comm=2), (ISEND, 1, 2000, 7 | 1 << 32), (WAIT, 0, 0, 0), coll(BARRIER, 0, 2)]
     messages = replay(anchor, 4)
     assert payload(messages) == sorted([(2, 0, 1000), (3, 1, 2000), (0, 2, 192), (2, 0, 192), (1, 3, 320), (3, 1, 320)])
 
@@ -1217,7 +1322,7 @@ def test_real_otf2_split_pairs_and_one_rank_communicators():
                     lists.add(members)
     assert prog.ranks == len(world) == 10
     for r in range(prog.ranks):
-        assert [op for op in ops(prog, r) if op[0] == ISEND] == sends[r], r
+        assert [(*op[:3], op[3] & 0xFFFFFFFF) for op in ops(prog, r) if op[0] == ISEND] == sends[r], r
         assert sum(1 for op in ops(prog, r) if op[0] == COLLECTIVE) == colls[r], r
     assert sorted(prog.communicators) == sorted(lists) == [(0, 6), (1, 7), (2, 8), (3, 9)]
     # Gathers, scatters and non-blocking collectives are not replayed, and are counted.

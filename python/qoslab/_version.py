@@ -16,9 +16,12 @@ except ImportError:  # a source tree whose engine was never built
 # reuses runs from before it says so: run ids hash the scenario only, so such runs would
 # otherwise mix with new ones unseen. 2026-11-27: MPI order (1), trace roots and OTF2 in place (2),
 # spread by connection as MVAPICH2 and per-message's default high tier (3), credit returns in
-# arrival order (4), a replayed trace's compute from MPI_Init's return to MPI_Finalize (5), a
-# packet's tail carried across links of different rates (6).
-MODEL_VERSION = "2026-11-27.6"
+# arrival order (4), a replayed trace's compute from MPI_Init's return to MPI_Finalize (5), MPI
+# matching on the communicator's context (6), synchronous and buffered send modes (7), MPICH's
+# one-child-at-a-time binomial bcast and reduce (8), latency-history's network latency without a
+# rendezvous's wait for its receive (9), a packet's tail carried across links of different
+# rates (10).
+MODEL_VERSION = "2026-11-27.10"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

@@ -89,6 +89,25 @@ fn a_barrier_before_each_timed_bcast_keeps_the_root_from_racing_ahead() {
 }
 
 #[test]
+fn binomial_bcast_and_reduce_take_lg_p_rendezvous_like_mpich() {
+    // MPICH's binomial trees send (bcast) or receive (reduce) one child at a time, each blocking,
+    // so a 1 MiB collective on p = 2^L ranks takes L rendezvous of T each: RTS and CTS of 90 wire
+    // bytes, then 256 packets of 4122 wire bytes, each leg 140 ns of links and switch. All
+    // children's sends at once (the engine before) shared the parent's link: 2x at p = 8.
+    let path = 2.0 * 20.0 + 100.0;
+    let t = 2.0 * (90.0 * 0.08 + path) + 256.0 * 4122.0 * 0.08 + path;
+    for collective in ["bcast", "reduce"] {
+        for (p, lg) in [(2u32, 1.0), (4, 2.0), (8, 3.0), (16, 4.0)] {
+            let w = json!({"kind": "collective-loop", "collective": collective, "bytes": 1048576, "iterations": 1,
+                           "compute_us": 0.0});
+            let (_, s) = run(config(json!([job("c", (0..p).collect(), 1, w)])));
+            let runtime_ns = s["jobs"]["c"]["runtime_us"].as_f64().unwrap() * 1000.0;
+            assert!((runtime_ns - lg * t).abs() < 1e-6, "{collective} p={p}: {runtime_ns} ns, expected {} ns", lg * t);
+        }
+    }
+}
+
+#[test]
 fn a_job_that_records_no_iterations_still_runs_and_reports_its_runtime() {
     let w =
         json!({"kind": "collective-loop", "collective": "allreduce", "bytes": 8, "iterations": 4, "compute_us": 0.0});
@@ -118,6 +137,36 @@ fn allreduce_algorithms_complete_on_every_job_size() {
             assert_eq!(*sim.status(), RunStatus::Completed, "size {size} {algo}");
         }
     }
+}
+
+#[test]
+fn latency_history_does_not_count_a_late_receiver_as_network_latency() {
+    use qoslab_engine::mpi::program::{packed, PackedTrace};
+    use std::collections::HashMap;
+    // Rank 0 sends 10 x 64 KiB (rendezvous), one at a time; rank 1 receives them, computing 20 us
+    // before each from the third on. Alone on the switch every transfer takes the same time in
+    // the network, so the latency ratio stays 1 and every message stays on SL 0; counting the
+    // wait for the late receives as latency promoted messages 6 to 10 to SL 1.
+    let (n, bytes) = (10u64, 65536u64);
+    let mut r0 = Vec::new();
+    let mut r1 = Vec::new();
+    for i in 0..n {
+        r0.extend([packed::ISEND, 1, bytes, 0, packed::WAITALL, 0, 0, 0]);
+        if i >= 2 {
+            r1.extend([packed::COMPUTE, 20_000_000, 0, 0]);
+        }
+        r1.extend([packed::IRECV, 0, 0, 0, packed::WAITALL, 0, 0, 0]);
+    }
+    let offsets = vec![0, r0.len() as u64 / 4, (r0.len() + r1.len()) as u64 / 4];
+    let trace = PackedTrace { offsets, words: [r0, r1].concat(), ..Default::default() };
+    let mut j = job("t", vec![0, 1], 1, json!({"kind": "trace"}));
+    j["sl_policy"] = json!({"kind": "latency-history", "sls": [0, 1], "thresholds": [2.0], "direction": "promote",
+                            "history_messages": 16, "high_bytes_cap": 1.0});
+    let mut sim = Simulation::with_traces(config(json!([j])), &HashMap::from([(0, trace)])).unwrap();
+    sim.run(&mut || false);
+    let s = sim.output(false).unwrap().summary;
+    assert_eq!(s["jobs"]["t"]["completed"], true);
+    assert_eq!(s["jobs"]["t"]["bytes_by_sl"], json!({"0": n * bytes}));
 }
 
 #[test]

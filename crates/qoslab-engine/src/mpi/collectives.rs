@@ -1,9 +1,10 @@
 //! Collectives as algorithms over point-to-point messages, expanded one step at a time.
 //!
 //! Every step is "post the receives, post the sends, wait for all", like MPICH's implementations
-//! of the same algorithms. Peers here are positions in the collective's group (0..p).
+//! of the same algorithms; the binomial trees make one blocking send or receive per step, as
+//! MPICH's do. Peers here are positions in the collective's group (0..p).
 
-use super::program::{CollectiveKind, Op, COLLECTIVE_TAG_BASE};
+use super::program::{CollectiveKind, Op, SendMode, COLLECTIVE_CONTEXT, COLLECTIVE_TAG_BASE};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AllreduceAlgorithm {
@@ -91,34 +92,46 @@ pub fn step(kind: CollectiveKind, algorithms: Algorithms, p: u32, me: u32, bytes
     }
 }
 
-/// Binomial tree from root 0: step 0 receives from the parent, step 1 sends to the children.
+/// MPICH's binomial broadcast (`MPIR_Bcast_intra_binomial`) from root 0: step 0 receives from the
+/// parent; step k (1..=⌈log₂ p⌉) sends to the child 2^(⌈log₂ p⌉ - k) away, farthest subtree
+/// first, one blocking send at a time (MPICH's `MPIC_Send`), so that a message taking T reaches
+/// every rank after ⌈log₂ p⌉ T. Ranks without that child idle in the step.
 fn binomial_bcast(p: u32, me: u32, bytes: u64, step: u32) -> Option<Step> {
+    let rounds = ceil_log2(p);
     match step {
-        0 => Some(Step {
-            recv_from: if me == 0 { vec![] } else { vec![me - (1 << me.trailing_zeros())] },
-            send_to: vec![],
-        }),
-        1 => Some(Step { recv_from: vec![], send_to: binomial_children(p, me).map(|c| (c, bytes)).collect() }),
-        _ => None,
-    }
-}
-
-/// The mirror image of the broadcast: children first, then the parent.
-fn binomial_reduce(p: u32, me: u32, bytes: u64, step: u32) -> Option<Step> {
-    match step {
-        0 => Some(Step { recv_from: binomial_children(p, me).collect(), send_to: vec![] }),
-        1 => Some(Step {
+        0 => Some(Step { recv_from: binomial_parent(me).into_iter().collect(), send_to: vec![] }),
+        k if k <= rounds => Some(Step {
             recv_from: vec![],
-            send_to: if me == 0 { vec![] } else { vec![(me - (1 << me.trailing_zeros()), bytes)] },
+            send_to: binomial_child(p, me, rounds - k).map(|c| (c, bytes)).into_iter().collect(),
         }),
         _ => None,
     }
 }
 
-/// Children of `me` in the binomial tree rooted at 0: me + 2^k for every 2^k below me's lowest set bit.
-fn binomial_children(p: u32, me: u32) -> impl Iterator<Item = u32> {
-    let limit = if me == 0 { ceil_log2(p) } else { me.trailing_zeros() };
-    (0..limit).rev().map(move |k| me + (1 << k)).filter(move |&c| c < p)
+/// MPICH's binomial reduce (`MPIR_Reduce_intra_binomial`) to root 0, the broadcast's mirror image:
+/// step k (0..⌈log₂ p⌉) receives from the child 2^k away, nearest first, one blocking receive at a
+/// time (`MPIC_Recv`, then the local reduction); the last step sends to the parent.
+fn binomial_reduce(p: u32, me: u32, bytes: u64, step: u32) -> Option<Step> {
+    let rounds = ceil_log2(p);
+    match step {
+        k if k < rounds => Some(Step { recv_from: binomial_child(p, me, k).into_iter().collect(), send_to: vec![] }),
+        k if k == rounds => {
+            Some(Step { recv_from: vec![], send_to: binomial_parent(me).map(|q| (q, bytes)).into_iter().collect() })
+        }
+        _ => None,
+    }
+}
+
+/// `me`'s parent in the binomial tree rooted at 0: me with its lowest set bit cleared.
+fn binomial_parent(me: u32) -> Option<u32> {
+    (me != 0).then(|| me - (1 << me.trailing_zeros()))
+}
+
+/// `me`'s child me + 2^k in the binomial tree rooted at 0, if there is one: 2^k must lie below
+/// me's lowest set bit (any k for the root) and the child inside the group.
+fn binomial_child(p: u32, me: u32, k: u32) -> Option<u32> {
+    let below_lowest_bit = me == 0 || k < me.trailing_zeros();
+    (below_lowest_bit && me + (1 << k) < p).then(|| me + (1 << k))
 }
 
 /// Recursive doubling with MPICH's fold for a non-power-of-two group: the first 2r ranks pair
@@ -157,10 +170,10 @@ fn recursive_doubling(p: u32, me: u32, bytes: u64, step: u32) -> Option<Step> {
 /// Appends a step's ops, with peers translated from group positions by `member`.
 pub fn push_step_ops(out: &mut Vec<Op>, s: &Step, tag: u32, member: impl Fn(u32) -> u32) {
     for &from in &s.recv_from {
-        out.push(Op::Irecv { peer: member(from), tag });
+        out.push(Op::Irecv { peer: member(from), tag, context: COLLECTIVE_CONTEXT });
     }
     for &(to, bytes) in &s.send_to {
-        out.push(Op::Isend { peer: member(to), bytes, tag });
+        out.push(Op::Isend { peer: member(to), bytes, tag, context: COLLECTIVE_CONTEXT, mode: SendMode::Standard });
     }
     if !s.recv_from.is_empty() || !s.send_to.is_empty() {
         out.push(Op::WaitAll);
@@ -218,6 +231,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// MPICH's binomial trees: one send (bcast) or receive (reduce) per step, the bcast's farthest
+    /// child first, the reduce's nearest first.
+    #[test]
+    fn binomial_trees_take_one_child_per_step_in_mpich_order() {
+        let algos = ALGOS[0];
+        let peers = |kind, me, sends: bool| -> Vec<Vec<u32>> {
+            (0..)
+                .map_while(|s| step(kind, algos, 13, me, 8, s))
+                .map(|st| if sends { st.send_to.iter().map(|&(c, _)| c).collect() } else { st.recv_from })
+                .collect()
+        };
+        // On 13 ranks the root's children are 8, 4, 2, 1; rank 4's are 6, 5; rank 12 has none.
+        assert_eq!(peers(CollectiveKind::Bcast, 0, true), vec![vec![], vec![8], vec![4], vec![2], vec![1]]);
+        assert_eq!(peers(CollectiveKind::Bcast, 4, true), vec![vec![], vec![], vec![], vec![6], vec![5]]);
+        assert_eq!(peers(CollectiveKind::Bcast, 4, false)[0], vec![0]);
+        assert_eq!(peers(CollectiveKind::Reduce, 0, false), vec![vec![1], vec![2], vec![4], vec![8], vec![]]);
+        assert_eq!(peers(CollectiveKind::Reduce, 4, false), vec![vec![5], vec![6], vec![], vec![], vec![]]);
+        assert_eq!(peers(CollectiveKind::Reduce, 12, true), vec![vec![], vec![], vec![], vec![], vec![8]]);
     }
 
     fn bytes_sent(kind: CollectiveKind, algos: Algorithms, p: u32, me: u32, bytes: u64) -> u64 {

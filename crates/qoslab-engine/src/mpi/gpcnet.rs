@@ -146,12 +146,12 @@ impl Rings {
 /// receives from each neighbour, then as many sends to each, then wait for all.
 fn ring_exchange(out: &mut Vec<Op>, left: u32, right: u32, bytes: u64, outstanding: u32) {
     for _ in 0..outstanding {
-        out.push(Op::Irecv { peer: left, tag: 0 });
-        out.push(Op::Irecv { peer: right, tag: 1 });
+        out.push(Op::irecv(left, 0));
+        out.push(Op::irecv(right, 1));
     }
     for _ in 0..outstanding {
-        out.push(Op::Isend { peer: right, bytes, tag: 0 });
-        out.push(Op::Isend { peer: left, bytes, tag: 1 });
+        out.push(Op::isend(right, bytes, 0));
+        out.push(Op::isend(left, bytes, 1));
     }
     out.push(Op::WaitAll);
 }
@@ -306,10 +306,10 @@ impl Program for RootedPattern {
         match (&self.style, me) {
             (Rooting::TwoSidedIncast, 0) => {
                 for sender in 1..s.nodes {
-                    out.extend((0..n).map(|_| Op::Irecv { peer: s.member(slice, sender), tag: 0 }));
+                    out.extend((0..n).map(|_| Op::irecv(s.member(slice, sender), 0)));
                 }
             }
-            (Rooting::TwoSidedIncast, _) => out.extend((0..n).map(|_| Op::Isend { peer: root, bytes, tag: 0 })),
+            (Rooting::TwoSidedIncast, _) => out.extend((0..n).map(|_| Op::isend(root, bytes, 0))),
             // One-sided: the root's CPU takes no part.
             (Rooting::PutIncast, 0) | (Rooting::GetBcast, 0) => {}
             (Rooting::PutIncast, _) => out.extend((0..n).map(|_| Op::Put { peer: root, bytes })),

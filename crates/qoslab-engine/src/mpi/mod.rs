@@ -1,11 +1,16 @@
 //! The MPI layer: ranks run their programs on the hosts of their jobs, exchanging messages over
 //! the fabric (or shared memory inside a node) with MPI's matching and protocols.
 //!
-//! - Two-sided messages match on (source, tag) in posting order, `ANY` matching anything.
+//! - Two-sided messages match on (context, source, tag) in posting order, `ANY` matching any
+//!   source or tag; the context is the communicator's (collectives' internal messages have one of
+//!   their own), as MPI's context ids keep communicators apart.
 //! - Eager below `eager_threshold_bytes`: the data goes at once and the send completes when the
 //!   HCA has put it on the wire. Rendezvous above: an RTS crosses the network, the receiver
 //!   answers with a CTS once a matching receive is posted, then the data goes; both sides
 //!   complete when it has arrived.
+//! - Send modes: a synchronous eager send completes when the receiver's acknowledgement of the
+//!   match arrives (MPICH's eager sync protocol); a buffered send completes at once and its
+//!   message goes on without it.
 //! - One-sided put completes when delivered; a get sends a request whose target HCA answers with
 //!   the data, without the target's CPU.
 //! - Ranks on one host share its HCA; messages between them take the shared-memory path
@@ -23,7 +28,7 @@ pub mod workloads;
 use crate::config::{JobConfig, MpiConfig};
 use crate::units::{ns_to_ps, ps_to_ns, Rate, Time};
 use collectives::{collective_tag, push_step_ops, Algorithms, AllreduceAlgorithm, AlltoallAlgorithm};
-use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, ANY};
+use program::{CollectiveKind, Communicators, Group, Op, PackedTrace, SendMode, ANY};
 use serde_json::{json, Value};
 use sl_policy::SlPolicy;
 use std::collections::HashMap;
@@ -51,6 +56,8 @@ enum Kind {
     Put,
     GetRequest,
     GetData,
+    /// A synchronous eager send's acknowledgement: its receive has matched.
+    SyncAck,
 }
 
 /// A message of the MPI layer in flight (data or protocol control). Ranks are global indices.
@@ -63,10 +70,17 @@ struct Message {
     src: u32,
     dst: u32,
     tag: u32,
+    /// Matching context (`program::WORLD_CONTEXT`, a trace communicator's, `COLLECTIVE_CONTEXT`).
+    context: u32,
+    /// The send's mode (standard for puts and gets).
+    mode: SendMode,
     bytes: u64,
     send_request: u32,
     recv_request: u32,
     issued: Time,
+    /// Rendezvous (RTS, CTS, data): how long the RTS waited at the receiver for a matching
+    /// receive, the receiver's lateness rather than the network's; 0 for the other kinds.
+    held: Time,
     /// Eager data and RTS: the message's number among those of its (src, dst) pair in flight
     /// (`PairOrder`); 0 for the other kinds.
     seq: u32,
@@ -134,6 +148,7 @@ impl PairOrder {
 struct Posted {
     peer: u32,
     tag: u32,
+    context: u32,
     request: u32,
 }
 
@@ -142,7 +157,10 @@ struct Posted {
 struct Unexpected {
     peer: u32,
     tag: u32,
+    context: u32,
     message: u32,
+    /// When it arrived (in its pair's order): a rendezvous's wait for its receive counts from here.
+    arrived: Time,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -488,9 +506,11 @@ impl Mpi {
         self.in_flight -= 1;
         let m = self.messages.items[message as usize];
         match m.kind {
-            Kind::Eager | Kind::RendezvousData | Kind::Put => self.observe(m.src, m.dst, m.bytes, now - m.issued),
-            Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued),
-            Kind::Rts | Kind::Cts | Kind::GetRequest => {}
+            Kind::Eager | Kind::RendezvousData | Kind::Put => {
+                self.observe(m.src, m.dst, m.bytes, now - m.issued, now - m.issued - m.held)
+            }
+            Kind::GetData => self.observe(m.dst, m.src, m.bytes, now - m.issued, now - m.issued),
+            Kind::Rts | Kind::Cts | Kind::GetRequest | Kind::SyncAck => {}
         }
         match m.kind {
             Kind::Eager | Kind::Rts => {
@@ -515,7 +535,14 @@ impl Mpi {
                 self.release(message);
                 // m.src is the data's sender (the original sender of the rendezvous).
                 self.complete(m.dst, m.recv_request, now, t);
-                self.complete(m.src, m.send_request, now, t);
+                if m.mode != SendMode::Buffered {
+                    self.complete(m.src, m.send_request, now, t);
+                }
+            }
+            Kind::SyncAck => {
+                // Back at the synchronous send's rank (m.dst): its receive has started.
+                self.release(message);
+                self.complete(m.dst, m.send_request, now, t);
             }
             Kind::Put => {
                 self.release(message);
@@ -540,27 +567,40 @@ impl Mpi {
         let m = self.messages.items[message as usize];
         let src_local = self.ranks[m.src as usize].local;
         let r = &mut self.ranks[m.dst as usize];
-        match r.posted.iter().position(|p| matches(p.peer, p.tag, src_local, m.tag)) {
+        match r.posted.iter().position(|p| matches(p, src_local, m.tag, m.context)) {
             Some(i) => {
                 let posted = r.posted.remove(i);
-                self.matched(message, posted.request, now, t);
+                self.matched(message, posted.request, 0, now, t);
             }
-            None => r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, message }),
+            None => {
+                r.unexpected.push(Unexpected { peer: src_local, tag: m.tag, context: m.context, message, arrived: now })
+            }
         }
     }
 
-    /// An eager message or an RTS met its receive (`request` at the receiver).
-    fn matched(&mut self, message: u32, request: u32, now: Time, t: &mut dyn Transport) {
+    /// An eager message or an RTS met its receive (`request` at the receiver), after waiting
+    /// `held` for it.
+    fn matched(&mut self, message: u32, request: u32, held: Time, now: Time, t: &mut dyn Transport) {
         let m = self.messages.items[message as usize];
         match m.kind {
             Kind::Eager => {
                 self.release(message);
+                if m.mode == SendMode::Synchronous {
+                    let ack = self.new_message(Message { kind: Kind::SyncAck, src: m.dst, dst: m.src, ..m });
+                    self.transmit(ack, m.dst, m.src, self.control_bytes, false, now, t);
+                }
                 self.complete(m.dst, request, now, t);
             }
             Kind::Rts => {
                 self.release(message);
-                let cts =
-                    self.new_message(Message { kind: Kind::Cts, src: m.dst, dst: m.src, recv_request: request, ..m });
+                let cts = self.new_message(Message {
+                    kind: Kind::Cts,
+                    src: m.dst,
+                    dst: m.src,
+                    recv_request: request,
+                    held,
+                    ..m
+                });
                 self.transmit(cts, m.dst, m.src, self.control_bytes, false, now, t);
             }
             _ => unreachable!("only eager data and RTS are matched"),
@@ -577,9 +617,11 @@ impl Mpi {
         self.messages.remove(message);
     }
 
-    /// A delivered send's latency: counted for its sender's iteration record and told to its
-    /// job's SL policy (fabric messages only: the shared-memory path has no SL and no network).
-    fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time) {
+    /// A delivered send's latency (issue to delivery), counted for its sender's iteration record,
+    /// and its network part (`network`: without a rendezvous's wait for the receive, application
+    /// imbalance that no SL can help), told to its job's SL policy. Fabric messages only: the
+    /// shared-memory path has no SL and no network.
+    fn observe(&mut self, origin: u32, peer: u32, bytes: u64, latency: Time, network: Time) {
         let peer_host = self.ranks[peer as usize].host;
         let o = &mut self.ranks[origin as usize];
         if o.host != peer_host {
@@ -587,7 +629,7 @@ impl Mpi {
             o.iteration_send_latency += latency;
             let (job, local, peer_local) = (o.job, o.local, self.ranks[peer as usize].local);
             let p = &mut self.jobs[job as usize].sl_policy;
-            p.observe(local, peer_local, bytes, latency);
+            p.observe(local, peer_local, bytes, network);
         }
     }
 
@@ -651,7 +693,7 @@ impl Mpi {
                         return;
                     }
                 }
-                Op::Isend { peer, bytes, tag } => {
+                Op::Isend { peer, bytes, tag, context, mode } => {
                     let (request, to, sl) = self.issue(rank, peer, bytes);
                     let eager = bytes <= self.eager_threshold;
                     let kind = if eager { Kind::Eager } else { Kind::Rts };
@@ -662,26 +704,36 @@ impl Mpi {
                         src: rank,
                         dst: to,
                         tag,
+                        context,
+                        mode,
                         bytes,
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        held: 0,
                         seq,
                     });
+                    if mode == SendMode::Buffered {
+                        // Copied into the attached buffer (the copy's CPU time is not modelled,
+                        // as no call's is): the message goes on without the send.
+                        self.complete(rank, request, now, t);
+                    }
                     let wire = if eager { bytes } else { self.control_bytes };
-                    self.transmit(m, rank, to, wire, eager, now, t);
+                    // Only a standard eager send completes when its data is on the wire.
+                    self.transmit(m, rank, to, wire, eager && mode == SendMode::Standard, now, t);
                 }
-                Op::Irecv { peer, tag } => {
+                Op::Irecv { peer, tag, context } => {
                     let r = &mut self.ranks[rank as usize];
                     let request = r.next_request;
                     r.next_request += 1;
                     r.outstanding.push(request);
-                    match r.unexpected.iter().position(|u| matches(peer, tag, u.peer, u.tag)) {
+                    let want = Posted { peer, tag, context, request };
+                    match r.unexpected.iter().position(|u| matches(&want, u.peer, u.tag, u.context)) {
                         Some(i) => {
                             let u = r.unexpected.remove(i);
-                            self.matched(u.message, request, now, t);
+                            self.matched(u.message, request, now - u.arrived, now, t);
                         }
-                        None => r.posted.push(Posted { peer, tag, request }),
+                        None => r.posted.push(want),
                     }
                 }
                 Op::Put { peer, bytes } | Op::Get { peer, bytes } => {
@@ -696,10 +748,13 @@ impl Mpi {
                         src: rank,
                         dst: to,
                         tag: 0,
+                        context: program::WORLD_CONTEXT,
+                        mode: SendMode::Standard,
                         bytes,
                         send_request: request,
                         recv_request: 0,
                         issued: now,
+                        held: 0,
                         seq: 0,
                     });
                     self.transmit(m, rank, to, wire, false, now, t);
@@ -1015,7 +1070,8 @@ impl Mpi {
 }
 
 /// Names of `Kind`'s values, in order, as the per-message table writes them.
-pub const MESSAGE_KINDS: [&str; 7] = ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data"];
+pub const MESSAGE_KINDS: [&str; 8] =
+    ["eager", "rts", "cts", "rendezvous_data", "put", "get_request", "get_data", "sync_ack"];
 
 /// An MPI message as the per-message table shows it (`Mpi::message_view`).
 #[derive(Debug, Clone, Copy)]
@@ -1026,8 +1082,9 @@ pub struct MessageView {
     pub tag: u32,
 }
 
-/// Whether a receive for (`want_peer`, `want_tag`) accepts a message from `peer` with `tag`.
+/// Whether receive `want` accepts a message from `peer` with `tag` in `context`: the context
+/// must be the same (no wildcard reaches another communicator or a collective's messages).
 #[inline]
-fn matches(want_peer: u32, want_tag: u32, peer: u32, tag: u32) -> bool {
-    (want_peer == ANY || want_peer == peer) && (want_tag == ANY || want_tag == tag)
+fn matches(want: &Posted, peer: u32, tag: u32, context: u32) -> bool {
+    want.context == context && (want.peer == ANY || want.peer == peer) && (want.tag == ANY || want.tag == tag)
 }

@@ -12,6 +12,28 @@ pub const ANY: u32 = u32::MAX;
 /// Tags at or above this value are reserved for the messages of collectives.
 pub const COLLECTIVE_TAG_BASE: u32 = 1 << 31;
 
+/// The matching context of MPI_COMM_WORLD's point-to-point messages: every built-in workload's.
+/// A trace's communicators each have their own (`packed::ISEND`), as MPI's context ids do.
+pub const WORLD_CONTEXT: u32 = 0;
+
+/// The context of every collective's internal messages: like MPICH's collective context id, it
+/// keeps them from matching any user receive (an MPI_ANY_TAG one included).
+pub const COLLECTIVE_CONTEXT: u32 = u32::MAX;
+
+/// MPI's send modes, as the engine times them (MPI_Rsend is a standard send: its receive is
+/// posted already, which changes nothing in the protocol).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendMode {
+    /// MPI_Send: eager completes once the data is on the wire, rendezvous once it has arrived.
+    Standard,
+    /// MPI_Ssend: completes only once the matching receive is posted (eager: the receiver's
+    /// acknowledgement of the match is back; rendezvous: as standard, the data follows the match).
+    Synchronous,
+    /// MPI_Bsend: completes at once, the data copied into the attached buffer; the library sends
+    /// it on its own.
+    Buffered,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CollectiveKind {
     Barrier,
@@ -56,15 +78,21 @@ pub enum Op {
         ps: Time,
     },
     /// Non-blocking two-sided send; completes locally (eager) or once delivered (rendezvous).
+    /// `context` is its communicator's matching context (`WORLD_CONTEXT`, `COLLECTIVE_CONTEXT`);
+    /// `mode` its send mode.
     Isend {
         peer: u32,
         bytes: u64,
         tag: u32,
+        context: u32,
+        mode: SendMode,
     },
-    /// Non-blocking receive matched on (source, tag) in posting order; `ANY` matches all.
+    /// Non-blocking receive matched on (context, source, tag) in posting order; `ANY` matches
+    /// any source or tag, never another context.
     Irecv {
         peer: u32,
         tag: u32,
+        context: u32,
     },
     /// One-sided write into the peer's memory; completes when delivered.
     Put {
@@ -107,11 +135,23 @@ pub enum Op {
     StartTimer,
 }
 
+impl Op {
+    /// A send on MPI_COMM_WORLD (built-in workloads).
+    pub fn isend(peer: u32, bytes: u64, tag: u32) -> Op {
+        Op::Isend { peer, bytes, tag, context: WORLD_CONTEXT, mode: SendMode::Standard }
+    }
+
+    /// A receive on MPI_COMM_WORLD (built-in workloads).
+    pub fn irecv(peer: u32, tag: u32) -> Op {
+        Op::Irecv { peer, tag, context: WORLD_CONTEXT }
+    }
+}
+
 /// Sends and receives at the same time with one peer each side, then waits: the building block
 /// of most patterns (MPI_Sendrecv).
 pub fn sendrecv(out: &mut Vec<Op>, to: u32, from: u32, bytes: u64, tag: u32) {
-    out.push(Op::Irecv { peer: from, tag });
-    out.push(Op::Isend { peer: to, bytes, tag });
+    out.push(Op::irecv(from, tag));
+    out.push(Op::isend(to, bytes, tag));
     out.push(Op::WaitAll);
 }
 
@@ -119,8 +159,8 @@ pub fn sendrecv(out: &mut Vec<Op>, to: u32, from: u32, bytes: u64, tag: u32) {
 /// `[code, a, b, c]`.
 pub mod packed {
     pub const COMPUTE: u64 = 0; // a = picoseconds
-    pub const ISEND: u64 = 1; // a = peer, b = bytes, c = tag
-    pub const IRECV: u64 = 2; // a = peer (ANY = u32::MAX), c = tag
+    pub const ISEND: u64 = 1; // a = peer | mode << 32 (0 standard, 1 synchronous, 2 buffered), b = bytes, c = tag | context << 32
+    pub const IRECV: u64 = 2; // a = peer (ANY = u32::MAX), c = tag (ANY = u32::MAX) | context << 32
     pub const PUT: u64 = 3; // a = peer, b = bytes
     pub const GET: u64 = 4; // a = peer, b = bytes
     pub const WAITALL: u64 = 5;
@@ -141,22 +181,37 @@ impl Op {
             }
         };
         let tag = |v: u64| -> Result<u32, String> {
+            let v = v & 0xFFFF_FFFF;
             if v == ANY as u64 || v < COLLECTIVE_TAG_BASE as u64 {
                 Ok(v as u32)
             } else {
                 Err(format!("tag {v} is out of range (below 2^31)"))
             }
         };
+        let context = |v: u64| -> Result<u32, String> {
+            let c = (v >> 32) as u32;
+            if c == COLLECTIVE_CONTEXT {
+                Err(format!("context {c} is reserved for collectives' messages"))
+            } else {
+                Ok(c)
+            }
+        };
         Ok(match w[0] {
             packed::COMPUTE => Op::Compute { ps: w[1] },
             packed::ISEND => {
-                let p = peer(w[1])?;
+                let p = peer(w[1] & 0xFFFF_FFFF)?;
                 if p == ANY {
                     return Err("a send needs a destination rank".into());
                 }
-                Op::Isend { peer: p, bytes: w[2], tag: tag(w[3])? }
+                let mode = match w[1] >> 32 {
+                    0 => SendMode::Standard,
+                    1 => SendMode::Synchronous,
+                    2 => SendMode::Buffered,
+                    m => return Err(format!("unknown send mode {m} (0 standard, 1 synchronous, 2 buffered)")),
+                };
+                Op::Isend { peer: p, bytes: w[2], tag: tag(w[3])?, context: context(w[3])?, mode }
             }
-            packed::IRECV => Op::Irecv { peer: peer(w[1])?, tag: tag(w[3])? },
+            packed::IRECV => Op::Irecv { peer: peer(w[1])?, tag: tag(w[3])?, context: context(w[3])? },
             packed::PUT => Op::Put { peer: peer(w[1])?, bytes: w[2] },
             packed::GET => Op::Get { peer: peer(w[1])?, bytes: w[2] },
             packed::WAITALL => Op::WaitAll,
@@ -351,6 +406,19 @@ mod tests {
             offsets.push(i as u64);
         }
         PackedTrace { offsets, words, comm_offsets, comm_members }
+    }
+
+    #[test]
+    fn sends_and_receives_carry_their_context_above_the_tag() {
+        let (send, recv) = (packed::ISEND, packed::IRECV);
+        let ops = [[send, 1, 8, 7 | 3 << 32], [recv, ANY as u64, 0, ANY as u64 | 3 << 32]];
+        let t = packed(&ops, &[1, 1], vec![], vec![]);
+        let (ops, _) = t.unpack(2).unwrap();
+        assert_eq!(ops[0][0], Op::Isend { peer: 1, bytes: 8, tag: 7, context: 3, mode: SendMode::Standard });
+        assert_eq!(ops[1][0], Op::Irecv { peer: ANY, tag: ANY, context: 3 });
+        // The collectives' context is the engine's own.
+        let bad = packed(&[[send, 1, 8, (COLLECTIVE_CONTEXT as u64) << 32]], &[1, 0], vec![], vec![]);
+        assert!(bad.unpack(2).unwrap_err().contains("reserved for collectives"));
     }
 
     #[test]

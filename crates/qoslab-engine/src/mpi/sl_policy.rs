@@ -232,7 +232,8 @@ impl SlPolicy {
         }
     }
 
-    /// A message's latency (issue to last byte delivered), seen by its sender `src`.
+    /// A message's network latency, seen by its sender `src`: issue to last byte delivered, less,
+    /// for a rendezvous, the time its RTS waited at the receiver for a matching receive.
     #[inline]
     pub fn observe(&mut self, src: u32, dst: u32, bytes: u64, latency: Time) {
         if let Rule::LatencyHistory(h) = &mut self.rule {

@@ -91,8 +91,8 @@ impl Program for PingPong {
         self.iterations
     }
     fn iteration(&mut self, rank: u32, _iter: u32, out: &mut Vec<Op>) {
-        let send = Op::Isend { peer: 1 - rank.min(1), bytes: self.bytes, tag: 0 };
-        let recv = Op::Irecv { peer: 1 - rank.min(1), tag: 0 };
+        let send = Op::isend(1 - rank.min(1), self.bytes, 0);
+        let recv = Op::irecv(1 - rank.min(1), 0);
         match rank {
             0 => out.extend([send, Op::WaitAll, recv, Op::WaitAll]),
             1 => out.extend([recv, Op::WaitAll, send, Op::WaitAll]),
@@ -127,8 +127,8 @@ impl Program for FloodPairs {
             return;
         }
         let partner = if rank < half { rank + half } else { rank - half };
-        out.extend((0..self.p.messages).map(|_| Op::Irecv { peer: partner, tag: 0 }));
-        out.extend((0..self.p.messages).map(|_| Op::Isend { peer: partner, bytes: self.p.bytes, tag: 0 }));
+        out.extend((0..self.p.messages).map(|_| Op::irecv(partner, 0)));
+        out.extend((0..self.p.messages).map(|_| Op::isend(partner, self.p.bytes, 0)));
         out.push(Op::WaitAll);
     }
 }
@@ -204,12 +204,12 @@ pub fn grid_neighbors(grid: &[u32], rank: u32) -> Vec<(u32, u32)> {
 /// Posts every receive, then every send, then waits: one halo exchange.
 pub fn halo(out: &mut Vec<Op>, neighbors: &[(u32, u32)], bytes: u64, tag: u32) {
     for (d, &(up, down)) in neighbors.iter().enumerate() {
-        out.push(Op::Irecv { peer: down, tag: tag + 2 * d as u32 });
-        out.push(Op::Irecv { peer: up, tag: tag + 2 * d as u32 + 1 });
+        out.push(Op::irecv(down, tag + 2 * d as u32));
+        out.push(Op::irecv(up, tag + 2 * d as u32 + 1));
     }
     for (d, &(up, down)) in neighbors.iter().enumerate() {
-        out.push(Op::Isend { peer: up, bytes, tag: tag + 2 * d as u32 });
-        out.push(Op::Isend { peer: down, bytes, tag: tag + 2 * d as u32 + 1 });
+        out.push(Op::isend(up, bytes, tag + 2 * d as u32));
+        out.push(Op::isend(down, bytes, tag + 2 * d as u32 + 1));
     }
     out.push(Op::WaitAll);
 }

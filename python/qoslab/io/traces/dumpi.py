@@ -29,10 +29,13 @@ from qoslab.io.traces.pack import Fail, assemble
 from qoslab.io.traces.program import (
     ANY,
     COLLECTIVE_KINDS,
+    SEND_MODES,
     TAG_LIMIT,
+    Code,
     PackedProgram,
     RankProgram,
     Request,
+    SendMode,
     ranges,
 )
 
@@ -206,11 +209,17 @@ def read_dumpi_rank(
         raise ScenarioError([("", message)])
 
     d = _DumpiRank(rank, ranks, Path(path), Fraction(1000) / Fraction(float(cpu_speedup)), skipped, Counter(), fail).read()
+    own = (d.world, d.self_view)
     others = [p.where for p in d.peers] + [c[3] for c in d.rank.collectives if c[0] is not d.world]
+    others += [op[5].where for op in d.rank.ops if op[0] in (Code.ISEND, Code.IRECV) and op[5].view not in own]
     if others:
         fail(f"{others[0]}: a communicator other than MPI_COMM_WORLD and MPI_COMM_SELF: its members need the other ranks' files (use read_trace)")
+
+    def context_of(ref: _CommRef) -> int:
+        return own.index(ref.view)  # MPI_COMM_WORLD's context is 0, MPI_COMM_SELF's 1
+
     # Alone, the rank's k-th collective is the job's k-th.
-    return d.rank.finish([(c[2], k << 32) for k, c in enumerate(d.rank.collectives)]), dict(sorted(skipped.items()))
+    return d.rank.finish([(c[2], k << 32) for k, c in enumerate(d.rank.collectives)], context_of), dict(sorted(skipped.items()))
 
 
 class _Record:
@@ -491,14 +500,14 @@ class _DumpiRank:
 
     # -- ops ------------------------------------------------------------------------------------
 
-    def send(self, rec: _Record, count: str, dtype: str, dest: str, tag: str) -> Request:
+    def send(self, rec: _Record, count: str, dtype: str, dest: str, tag: str, mode: int = SendMode.STANDARD) -> Request:
         view = self.usable_comm(rec)
         peer = self.peer(rec, dest, view, receive=False)
         nbytes = self.count_bytes(rec, count, dtype)
         t = self.tag(rec, tag, receive=False)
         if peer is None:
             return self.rank.null_request()
-        return self.rank.isend(peer, nbytes, t)
+        return self.rank.isend(peer, nbytes, t, _CommRef(view, f"{self.path}, line {rec.line}: {rec.name}"), mode)
 
     def recv(self, rec: _Record, source: str, tag: str) -> Request:
         view = self.usable_comm(rec)
@@ -506,7 +515,7 @@ class _DumpiRank:
         t = self.tag(rec, tag, receive=True)
         if peer is None:
             return self.rank.null_request()
-        return self.rank.irecv(peer, t)
+        return self.rank.irecv(peer, t, _CommRef(view, f"{self.path}, line {rec.line}: {rec.name}"))
 
     def issue(self, rec: _Record, req: Request) -> None:
         handle = self.request_param(rec, "request")
@@ -542,6 +551,8 @@ class _DumpiRank:
         for op in self.rank.ops:
             if isinstance(op[1], _Peer):
                 op[1] = op[1].resolved
+            if op[0] in (Code.ISEND, Code.IRECV):
+                op[5] = _rebuilt(op[5].view, op[5].where, fail)
         for entry in self.rank.collectives:
             view = entry[0]
             if isinstance(view, CommView):
@@ -558,6 +569,16 @@ class _DumpiRank:
                     + (f"where this rank ({self.me}) is rank {got}" if what == "rank" else f"{got} ranks")
                     + ": the ranks' files do not describe the same communicator"
                 )
+
+
+class _CommRef:
+    """The communicator of a send or receive, resolved once the communicators are rebuilt."""
+
+    __slots__ = ("view", "where")
+
+    def __init__(self, view: CommView, where: str):
+        self.view = view
+        self.where = where
 
 
 class _Peer:
@@ -587,11 +608,11 @@ def _ns(m: re.Match[str]) -> int:
 
 
 def _h_send(d: _DumpiRank, rec: _Record) -> None:
-    d.rank.wait(d.send(rec, "count", "datatype", "dest", "tag"))
+    d.rank.wait(d.send(rec, "count", "datatype", "dest", "tag", SEND_MODES.get(rec.name, SendMode.STANDARD)))
 
 
 def _h_isend(d: _DumpiRank, rec: _Record) -> None:
-    d.issue(rec, d.send(rec, "count", "datatype", "dest", "tag"))
+    d.issue(rec, d.send(rec, "count", "datatype", "dest", "tag", SEND_MODES.get(rec.name, SendMode.STANDARD)))
 
 
 def _h_recv(d: _DumpiRank, rec: _Record) -> None:

@@ -23,11 +23,13 @@ from qoslab.io.traces.communicators import Communicator
 from qoslab.io.traces.pack import Fail, assemble
 from qoslab.io.traces.program import (
     COLLECTIVE_KINDS,
+    SEND_MODES,
     TAG_LIMIT,
     Code,
     PackedProgram,
     RankProgram,
     Request,
+    SendMode,
 )
 
 
@@ -158,6 +160,14 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                 fail(f"{at(me, what, ev)}: peer {r} is not in {c}, which has {len(c.members)} ranks")
             return c.members[r]
 
+        def context(me: int, comm: Any) -> Communicator | tuple[str, int]:
+            """What names a message's communicator for matching (MPI_COMM_SELF: the rank's own)."""
+            return comm_of(comm) or ("MPI_COMM_SELF", me)
+
+        def mode_of(st: _Otf2Rank) -> int:
+            """The send mode of the MPI call the send event is in (its region: MPI_Ssend, ...)."""
+            return SEND_MODES.get(st.stack[0], SendMode.STANDARD) if st.stack else SendMode.STANDARD
+
         def check_tag(me: int, tag: int, what: str, ev: Any) -> int:
             if not 0 <= tag < TAG_LIMIT:
                 fail(f"{at(me, what, ev)}: tag {tag} is out of range (below 2^31)")
@@ -201,11 +211,14 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                         skipped[region.name] += 1
             elif kind == "MpiSend":
                 peer = peer_of(me, ev.communicator, ev.receiver, "MpiSend", ev)
-                st.blocking.append(rk.isend(peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiSend", ev)))
+                st.blocking.append(rk.isend(peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiSend", ev), context(me, ev.communicator),
+                                            mode_of(st)))
                 st.produced = True
             elif kind == "MpiIsend":
                 peer = peer_of(me, ev.communicator, ev.receiver, "MpiIsend", ev)
-                st.requests[ev.request_id] = rk.isend(peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiIsend", ev))
+                st.requests[ev.request_id] = rk.isend(
+                    peer, ev.msg_length, check_tag(me, ev.msg_tag, "MpiIsend", ev), context(me, ev.communicator), mode_of(st)
+                )
                 st.produced = True
             elif kind == "MpiIsendComplete":
                 done = st.requests.pop(ev.request_id, None)
@@ -213,7 +226,7 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                     rk.wait(done)
                 st.produced = True
             elif kind == "MpiIrecvRequest":
-                st.requests[ev.request_id] = rk.irecv(None, None)
+                st.requests[ev.request_id] = rk.irecv(None, None, None)
                 st.produced = True
             elif kind == "MpiIrecv":
                 peer = peer_of(me, ev.communicator, ev.sender, "MpiIrecv", ev)
@@ -221,15 +234,15 @@ def read_otf2(p: Path, speed: Fraction, fail: Fail) -> PackedProgram:
                 posted = st.requests.pop(ev.request_id, None)
                 if posted is None or posted.op is None or posted.op[0] != Code.IRECV:
                     # No MpiIrecvRequest was recorded: post the receive where it completed.
-                    posted = rk.irecv(peer, tag)
+                    posted = rk.irecv(peer, tag, context(me, ev.communicator))
                     approximated["MPI_Irecv without MpiIrecvRequest"] += 1
                 else:
-                    posted.op[1], posted.op[3] = peer, tag
+                    posted.op[1], posted.op[3], posted.op[5] = peer, tag, context(me, ev.communicator)
                 rk.wait(posted)
                 st.produced = True
             elif kind == "MpiRecv":
                 peer = peer_of(me, ev.communicator, ev.sender, "MpiRecv", ev)
-                st.blocking.append(rk.irecv(peer, check_tag(me, ev.msg_tag, "MpiRecv", ev)))
+                st.blocking.append(rk.irecv(peer, check_tag(me, ev.msg_tag, "MpiRecv", ev), context(me, ev.communicator)))
                 st.produced = True
             elif kind == "MpiRequestCancelled":
                 cancelled = st.requests.pop(ev.request_id, None)

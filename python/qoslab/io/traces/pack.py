@@ -195,7 +195,13 @@ def assemble(
         fail(f"{path}: {message}")
 
     coll_ops, table = _match_collectives(ranks, fail_here)
-    programs = [rk.finish(ops) for rk, ops in zip(ranks, coll_ops, strict=True)]
+    # Matching contexts, one per communicator (compared by identity: a dup has its own).
+    contexts: dict[object, int] = {}
+
+    def context_of(comm: object) -> int:
+        return contexts.setdefault(comm, len(contexts))
+
+    programs = [rk.finish(ops, context_of) for rk, ops in zip(ranks, coll_ops, strict=True)]
     markers = [sum(1 for op in p if op[0] == Code.ITERATION_END) for p in programs]
     if len(set(markers)) > 1:
         r = next(i for i in range(n) if markers[i] != markers[0])

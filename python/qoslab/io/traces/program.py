@@ -8,6 +8,7 @@ checks the ranks against each other and packs them into a :class:`PackedProgram`
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -17,8 +18,8 @@ import numpy as np
 
 class Code:
     COMPUTE = 0  # a = picoseconds
-    ISEND = 1  # a = peer, b = bytes, c = tag
-    IRECV = 2  # a = peer or ANY, c = tag or ANY
+    ISEND = 1  # a = peer | mode << 32 (SendMode), b = bytes, c = tag | context << 32
+    IRECV = 2  # a = peer or ANY, c = (tag or ANY) | context << 32
     PUT = 3  # a = peer, b = bytes
     GET = 4  # a = peer, b = bytes
     WAITALL = 5
@@ -26,6 +27,22 @@ class Code:
     COLLECTIVE = 7  # a = kind | root << 32, b = bytes, c = communicator | sequence << 32
     ITERATION_END = 8
 
+
+class SendMode:
+    """An ISEND's mode (crates/qoslab-engine/src/mpi/program.rs, ``SendMode``)."""
+
+    STANDARD = 0  # MPI_Send, MPI_Rsend
+    SYNCHRONOUS = 1  # MPI_Ssend: complete once the matching receive is posted
+    BUFFERED = 2  # MPI_Bsend: complete at once, the data copied into the attached buffer
+
+
+# Send calls by mode (blocking and non-blocking); the others are standard.
+SEND_MODES = {
+    "MPI_Ssend": SendMode.SYNCHRONOUS,
+    "MPI_Issend": SendMode.SYNCHRONOUS,
+    "MPI_Bsend": SendMode.BUFFERED,
+    "MPI_Ibsend": SendMode.BUFFERED,
+}
 
 ANY = 0xFFFFFFFF  # MPI_ANY_SOURCE / MPI_ANY_TAG in IRECV
 TAG_LIMIT = 1 << 31  # tags at or above are reserved for the engine's collectives
@@ -40,6 +57,10 @@ class PackedProgram:
 
     ``offsets``: ``ranks + 1`` little-endian u64; rank r's ops are op indices
     ``offsets[r] .. offsets[r + 1]``. ``words``: 4 little-endian u64 per op ``[code, a, b, c]``.
+    An ISEND's or IRECV's ``c`` holds its tag (low 32 bits) and its communicator's matching
+    context (high 32 bits): each communicator the trace sends on has its own, numbered in the order
+    the trace first uses them, so that messages match only on their own communicator (MPI's
+    context ids; a dup of MPI_COMM_WORLD has one of its own).
     A COLLECTIVE's ``a`` is its kind (low 32 bits) and, for a broadcast or a reduce, its root's
     rank in the communicator (high 32 bits); its ``c`` is its communicator (low 32 bits: 0 the
     whole job, k the k-th of ``communicators``) and its sequence number among the trace's
@@ -168,18 +189,22 @@ class RankProgram:
             if ps > 0:
                 self.ops.append([Code.COMPUTE, ps, 0, 0])
 
-    def isend(self, peer: Any, nbytes: int, tag: int) -> Request:
+    def isend(self, peer: Any, nbytes: int, tag: int, comm: Any, mode: int = SendMode.STANDARD) -> Request:
+        """`comm`: what names the communicator (a :class:`Communicator`, or a placeholder the
+        reader resolves); messages match only receives on the same one. `mode`: a
+        :class:`SendMode`."""
         self._flush()
         req = Request()
-        req.op = [Code.ISEND, peer, nbytes, tag, req]
+        req.op = [Code.ISEND, peer, nbytes, tag, req, comm, mode]
         self.ops.append(req.op)
         return req
 
-    def irecv(self, peer: Any, tag: int | None) -> Request:
-        """`peer is None`: not known yet (OTF2 fills it in when the receive completes)."""
+    def irecv(self, peer: Any, tag: int | None, comm: Any) -> Request:
+        """`peer is None`: not known yet (OTF2 fills it in, and tag and comm, when the receive
+        completes)."""
         self._flush()
         req = Request()
-        req.op = [Code.IRECV, peer, 0, tag, req]
+        req.op = [Code.IRECV, peer, 0, tag, req, comm]
         self.ops.append(req.op)
         return req
 
@@ -205,9 +230,12 @@ class RankProgram:
         self._flush()
         self.ops.append([Code.ITERATION_END, 0, 0, 0])
 
-    def finish(self, coll_ops: list[tuple[int, int] | None]) -> list[tuple[int, int, int, int]]:
+    def finish(
+        self, coll_ops: list[tuple[int, int] | None], context_of: Callable[[Any], int]
+    ) -> list[tuple[int, int, int, int]]:
         """Numbers the requests that survive, resolves waits; ``coll_ops[i]`` is collective i's
-        (bytes, c word), or None when it carries no traffic (a one-rank communicator)."""
+        (bytes, c word), or None when it carries no traffic (a one-rank communicator);
+        ``context_of`` gives a send's or receive's communicator its matching context."""
         # Compute after the last op (up to MPI_Finalize, or to the last MPI call of a trace
         # without it) is the rank's trailing compute: the job is not done before it is.
         self._flush()
@@ -222,7 +250,8 @@ class RankProgram:
                     continue
                 req.number = next_number
                 next_number += 1
-                out.append((code, op[1], op[2], op[3]))
+                a = op[1] | op[6] << 32 if code == Code.ISEND else op[1]
+                out.append((code, a, op[2], op[3] | context_of(op[5]) << 32))
             elif code == Code.WAIT:
                 req = op[1]
                 if req.dropped or req.number < 0:

@@ -106,16 +106,16 @@ pub(super) fn post_axis(
     let down = grid.shift(rank, d, -1, periodic);
     // Tag 2*slot travels upwards (+d), tag 2*slot+1 downwards.
     if let Some(down) = down {
-        out.push(Op::Irecv { peer: down, tag: tag(iter, phase, 2 * slot) });
+        out.push(Op::irecv(down, tag(iter, phase, 2 * slot)));
     }
     if let Some(up) = up {
-        out.push(Op::Irecv { peer: up, tag: tag(iter, phase, 2 * slot + 1) });
+        out.push(Op::irecv(up, tag(iter, phase, 2 * slot + 1)));
     }
     if let Some(up) = up {
-        out.push(Op::Isend { peer: up, bytes: bytes.0, tag: tag(iter, phase, 2 * slot) });
+        out.push(Op::isend(up, bytes.0, tag(iter, phase, 2 * slot)));
     }
     if let Some(down) = down {
-        out.push(Op::Isend { peer: down, bytes: bytes.1, tag: tag(iter, phase, 2 * slot + 1) });
+        out.push(Op::isend(down, bytes.1, tag(iter, phase, 2 * slot + 1)));
     }
 }
 

@@ -56,19 +56,19 @@ impl Program for CrystalRouter {
             if rank < mid {
                 let o = rank - base;
                 if o < upper {
-                    out.push(Op::Irecv { peer: mid + o, tag: t });
+                    out.push(Op::irecv(mid + o, t));
                 }
                 let bytes = share(self.p.bytes, upper, n);
-                out.push(Op::Isend { peer: mid + o.min(upper - 1), bytes, tag: t });
+                out.push(Op::isend(mid + o.min(upper - 1), bytes, t));
                 n = lower;
             } else {
                 let o = rank - mid;
-                out.push(Op::Irecv { peer: base + o, tag: t });
+                out.push(Op::irecv(base + o, t));
                 if lower > upper && o == upper - 1 {
-                    out.push(Op::Irecv { peer: mid - 1, tag: t });
+                    out.push(Op::irecv(mid - 1, t));
                 }
                 let bytes = share(self.p.bytes, lower, n);
-                out.push(Op::Isend { peer: base + o, bytes, tag: t });
+                out.push(Op::isend(base + o, bytes, t));
                 base = mid;
                 n = upper;
             }

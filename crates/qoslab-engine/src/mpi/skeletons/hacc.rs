@@ -78,14 +78,14 @@ impl Program for Hacc {
         for (i, o) in Hacc::offsets().enumerate() {
             let from = self.neighbor(rank, o.map(|x| -x));
             if from != rank {
-                out.push(Op::Irecv { peer: from, tag: tag(iter, 0, i as u32) });
+                out.push(Op::irecv(from, tag(iter, 0, i as u32)));
             }
         }
         for (i, o) in Hacc::offsets().enumerate() {
             let to = self.neighbor(rank, o);
             if to != rank {
                 let nonzero = o.iter().filter(|&&x| x != 0).count();
-                out.push(Op::Isend { peer: to, bytes: self.bytes[nonzero], tag: tag(iter, 0, i as u32) });
+                out.push(Op::isend(to, self.bytes[nonzero], tag(iter, 0, i as u32)));
             }
         }
         wait_if_any(out, before);

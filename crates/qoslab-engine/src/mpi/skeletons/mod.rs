@@ -140,7 +140,7 @@ mod tests {
                                     assert!(tag < crate::mpi::program::COLLECTIVE_TAG_BASE);
                                     *balance.entry((r as u32, peer, tag)).or_default() += 1;
                                 }
-                                Op::Irecv { peer, tag } => {
+                                Op::Irecv { peer, tag, .. } => {
                                     assert!(
                                         peer < size && peer != r as u32,
                                         "{v} P={size}: rank {r} receives from {peer}"

@@ -84,13 +84,13 @@ impl Program for NasBt {
         let before = out.len();
         for d in 0..3 {
             let (succ, pred) = self.neighbors(rank, d);
-            out.push(Op::Irecv { peer: pred, tag: tag(iter, 0, 2 * d as u32) });
-            out.push(Op::Irecv { peer: succ, tag: tag(iter, 0, 2 * d as u32 + 1) });
+            out.push(Op::irecv(pred, tag(iter, 0, 2 * d as u32)));
+            out.push(Op::irecv(succ, tag(iter, 0, 2 * d as u32 + 1)));
         }
         for d in 0..3 {
             let (succ, pred) = self.neighbors(rank, d);
-            out.push(Op::Isend { peer: succ, bytes: copy, tag: tag(iter, 0, 2 * d as u32) });
-            out.push(Op::Isend { peer: pred, bytes: copy, tag: tag(iter, 0, 2 * d as u32 + 1) });
+            out.push(Op::isend(succ, copy, tag(iter, 0, 2 * d as u32)));
+            out.push(Op::isend(pred, copy, tag(iter, 0, 2 * d as u32 + 1)));
         }
         wait_if_any(out, before);
         compute(out, self.p.compute_us / 4.0);
@@ -103,12 +103,12 @@ impl Program for NasBt {
             {
                 for stage in 0..q {
                     if stage > 0 {
-                        out.push(Op::Irecv { peer: from, tag: tag(iter, phase, 0) });
+                        out.push(Op::irecv(from, tag(iter, phase, 0)));
                         out.push(Op::WaitAll);
                     }
                     compute(out, cell_us);
                     if stage < q - 1 {
-                        out.push(Op::Isend { peer: to, bytes, tag: tag(iter, phase, 0) });
+                        out.push(Op::isend(to, bytes, tag(iter, phase, 0)));
                     }
                 }
             }

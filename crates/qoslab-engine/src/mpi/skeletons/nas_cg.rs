@@ -71,11 +71,7 @@ impl NasCg {
             if partner_col < npcols {
                 let partner = rank - col + partner_col;
                 let t = tag(iter, phase, s);
-                out.extend([
-                    Op::Irecv { peer: partner, tag: t },
-                    Op::Isend { peer: partner, bytes: self.piece, tag: t },
-                    Op::WaitAll,
-                ]);
+                out.extend([Op::irecv(partner, t), Op::isend(partner, self.piece, t), Op::WaitAll]);
             }
         }
         // Transpose: (row r, column c) sends to the rank at row-major index c * nprows + r.
@@ -84,11 +80,7 @@ impl NasCg {
         let from = (rank % nprows) * npcols + rank / nprows;
         if to != rank {
             let t = tag(iter, phase, 31);
-            out.extend([
-                Op::Irecv { peer: from, tag: t },
-                Op::Isend { peer: to, bytes: self.piece, tag: t },
-                Op::WaitAll,
-            ]);
+            out.extend([Op::irecv(from, t), Op::isend(to, self.piece, t), Op::WaitAll]);
         }
     }
 }
