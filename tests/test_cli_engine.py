@@ -309,8 +309,11 @@ def test_a_run_stopped_by_a_signal_writes_what_it_measured(tmp_path, sig):
                     '[run]\nduration_us = 400000\n')
     qoslab_cli = shutil.which("qoslab")
     assert qoslab_cli
+    # SIGINT as a terminal's Ctrl-C sends it: a test suite run from a background job inherits
+    # SIGINT ignored, which qoslab honours, as a program started in the background should.
     proc = subprocess.Popen([qoslab_cli, "run", str(toml), "--out", str(tmp_path / "out")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     summary = tmp_path / "out" / "summary.json"
     time.sleep(3)  # started, and simulating (the whole run takes minutes)
     proc.send_signal(sig)

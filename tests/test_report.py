@@ -45,15 +45,30 @@ def tables():
                                        "rank": rank, "iteration": it, "time_ns": t * 1000 / 3 * (1 + 0.1 * rank),
                                        "mpi_wait_ns": 10.0 * rank})
     for run_id in sorted({j["run_id"] for j in jobs}):
-        runs.append({"run_id": run_id, "repetition": 0, "policy": "x", "alone_job": None, "status": "completed", "error": None})
-    runs.append({"run_id": "r0-broken", "repetition": 0, "policy": "broken", "alone_job": None, "status": "error",
-                 "error": "engine exploded at the spine"})
+        runs.append({"run_id": run_id, "repetition": 0, "policy": "x", "mode": "alone" if "alone" in run_id else "shared",
+                     "alone_job": None, "status": "completed", "error": None})
+    runs.append({"run_id": "r0-broken", "repetition": 0, "policy": "broken", "mode": "shared", "alone_job": None,
+                 "status": "error", "error": "engine exploded at the spine"})
     return {"jobs": pd.DataFrame(jobs), "iterations": pd.DataFrame(iterations), "runs": pd.DataFrame(runs)}
+
+
+def runs_of(jobs: pd.DataFrame) -> pd.DataFrame:
+    """runs.parquet's rows for hand-made job rows (one run per repetition and policy, and per job
+    alone): completed unless a job's runtime is missing, which a run at its time limit leaves."""
+    rows = []
+    for (rep, policy, mode), group in jobs.groupby(["repetition", "policy", "mode"], sort=False):
+        for job, runtimes in (group.groupby("job")["runtime_us"] if mode == "alone" else [(None, group["runtime_us"])]):
+            rows.append({"run_id": f"r{rep}-{policy}" + (f"-{job}" if job else ""), "repetition": rep, "policy": policy,
+                         "mode": mode, "alone_job": job,
+                         "status": "time_limit" if runtimes.isna().any() else "completed", "error": None})
+    return pd.DataFrame(rows)
 
 
 def report(out, t, meta):
     """report.html of hand-made tables, their iterations written as a study writes them."""
     out.mkdir(parents=True, exist_ok=True)
+    if "completed" not in t["jobs"]:  # as jobs.parquet has it: a job without a runtime did not complete
+        t = {**t, "jobs": t["jobs"].assign(completed=t["jobs"]["runtime_us"].notna())}
     iterations = IterationsFile.of_frame(out / "iterations.parquet", t["iterations"])
     return write_report(out, {k: v for k, v in t.items() if k != "iterations"}, iterations, None, meta)
 
@@ -187,8 +202,8 @@ def test_headline_warns_when_the_best_lead_is_within_the_intervals(tmp_path):
     rows += [{"run_id": f"r{rep}-{policy}", "repetition": rep, "policy": policy, "mode": "shared", "job": "a",
               "workload": "w", "ranks": 1, "runtime_us": float(times[rep])}
              for policy, times in shared.items() for rep in range(3)]
-    runs = pd.DataFrame([{"run_id": r["run_id"], "repetition": r["repetition"], "policy": r["policy"], "alone_job": None,
-                          "status": "completed", "error": None} for r in rows])
+    runs = pd.DataFrame([{"run_id": r["run_id"], "repetition": r["repetition"], "policy": r["policy"], "mode": r["mode"],
+                          "alone_job": None, "status": "completed", "error": None} for r in rows])
     empty = pd.DataFrame(columns=["run_id", "repetition", "policy", "mode", "job", "rank", "iteration", "time_ns", "mpi_wait_ns"])
     page = report(tmp_path, {"jobs": pd.DataFrame(rows), "runs": runs, "iterations": empty},
                         {"name": "leads", "seeds": [0, 1, 2]}).read_text()
@@ -240,7 +255,7 @@ def test_the_report_says_identical_repetitions_are_one_sample():
     slow = slowdowns(pd.DataFrame(rows))
     summary = policy_summary(slow)
     assert best_policy_leads(summary, slow)["identical_repetitions"].all()
-    headline = _headline(summary, slow)
+    headline = _headline(summary, slow, runs_of(pd.DataFrame(rows)))
     assert "the same in all 3 repetitions" in headline and "confidence interval" not in headline
     assert "The repetitions of prio-a or default gave identical results" in headline
     assert "larger than both" not in headline
@@ -269,7 +284,7 @@ def test_the_headline_says_what_an_incomplete_default_tie_or_policy_means():
         rows += [{"repetition": r, "policy": p, "mode": "shared", "job": "a", "ranks": 1, "runtime_us": t}
                  for p, times in shared.items() for r, t in enumerate(times)]
         slow = slowdowns(pd.DataFrame(rows))
-        return _headline(policy_summary(slow), slow)
+        return _headline(policy_summary(slow), slow, runs_of(pd.DataFrame(rows)))
 
     nan = float("nan")
     # A default that never completed printed "costs the jobs nan us ... +nan% against default".
@@ -293,7 +308,7 @@ def test_a_best_ranked_first_only_by_the_other_s_missing_repetitions_is_said_to_
              for p, times in {"default": [150.0, 160.0, nan], "b": [170.0, 181.0, 300.0]}.items()
              for r, t in enumerate(times)]
     slow = slowdowns(pd.DataFrame(rows))
-    text = _headline(policy_summary(slow), slow)
+    text = _headline(policy_summary(slow), slow, runs_of(pd.DataFrame(rows)))
     # Default's interval of b - default over reps 0 and 1 (20, 21) lies below 0: "within run-to-run
     # variation" before.
     assert "b has 20 us more contention than default" in text and "within run-to-run" not in text
