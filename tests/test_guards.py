@@ -367,3 +367,26 @@ def test_a_dumpi_parameter_given_twice_is_refused_by_line(tmp_path):
     with pytest.raises(ScenarioError, match=r"t-0000.txt, line 7: dest given twice in the MPI_Send record that starts "
                                             r"at line 3 \(first at line 6\)"):
         read_trace(tmp_path / "t-0000.txt")
+
+
+def test_workers_are_fewer_when_their_runs_would_not_fit_in_memory_together():
+    from qoslab.sweep.executors import workers_in_memory
+
+    gib = 1 << 30
+    assert workers_in_memory(4, 2 * gib, 9 * gib) == (4, None)  # 8 GiB of 9: all four
+    fit, warning = workers_in_memory(4, 2 * gib, 5 * gib)  # two runs of 2 GiB fit in 5
+    assert fit == 2 and warning is not None and "running 2 at a time" in warning and "5.0 GiB" in warning
+    assert workers_in_memory(4, 6 * gib, 5 * gib)[0] == 1  # never none: the run itself was checked
+    assert workers_in_memory(4, 2 * gib, None) == (4, None)  # memory unknown: as asked
+
+
+def test_a_study_runs_fewer_workers_than_asked_when_their_runs_would_exhaust_memory(tmp_path, monkeypatch):
+    # Each run passed the scenario's memory check alone; --workers 2 held two at once regardless.
+    study = tmp_path / "s.toml"
+    study.write_text('[scenario.topology]\nkind = "single-switch"\nhosts = 4\n[[scenario.jobs]]\nname = "a"\n'
+                     'nodes = 2\nworkload = { kind = "ping-pong", iterations = 1 }\n[[policies]]\nkind = "default"\n')
+    run_bytes = qoslab.load_study(study).base().estimated_memory_bytes()
+    monkeypatch.setattr(resources, "available_memory_bytes", lambda: run_bytes * 3 // 2)  # one run fits, not two
+    result = CliRunner().invoke(app, ["study", str(study), "--out", str(tmp_path / "o"), "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    assert "running 1 at a time" in " ".join(result.stderr.split()) and "1 workers" in result.output

@@ -318,6 +318,8 @@ def study(
         if isinstance(loaded, TailStudy):
             assert study_file is not None
             return _tail_study(loaded, study_file, out, scheduler, workers, task, collect)
+        if loaded.executor.kind == "local" and not scheduler:
+            workers = _local_workers(loaded, workers or loaded.executor.workers)
         with _study_executor(loaded.executor, scheduler, workers, out) as executor:
             console.print(f"study [bold]{loaded.title()}[/bold]: {len(loaded.concrete_policies())} policies, "
                           f"{len(loaded.seed_list())} repetition(s), {executor.workers} workers; results in {out}/")
@@ -429,6 +431,13 @@ def _plan(loaded: Any, out: Path) -> None:
     except OSError as error:
         raise fail(f"error: {out}: cannot write plan.json: {error.strerror or error}") from None
     print_plan(size, out)
+
+
+def _local_workers(loaded: Any, workers: int) -> int:
+    fit, warning = loaded.local_workers(workers)
+    if warning:
+        print_warning(warning)
+    return int(fit)
 
 
 @contextmanager

@@ -599,12 +599,23 @@ class Scenario(_Table):
             return int(t.max_queued_messages) * packets
         return min(int(t.max_queued_messages), math.ceil(arrivals) + 1) * packets
 
+    def estimated_memory_bytes(self) -> int:
+        """The run's estimated peak memory (resources.py holds the estimate and says where its
+        figures come from): what a study multiplies by the runs it holds at once."""
+        return self._memory_need()[0]
+
     def _check_memory(self) -> None:
-        """Refuses a run whose estimated peak memory exceeds what this machine has available
-        (resources.py holds the estimate and says where its figures come from)."""
+        """Refuses a run whose estimated peak memory exceeds what this machine has available."""
         available = available_memory_bytes()
         if available is None:
             return
+        need, detail, where = self._memory_need()
+        if need > available:
+            raise problem(f"this run would need about {describe_bytes(need)} ({detail}), but this machine has "
+                          f"{describe_bytes(available)} available; make it smaller", where)
+
+    def _memory_need(self) -> tuple[int, str, str]:
+        """The estimate, what it is made of, and the key most of it comes from."""
         ranks = [len(hosts) * job.ranks_per_node for job, hosts in zip(self.jobs, self._placements)]
         # An all-to-all workload posts every message at once: P * (P - 1) of them.
         at_once = sum(r * (r - 1) for r, job in zip(ranks, self.jobs) if job.workload.kind == "all-to-all")
@@ -618,18 +629,16 @@ class Scenario(_Table):
                                                                          // self.fabric.mtu_bytes)
                           for r, job in zip(ranks, self.jobs))
         need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued) + job_packets)
-        if need > available:
-            detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
-                                *([f"{at_once:,} all-to-all messages posted at once"] if at_once else []),
-                                *([f"{job_packets:,} packets of the jobs' messages"] if job_packets else []),
-                                *([f"up to {sum(queued):,} packets queued by [[traffic]]"] if sum(queued) else [])])
-            largest = max(range(len(queued)), key=queued.__getitem__, default=None)
-            if largest is not None and queued[largest] * PACKET_BYTES > need // 2:
-                where = f"traffic[{largest}]"
-            else:
-                where = "jobs" if self.jobs else "topology"
-            raise problem(f"this run would need about {describe_bytes(need)} ({detail}), but this machine has "
-                          f"{describe_bytes(available)} available; make it smaller", where)
+        detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
+                            *([f"{at_once:,} all-to-all messages posted at once"] if at_once else []),
+                            *([f"{job_packets:,} packets of the jobs' messages"] if job_packets else []),
+                            *([f"up to {sum(queued):,} packets queued by [[traffic]]"] if sum(queued) else [])])
+        largest = max(range(len(queued)), key=queued.__getitem__, default=None)
+        if largest is not None and queued[largest] * PACKET_BYTES > need // 2:
+            where = f"traffic[{largest}]"
+        else:
+            where = "jobs" if self.jobs else "topology"
+        return need, detail, where
 
 
 # ----------------------------------------------------------------------------------------------

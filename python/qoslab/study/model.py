@@ -222,6 +222,15 @@ class Study(StudyFile):
 
     # -- derived -------------------------------------------------------------------------------
 
+    def local_workers(self, workers: int) -> tuple[int, str | None]:
+        """Local workers for this study: as asked (0: every core), fewer when that many of its
+        largest runs (the base scenario, every job at once) would not fit in memory together,
+        with a warning saying so (executors.workers_in_memory)."""
+        from qoslab.resources import available_memory_bytes
+        from qoslab.sweep.executors import cores, workers_in_memory
+
+        return workers_in_memory(workers or cores(), self.base().estimated_memory_bytes(), available_memory_bytes())
+
     def seed_list(self) -> list[int]:
         if self.seeds is not None:
             return list(self.seeds)

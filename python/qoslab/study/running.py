@@ -3,6 +3,7 @@ the runner for the study's kind, and the executor closed again if it was made he
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,10 @@ def run_study(study: Any, out: Path, executor: Any, workers: int, progress: bool
             # A kind by name: the study file's [executor] checks, as --executor applies them.
             config = config.overridden(executor, {})
         kind = config.kind
+        if kind == "local" and not isinstance(study, TailStudy):
+            workers, warning = study.local_workers(workers or config.workers)
+            if warning:
+                warnings.warn(warning, stacklevel=3)
         executor = make_executor(kind, workers or config.workers, config.scheduler if kind == "dask" else None,
                                  config.slurm if kind == "slurm" else None, out, config.no_worker_timeout_s)
     console = Console(stderr=True, quiet=not progress)

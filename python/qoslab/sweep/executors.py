@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from qoslab.extras import require
+from qoslab.resources import describe_bytes
 from qoslab.sweep.execute import RunRecord, RunSpec, execute, failed_record
 from qoslab.sweep.store import RunStore
 
@@ -44,6 +45,17 @@ def cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - not Linux
         return os.cpu_count() or 1
+
+
+def workers_in_memory(workers: int, run_bytes: int, available: int | None) -> tuple[int, str | None]:
+    """How many local workers can hold a run of `run_bytes` (its estimated peak) each at once in
+    `available` bytes (None: unknown), and a warning when that is fewer than `workers`: each run
+    alone passes the scenario's memory check, so several at once could still exhaust the machine."""
+    if available is None or run_bytes <= 0 or workers * run_bytes <= available:
+        return workers, None
+    fit = max(1, available // run_bytes)
+    return fit, (f"{workers} workers would hold {workers} runs of up to about {describe_bytes(run_bytes)} each at "
+                 f"once, and this machine has {describe_bytes(available)} available: running {fit} at a time")
 
 
 def _start_worker(parent: int) -> None:
