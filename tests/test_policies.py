@@ -27,9 +27,9 @@ def context(profile=None, alone=None, size=10):
 
 def profile_with_waits(waits):
     """Two iterations per rank; rank r waits waits[r] in total."""
-    rows = [{"job": "a", "rank": r, "iteration": i, "time_ns": 1000.0, "mpi_wait_ns": w / 2}
+    rows = [{"job": "a", "rank": r, "iteration": i, "time_ns": 1000.0, "mpi_wait_ns": w / 2, "sends": 1}
             for r, w in enumerate(waits) for i in range(2)]
-    rows.append({"job": "b", "rank": 0, "iteration": 0, "time_ns": 1.0, "mpi_wait_ns": 1e9})  # other jobs ignored
+    rows.append({"job": "b", "rank": 0, "iteration": 0, "time_ns": 1.0, "mpi_wait_ns": 1e9, "sends": 1})  # other jobs ignored
     return pd.DataFrame(rows)
 
 
@@ -48,6 +48,18 @@ WAITS = [50, 10, 90, 30, 70, 20, 80, 60, 40, 100]
 def test_per_rank_picks_ranks_by_the_metric(metric, fraction, expected):
     policy = PerRank(kind="per-rank", job="a", fraction=fraction, metric=metric)
     assert policy.choose(context(profile_with_waits(WAITS))) == expected
+
+
+def test_per_rank_passes_over_ranks_that_never_send():
+    # A rank that sends nothing waits 0 in MPI and so ranked first by least-wait, though an SL moves
+    # only a rank's own sends: on a 4-rank ping-pong the choice was idle rank 2, and nothing went on
+    # the priority SL.
+    profile = profile_with_waits([40, 30, 0, 0])
+    profile.loc[profile["rank"].isin([2, 3]), "sends"] = 0
+    policy = PerRank(kind="per-rank", job="a", fraction=0.25, metric="least-wait")
+    assert policy.choose(context(profile, size=4)) == [1]  # the sender that waits least
+    most = PerRank(kind="per-rank", job="a", fraction=0.75, metric="most-wait")
+    assert most.choose(context(profile, size=4)) == [0, 1, 2]  # both senders, then the lower idle rank
 
 
 def test_wait_inflation_subtracts_the_alone_wait():

@@ -97,8 +97,8 @@ class PerRank(Arbitrated):
         if ctx.profile is None:
             raise PolicyError("metric", f"{self.metric!r} needs the profiling run, which is missing")
         wait = _per_rank(ctx.profile, self.job, size, "mpi_wait_ns")
+        sends = _per_rank(ctx.profile, self.job, size, "sends")
         if self.metric == "slowest-sends":
-            sends = _per_rank(ctx.profile, self.job, size, "sends")
             score = _per_rank(ctx.profile, self.job, size, "send_latency_ns") / np.maximum(sends, 1)
         elif self.metric == "least-wait":
             score = -wait  # least wait first
@@ -109,8 +109,10 @@ class PerRank(Arbitrated):
             if alone is None:
                 raise PolicyError("metric", "'wait-inflation' needs the job's alone run, which is missing")
             score = wait - _per_rank(alone.iterations.assign(job=self.job), self.job, size, "mpi_wait_ns")
-        # Highest score first; ties to the lower rank (stable sort on -score).
-        order = np.argsort(-score, kind="stable")
+        # Ranks that sent something first (an SL only moves a rank's own sends: a rank that never
+        # sends, whose MPI wait is 0, gained nothing from being "least-wait"), then the highest
+        # score, ties to the lower rank.
+        order = np.lexsort((np.arange(size), -score, sends == 0))
         return sorted(int(r) for r in order[:count])
 
     def apply(self, scenario: dict[str, Any], ctx: PolicyContext) -> dict[str, Any]:
