@@ -614,3 +614,32 @@ def test_slurm_executor_keys_become_the_job_script(monkeypatch):
         assert line in script, script
     with pytest.raises(ScenarioError, match="executor.slurm"):
         slurm_cluster({"cores": 1, "memory": "1GB", "no_such_key": 3})
+
+
+def test_a_search_candidate_that_does_not_complete_leaves_the_study_whole(tmp_path, monkeypatch):
+    # A candidate scored inf only loses the search; the study exited 5 ("change the scenario to
+    # complete them") although default and q-opt both completed every repetition.
+    from qoslab.sweep import executors
+
+    study = tmp_path / "s.toml"
+    study.write_text('[scenario.topology]\nkind = "single-switch"\nhosts = 4\n'
+                     + ''.join(f'[[scenario.jobs]]\nname = "{n}"\nnodes = 2\nworkload = {{ kind = "ping-pong", '
+                               'iterations = 2 }\n' for n in "ab")
+                     + '[[policies]]\nkind = "default"\n[[policies]]\nkind = "search"\nvls = 2\n')
+    real, cut = executors.execute, []
+
+    def one_candidate_at_its_time_limit(spec):
+        record = real(spec)
+        if "/candidate[" in spec.policy and not cut:
+            cut.append(spec.policy)
+            record["run"] = {**record["run"], "status": "time_limit"}
+            record["jobs"] = [{**job, "completed": False, "runtime_us": math.nan} for job in record["jobs"]]
+        return record
+
+    monkeypatch.setattr(executors, "execute", one_candidate_at_its_time_limit)
+    result = CliRunner().invoke(app, ["study", str(study), "--out", str(tmp_path / "o"), "--workers", "1"])
+    assert cut and result.exit_code == 0, result.output
+    runs = pd.read_parquet(tmp_path / "o" / "runs.parquet")
+    assert (runs.loc[runs["policy"] == cut[0], "status"] == "time_limit").all()  # kept, and listed as such
+    report = (tmp_path / "o" / "report.html").read_text()
+    assert "did not complete" not in report and "time limit" not in report

@@ -333,9 +333,12 @@ def study(
         print_sweep(outcome)
     else:
         print_study(outcome)
+    from qoslab.policies.search import is_candidate
+
     statuses = [row["status"] for row in outcome.failed]  # every run that did not complete
     _exit_on_failed_runs(statuses.count("error"), outcome.runs_total, out)
-    _exit_on_incomplete_runs(len(statuses), outcome.runs_total)
+    _exit_on_incomplete_runs(sum(row["status"] != "error" and not is_candidate(row["policy"]) for row in outcome.failed),
+                             outcome.runs_total)
 
 
 def _array_mode(array_task: str | None, collect: bool, executor_kind: Any, scheduler: str | None) -> tuple[int, int] | None:

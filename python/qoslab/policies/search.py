@@ -30,6 +30,13 @@ from qoslab.vlarb import Granularity
 Candidate = tuple[tuple[int, ...], int]  # (VL of each job, in job order; index of the weight set)
 EQUAL_WEIGHT = 64
 CANDIDATE_MARK = "/candidate["  # in a candidate's policy name: "q-opt/candidate[a=0 b=1; w=64:64]"
+
+
+def is_candidate(policy: object) -> bool:
+    """Whether a run's policy is a search candidate's: scored, not compared, so one that does not
+    complete (a deadlock, the time limit) only loses the search (its objective is inf); it leaves
+    the study's comparison whole."""
+    return isinstance(policy, str) and CANDIDATE_MARK in policy
 MAX_EXHAUSTIVE = 5000
 
 

@@ -43,6 +43,7 @@ from qoslab.plots import (
     utilisation_figure,
 )
 from qoslab.plots.interference import wait_unit
+from qoslab.policies.search import is_candidate
 from qoslab.sweep.iterations import IterationsFile
 from qoslab.sweep.outputs import replacing, write_bytes, write_text
 
@@ -226,6 +227,7 @@ def _endings(runs: pd.DataFrame) -> tuple[str, str]:
 
 
 def _headline(summary: pd.DataFrame, slow: pd.DataFrame, runs: pd.DataFrame) -> str:
+    runs = runs[~runs["policy"].map(is_candidate)]  # a search's candidates are scored, not compared
     shared = runs[runs["mode"] == "shared"]
     if summary["total_contention_us"].isna().all():
         ended, advice = _endings(runs)

@@ -69,7 +69,10 @@ def _warn_failed(outcome: Any) -> None:
     without a word (the outcome's `failed` lists the runs and why)."""
     import warnings
 
-    failed = list(getattr(outcome, "failed", []) or [])
+    from qoslab.policies.search import is_candidate
+
+    failed = [row for row in getattr(outcome, "failed", []) or []
+              if row.get("status") == "error" or not is_candidate(row.get("policy"))]
     errors = [row for row in failed if row.get("status") == "error"]
     if errors:
         first = errors[0]
