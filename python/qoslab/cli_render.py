@@ -139,11 +139,7 @@ def print_study(outcome: Any) -> None:
     from qoslab.study.results import policy_table
 
     rows = policy_table(outcome.tables, outcome.policies)
-    slowdowns = [c for c in rows.columns if c.endswith(" slowdown")]
-    # The jobs' columns are headed by the job alone (the title says what they hold), so that on an
-    # 80-column terminal the figures and the policy names keep room.
-    title = "policies (mean over repetitions)" + (": each job's slowdown, total contention" if slowdowns else "")
-    table = Table(title=title, title_justify="left")
+    table = Table(title="policies (mean over repetitions)", title_justify="left")
     if rows.empty:
         console.print(Text("no policy has a complete set of runs to compare", style="yellow"))
     else:
@@ -151,8 +147,7 @@ def print_study(outcome: Any) -> None:
             if column == "policy":
                 table.add_column(column, overflow="fold")  # names are the point: wrap, never cut
             else:
-                header = column.removesuffix(" slowdown") if column in slowdowns else column
-                table.add_column(header, justify="right", overflow="fold")
+                table.add_column(column, justify="right", overflow="fold")
         for row in ([fmt(v) for v in record] for record in rows.itertuples(index=False)):
             table.add_row(*(Text(cell) for cell in row))  # Text: policy names hold [brackets]
         console.print(table)
