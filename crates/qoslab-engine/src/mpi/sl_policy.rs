@@ -300,6 +300,9 @@ impl SlowestRanks {
                 });
             }
         }
+        // Ranks that sent nothing come last (stable: each group keeps the metric's order): an SL
+        // moves only a rank's own sends, and such a rank waits 0, least-wait's first choice.
+        order.sort_by_key(|&r| self.sends[r as usize] == 0);
         self.chosen = vec![false; self.wait.len()];
         for &r in &order[..self.count] {
             self.chosen[r as usize] = true;
@@ -411,6 +414,23 @@ mod tests {
         p.iteration_done(3, 0, 1, 20, 1, 0);
         assert_eq!(p.prioritized(), Some(Some(vec![1, 3])));
         assert_eq!((p.choose(0, 1, 8, false), p.choose(1, 0, 8, false)), (3, 1), "matching the destination");
+    }
+
+    #[test]
+    fn ranks_that_sent_nothing_are_chosen_last() {
+        // A 4-rank ping-pong: ranks 2 and 3 never send and wait 0 in MPI.
+        let cfg = SlPolicyConfig::SlowestRanks {
+            fraction: 0.25,
+            after_iterations: 1,
+            metric: SlowRankMetric::LeastWait,
+            sl: 1,
+            matching: RankMatch::Source,
+        };
+        let mut p = SlPolicy::new(&cfg, 0, 4, 3, "k").unwrap();
+        for (rank, (wait, sends)) in [(40, 1), (30, 1), (0, 0), (0, 0)].iter().enumerate() {
+            p.iteration_done(rank as u32, 0, 0, *wait, *sends, 100);
+        }
+        assert_eq!(p.prioritized(), Some(Some(vec![1])), "the sender that waits least, not idle rank 2");
     }
 
     #[test]
