@@ -166,12 +166,13 @@ _ENDLESS_STUDY = ('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nk
                   'workload = { kind = "flood-pairs", iterations = 1000 }\n[[policies]]\nkind = "default"\n')
 
 
-def _start_study(tmp_path: Path, workers: int = 2, **popen: Any) -> tuple[subprocess.Popen[bytes], set[int]]:
-    """A study of runs long enough (a flood without end) that its workers are busy when it is
-    stopped; returned as soon as two workers exist (they are still importing then), or, with one
+def _start_study(tmp_path: Path, workers: int = 2, study: str = _ENDLESS_STUDY,
+                 **popen: Any) -> tuple[subprocess.Popen[bytes], set[int]]:
+    """A study (by default one of runs long enough, a flood without end, that its workers are busy
+    when it is stopped); returned as soon as two workers exist (they are still importing then), or, with one
     worker (which runs in the command itself), at once."""
     path = tmp_path / "s.toml"
-    path.write_text(_ENDLESS_STUDY)
+    path.write_text(study)
     proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
                              "--workers", str(workers)], start_new_session=True, **popen)
     started: set[int] = set()
@@ -180,6 +181,22 @@ def _start_study(tmp_path: Path, workers: int = 2, **popen: Any) -> tuple[subpro
         started = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
         time.sleep(0.05)
     return proc, started
+
+
+def _wait_gone(pids: set[int], seconds: float) -> bool:
+    """Whether every process of `pids` has ended within `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.1)
+    return not any(_alive(p) for p in pids)
+
+
+def _kill_all(pids: set[int]) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
@@ -199,17 +216,10 @@ def test_ctrl_c_stops_a_study_at_once_and_without_a_traceback(tmp_path, workers,
         assert proc.returncode == EXIT_INTERRUPTED, output
         assert "Traceback" not in output and "KeyboardInterrupt" not in output, output
         assert "interrupted: finished runs are kept" in output, output
-        deadline = time.time() + 10
-        while time.time() < deadline and any(_alive(w) for w in started):
-            time.sleep(0.1)
-        assert not any(_alive(w) for w in started), "workers outlived the interrupted command"
+        assert _wait_gone(started, 10), "workers outlived the interrupted command"
         assert not list((tmp_path / "out" / "runs").glob("*/record.json")), "an interrupted run was stored"
     finally:
-        for pid in started | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(started | {proc.pid})
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
@@ -228,16 +238,9 @@ def test_a_signal_to_the_command_alone_stops_its_workers_at_once(tmp_path, sig):
         assert time.monotonic() - signalled < 5.0, output
         assert proc.returncode == EXIT_INTERRUPTED, output
         assert "interrupted: finished runs are kept" in output and "Traceback" not in output, output
-        deadline = time.time() + 2
-        while time.time() < deadline and any(_alive(w) for w in started):
-            time.sleep(0.1)
-        assert not any(_alive(w) for w in started), "workers outlived the interrupted command"
+        assert _wait_gone(started, 2), "workers outlived the interrupted command"
     finally:
-        for pid in started | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(started | {proc.pid})
 
 
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc to find the workers")
@@ -247,16 +250,9 @@ def test_workers_die_when_the_command_that_started_them_is_killed(tmp_path):
         assert len(workers) >= 2, "the study never started its workers"
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        deadline = time.time() + 10
-        while time.time() < deadline and any(_alive(w) for w in workers):
-            time.sleep(0.1)
-        assert not any(_alive(w) for w in workers), "workers outlived the killed command"
+        assert _wait_gone(workers, 10), "workers outlived the killed command"
     finally:
-        for pid in workers | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(workers | {proc.pid})
 
 
 def test_a_plan_beside_another_study_s_results_warns(tmp_path):
@@ -324,11 +320,7 @@ def test_a_study_started_with_ctrl_c_ignored_keeps_running_through_it(tmp_path):
         time.sleep(4.0)
         assert proc.poll() is None and all(_alive(w) for w in started), proc.returncode
     finally:
-        for pid in started | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(started | {proc.pid})
         proc.communicate(timeout=30)
 
 
@@ -342,16 +334,8 @@ _FINITE_STUDY = ('repetitions = 2\n[scenario]\nseed = 3\n[scenario.topology]\nki
 def test_a_worker_that_dies_costs_its_runs_a_new_pool_not_the_study(tmp_path):
     # The OOM killer or an operator's kill of one worker broke the pool: every run it held was
     # stored as failed (BrokenProcessPool), six for one death. Now they go to a new pool.
-    path = tmp_path / "s.toml"
-    path.write_text(_FINITE_STUDY)
-    proc = subprocess.Popen([sys.executable, "-m", "qoslab.cli", "study", str(path), "--out", str(tmp_path / "out"),
-                             "--workers", "2"], start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    workers: set[int] = set()
+    proc, workers = _start_study(tmp_path, 2, _FINITE_STUDY, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        deadline = time.time() + 60
-        while time.time() < deadline and len(workers) < 2:
-            workers = {c for c in _children(proc.pid) if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text()}
-            time.sleep(0.05)
         assert len(workers) >= 2, "the study never started its workers"
         time.sleep(2.0)  # imported, and in their first runs (about 2 s each)
         os.kill(min(workers), signal.SIGKILL)
@@ -360,8 +344,4 @@ def test_a_worker_that_dies_costs_its_runs_a_new_pool_not_the_study(tmp_path):
         runs = pq.read_table(tmp_path / "out" / "runs.parquet").to_pandas()
         assert len(runs) == 6 and (runs["status"] == "completed").all(), runs[["run_id", "status", "error"]]
     finally:
-        for pid in workers | {proc.pid}:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+        _kill_all(workers | {proc.pid})
