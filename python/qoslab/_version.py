@@ -20,8 +20,9 @@ except ImportError:  # a source tree whose engine was never built
 # matching on the communicator's context (6), synchronous and buffered send modes (7), MPICH's
 # one-child-at-a-time binomial bcast and reduce (8), latency-history's network latency without a
 # rendezvous's wait for its receive (9), a packet's tail carried across links of different
-# rates (10), online slowest-ranks choosing ranks that sent something first (11).
-MODEL_VERSION = "2026-11-27.11"
+# rates (10), online slowest-ranks choosing ranks that sent something first (11), an HCA send
+# queue lane per MPI connection (rank pair) instead of per destination host (12).
+MODEL_VERSION = "2026-11-27.12"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

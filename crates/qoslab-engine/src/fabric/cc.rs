@@ -159,6 +159,10 @@ pub(crate) struct CongestionControl {
     /// Per statistics class (traffic tables, then jobs, as `Simulation::by_class`).
     pub(crate) by_class: Vec<CcClassStats>,
     pub(crate) trace: Option<Box<CcTrace>>,
+    /// By CNP packet id, the flow its BECN throttles: the marked packet's (source host, SL,
+    /// lane), read from its message when the CNP is made (the message may be gone when the CNP
+    /// arrives, and the lane is not a function of the hosts for MPI connections).
+    cnp_flows: Vec<u32>,
 }
 
 impl CongestionControl {
@@ -227,6 +231,7 @@ impl CongestionControl {
             stats: CcStats::default(),
             by_class: vec![CcClassStats::default(); classes],
             trace: cfg.trace.then(|| Box::new(CcTrace { anchors: vec![0; flow_count], ..CcTrace::default() })),
+            cnp_flows: Vec::new(),
         }
     }
 
@@ -482,7 +487,7 @@ impl Simulation {
         let cc = self.cc.as_deref_mut().expect("congestion control on");
         if pk.phase & CNP != 0 {
             // The source (the CNP's destination) throttles the flow of the marked packet.
-            let flow = cc.flow(pk.dst.0, pk.sl, pk.src.0 % cc.lanes);
+            let flow = cc.cnp_flows[id as usize];
             cc.by_class[pk.class as usize].becn_received += 1;
             if let Some(t) = cc.trace.as_deref_mut() {
                 if let Some(mark) = t.marked_at.remove(&id) {
@@ -517,8 +522,14 @@ impl Simulation {
         cc.stats.cnp_packets += 1;
         let q = QueueId(cc.cnp_base + pk.dst.0 * CC_SLS as u32 + pk.sl as u32);
         let mark = cc.trace.as_deref_mut().and_then(|t| t.marked_at.remove(&id));
+        let flow = cc.flow(pk.src.0, pk.sl, self.messages.items[pk.message as usize].lane as u32);
         let cnp_id = self.packets.insert(cnp);
         self.packets_created += 1;
+        let cnp_flows = &mut self.cc.as_deref_mut().expect("congestion control on").cnp_flows;
+        if cnp_flows.len() <= cnp_id as usize {
+            cnp_flows.resize(cnp_id as usize + 1, 0);
+        }
+        cnp_flows[cnp_id as usize] = flow;
         if let (Some(t), Some(mark)) = (self.cc.as_deref_mut().and_then(|c| c.trace.as_deref_mut()), mark) {
             t.marked_at.insert(cnp_id, mark);
         }

@@ -1,6 +1,9 @@
 //! The host channel adapter: open-loop sources and MPI sends become messages, cut into MTU
-//! packets on per-SL send queues (one per queue pair, by destination); a sent packet refills its
-//! source; delivery at the destination completes messages and records their latency.
+//! packets on per-SL send queues (lanes standing for queue pairs, one per connection while there
+//! are enough); a sent packet refills its source; delivery at the destination completes messages
+//! and records their latency.
+
+use std::collections::HashMap;
 
 use crate::ids::{HostId, QueueId};
 use crate::queue::EventKind;
@@ -46,7 +49,8 @@ impl Simulation {
         let dst = src.next_destination(&self.tables[src.traffic as usize]);
         src.queued += 1;
         let (host, sl, bytes, class) = (src.host, src.sl, src.message_bytes, src.traffic);
-        self.inject(Message { source: s, ..Message::new(HostId(host), HostId(dst), sl, bytes, class, self.now) });
+        let lane = self.open_loop_lane(HostId(dst));
+        self.inject(Message { source: s, lane, ..Message::new(HostId(host), HostId(dst), sl, bytes, class, self.now) });
     }
 
     /// Cuts a message into MTU packets (at least one: a zero-byte message is a bare header) and
@@ -58,7 +62,7 @@ impl Simulation {
         let packets = bytes.div_ceil(self.mtu as u64).max(1) as u32;
         m.packets_left = packets;
         m.packets_unsent = packets;
-        let q = self.hca_queue(host, sl, dst);
+        let q = self.hca_queue(host, sl, m.lane);
         if let Some(cc) = self.cc.as_deref() {
             // Read below if the message's first packet becomes the queue's head.
             cc.prefetch_flow(q);
@@ -92,13 +96,42 @@ impl Simulation {
         }
     }
 
+    /// The HCA send queue of `host`'s `sl` whose lane is `lane`. An HCA serves its queue pairs
+    /// round robin, packet by packet, so a short message on one connection does not wait behind a
+    /// long one on another; the `hca_send_queues_per_sl` lanes of an SL stand for the QPs.
     #[inline]
-    /// The HCA send queue a message to `dst` on `sl` joins. An HCA serves its queue pairs round
-    /// robin, packet by packet, so a short message to one peer does not wait behind a long one
-    /// to another; `hca_send_queues_per_sl` queues per SL stand for the QPs, by destination.
-    pub(crate) fn hca_queue(&self, host: HostId, sl: u8, dst: HostId) -> QueueId {
+    pub(crate) fn hca_queue(&self, host: HostId, sl: u8, lane: u8) -> QueueId {
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
-        QueueId((self.ports.len() as u32) * self.vls + (host.0 * SLS + sl as u32) * lanes + dst.0 % lanes)
+        QueueId((self.ports.len() as u32) * self.vls + (host.0 * SLS + sl as u32) * lanes + lane as u32)
+    }
+
+    /// An open-loop source's lane for a message to `dst`. A source is one process per host, so a
+    /// destination host is a connection: lane `dst mod n`, connections sharing a lane when more
+    /// destinations than lanes are in use.
+    #[inline]
+    pub(crate) fn open_loop_lane(&self, dst: HostId) -> u8 {
+        (dst.0 % self.cfg.fabric.hca_send_queues_per_sl) as u8
+    }
+
+    /// The lane of MPI rank `from`'s connection to rank `to` on `sl` (`from` runs on `host`). Each
+    /// process has a QP of its own per peer (RC; a rank pair is a connection) and keeps it: a
+    /// connection takes a lane at its first message, the next of its host and SL's lanes in turn
+    /// (as QPs are set up on demand), and keeps it for the run, so its messages stay in order and
+    /// congestion control throttles the same lane. Until 2026-11-27 (model version .12) a message
+    /// took lane `destination host mod n`, so all the ranks of a host sending to one other host
+    /// shared one FIFO and were served message after message, not round robin.
+    pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> u8 {
+        let lanes = self.cfg.fabric.hca_send_queues_per_sl;
+        let next = &mut self.connection_lanes.next;
+        *self.connection_lanes.bound.entry((from, to, sl)).or_insert_with(|| {
+            let i = (host.0 * SLS + sl as u32) as usize;
+            if next.len() <= i {
+                next.resize(i + 1, 0);
+            }
+            let lane = next[i];
+            next[i] = ((lane as u32 + 1) % lanes) as u8;
+            lane
+        })
     }
 
     /// An HCA started sending one more packet of `message`; after its last, a saturating source refills, an
@@ -190,4 +223,12 @@ impl Simulation {
             }
         }
     }
+}
+
+/// MPI connections' lanes (`Simulation::connection_lane`): the lane each (from rank, to rank, SL)
+/// took, and per (host, SL) the lane the next new connection takes. Empty without MPI jobs.
+#[derive(Debug, Default)]
+pub(crate) struct ConnectionLanes {
+    bound: HashMap<(u32, u32, u8), u8>,
+    next: Vec<u8>,
 }

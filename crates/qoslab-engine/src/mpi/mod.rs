@@ -38,9 +38,20 @@ use workloads::{JobShape, Program};
 pub trait Transport {
     /// Sends `bytes` of payload from one host to another; `message` comes back through
     /// `Mpi::on_arrival` when its last byte has arrived, and through `Mpi::on_injected` when the
-    /// sending HCA has started sending its last packet (only if `notify_injected`).
+    /// sending HCA has started sending its last packet (only if `notify_injected`). `ranks` are
+    /// the sending and receiving global ranks: the connection whose queue pair it takes.
     #[allow(clippy::too_many_arguments)]
-    fn send(&mut self, src_host: u32, dst_host: u32, sl: u8, bytes: u64, job: u32, message: u32, notify_injected: bool);
+    fn send(
+        &mut self,
+        src_host: u32,
+        dst_host: u32,
+        ranks: (u32, u32),
+        sl: u8,
+        bytes: u64,
+        job: u32,
+        message: u32,
+        notify_injected: bool,
+    );
     /// Calls `Mpi::on_arrival(message)` at `at` (shared-memory deliveries).
     fn schedule_arrival(&mut self, at: Time, message: u32);
     /// Calls `Mpi::on_resume(rank)` at `at` (end of a compute phase).
@@ -658,7 +669,7 @@ impl Mpi {
                 self.complete(m.src, m.send_request, now, t);
             }
         } else {
-            t.send(src_host, dst_host, sl, bytes, job, message, notify);
+            t.send(src_host, dst_host, (from, to), sl, bytes, job, message, notify);
         }
     }
 

@@ -157,6 +157,7 @@ impl Simulation {
             rate,
             port_rates,
             tail_left: Vec::new(),
+            connection_lanes: Default::default(),
             link_latency: ns_to_ps(f.link_latency_ns),
             switch_latency: ns_to_ps(f.switch_latency_ns),
             mtu: f.mtu_bytes,

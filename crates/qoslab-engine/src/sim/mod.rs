@@ -92,6 +92,8 @@ pub struct Simulation {
     /// Per packet id, when its tail left the last port it crossed (`mixed_rate_tx_end`): kept
     /// only when `port_rates` is set, beside the 32-byte `Packet` rather than in it.
     pub(crate) tail_left: Vec<Time>,
+    /// MPI connections' HCA send queue lanes (fabric/hca.rs).
+    pub(crate) connection_lanes: crate::fabric::hca::ConnectionLanes,
     pub(crate) link_latency: Time,
     pub(crate) switch_latency: Time,
     pub(crate) mtu: u32,
@@ -343,6 +345,7 @@ impl Transport for Simulation {
         &mut self,
         src_host: u32,
         dst_host: u32,
+        ranks: (u32, u32),
         sl: u8,
         bytes: u64,
         job: u32,
@@ -350,8 +353,9 @@ impl Transport for Simulation {
         notify_injected: bool,
     ) {
         let class = (self.tables.len() as u32 + job) as u16;
+        let lane = self.connection_lane(HostId(src_host), sl, ranks.0, ranks.1);
         let m = Message::new(HostId(src_host), HostId(dst_host), sl, bytes, class, self.now);
-        self.inject(Message { mpi: message, notify_injected, ..m });
+        self.inject(Message { mpi: message, notify_injected, lane, ..m });
     }
 
     fn schedule_arrival(&mut self, at: Time, message: u32) {

@@ -49,6 +49,9 @@ pub struct Message {
     /// Statistics class: traffic tables first, then one per job.
     pub class: u16,
     pub sl: u8,
+    /// The HCA send queue (QP lane) of its SL it joins: `Simulation::open_loop_lane` or
+    /// `Simulation::connection_lane`.
+    pub lane: u8,
     pub bytes: u64,
     pub created: Time,
     pub last_delivery: Time,
@@ -69,6 +72,7 @@ impl Message {
             notify_injected: false,
             class,
             sl,
+            lane: 0,
             bytes,
             created,
             last_delivery: 0,

@@ -1,0 +1,62 @@
+"""The HCA's send queues: one lane (QP) per MPI connection, served round robin packet by packet.
+
+Closed forms on one switch, 4 ranks per host, each rank of host 0 sending one 64 KiB eager
+message to its partner on host 1 (flood-pairs): 64 packets of T = 4122 B x 8 / 100 Gb/s leave
+host 0 back to back, and a message is delivered 2 x link latency + switch latency after its last
+packet has left (cut-through, one rate).
+"""
+
+import pytest
+import qoslab
+
+T_NS = 4122 * 8 / 100  # one 4 KiB packet (+ 26 B header) at 100 Gb/s
+PATH_NS = 20 + 100 + 20  # link, switch, link
+
+
+def flood_pairs(lanes=None, messages=1):
+    fabric = {} if lanes is None else {"hca_send_queues_per_sl": lanes}
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2}, fabric=fabric, run={"messages": True},
+                        mpi={"eager_threshold_bytes": 65536},
+                        jobs=[{"name": "f", "nodes": 2, "ranks_per_node": 4, "placement": "hosts", "hosts": [0, 1],
+                               "workload": {"kind": "flood-pairs", "bytes": 65536, "messages": messages,
+                                            "iterations": 1}}])
+    rows = [r for r in qoslab.simulate(s).messages.to_pylist() if r["src"] == 0]
+    return rows
+
+
+def ends_of(packet_counts):
+    return [pytest.approx(n * T_NS + PATH_NS, abs=0.02) for n in packet_counts]
+
+
+def test_each_rank_pair_has_its_own_queue_served_round_robin():
+    # Four connections on four lanes: their packets interleave, so the messages end one packet
+    # apart at the end of the 64 (packets 61..64), not one after the other (16, 32, 48, 64), as
+    # when every rank of a host sending to one other host shared one FIFO (before model .12).
+    rows = sorted(flood_pairs(), key=lambda r: r["delivered_ns"])
+    assert [r["delivered_ns"] for r in rows] == ends_of([61, 62, 63, 64])
+    assert sorted((r["src_rank"], r["dst_rank"]) for r in rows) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+
+
+def test_one_lane_per_sl_is_one_fifo():
+    rows = sorted(flood_pairs(lanes=1), key=lambda r: r["delivered_ns"])
+    assert [r["delivered_ns"] for r in rows] == ends_of([16, 32, 48, 64])
+
+
+def test_connections_beyond_the_lanes_share_them_in_turn():
+    # Two lanes: connections take lanes 0, 1, 0, 1 as they open, so each lane holds two
+    # messages, one after the other, and the lanes alternate packet by packet.
+    rows = sorted(flood_pairs(lanes=2), key=lambda r: r["delivered_ns"])
+    assert [r["delivered_ns"] for r in rows] == ends_of([31, 32, 63, 64])
+
+
+def test_a_connection_keeps_its_lane_so_its_messages_stay_in_order():
+    # Three messages per pair with eight lanes free: each pair's messages still go one after the
+    # other in the pair's one lane (a QP is ordered), so the four lanes end together at packets
+    # 189..192 of 192 and each pair's first message ends two thirds of the way in.
+    rows = flood_pairs(lanes=8, messages=3)
+    by_pair: dict[tuple[int, int], list[float]] = {}
+    for r in rows:
+        by_pair.setdefault((r["src_rank"], r["dst_rank"]), []).append(r["delivered_ns"])
+    assert sorted(by_pair) == [(0, 4), (1, 5), (2, 6), (3, 7)]
+    assert sorted(max(e) for e in by_pair.values()) == ends_of([189, 190, 191, 192])
+    assert sorted(min(e) for e in by_pair.values()) == ends_of([61, 62, 63, 64])
