@@ -60,3 +60,20 @@ def test_a_connection_keeps_its_lane_so_its_messages_stay_in_order():
     assert sorted(by_pair) == [(0, 4), (1, 5), (2, 6), (3, 7)]
     assert sorted(max(e) for e in by_pair.values()) == ends_of([189, 190, 191, 192])
     assert sorted(min(e) for e in by_pair.values()) == ends_of([61, 62, 63, 64])
+
+
+def test_a_becn_throttles_the_lane_of_the_connection_whose_packet_was_marked():
+    # Host 0's two ranks each send to their partner on host 1 (lanes 0 and 1, in the order the
+    # connections open; by destination host both would be lane 1), while six open-loop senders
+    # saturate host 1's switch port, so packets of both connections are marked and their BECNs
+    # must raise the CCTIs of lanes 0 and 1 of host 0, each connection's own.
+    scenario = qoslab.Scenario(
+        topology={"kind": "single-switch", "hosts": 8}, run={"cc_trace": True},
+        traffic=[{"pattern": "hotspot", "hosts": "2-7", "load": "saturate", "hotspot_hosts": [1],
+                  "hotspot_fraction": 1.0}],
+        jobs=[{"name": "f", "nodes": 2, "ranks_per_node": 2, "placement": "hosts", "hosts": [0, 1],
+               "workload": {"kind": "flood-pairs", "bytes": 65536, "messages": 4, "iterations": 2}}],
+        congestion_control={"enabled": True, "ca_cong_setting_ccti_timer": 2, "cct": "0:0,0:1,0:2,0:4,0:8,0:16"})
+    result = qoslab.simulate(scenario)
+    host0 = {row["lane"] for row in result.ccti.to_pylist() if row["host"] == 0}
+    assert host0 == {0, 1}
