@@ -47,7 +47,7 @@ pub struct FabricConfig {
     /// Input buffer per (port, data VL), already divided: Python splits `fabric.port_buffer_bytes`
     /// among the data VLs (or passes an explicit per-VL override), so the rule has one owner.
     pub vl_buffer_bytes: u32,
-    /// Send queues per SL in every HCA (QPs; a message joins queue `destination mod n`).
+    /// Send queues per SL in every HCA (QPs; which one a message joins: fabric/hca.rs).
     pub hca_send_queues_per_sl: u32,
 }
 
