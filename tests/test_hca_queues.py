@@ -43,8 +43,8 @@ def test_one_lane_per_sl_is_one_fifo():
 
 
 def test_connections_beyond_the_lanes_share_them_in_turn():
-    # Two lanes: connections take lanes 0, 1, 0, 1 as they open, so each lane holds two
-    # messages, one after the other, and the lanes alternate packet by packet.
+    # Two lanes: connections take lanes 0, 1, then share 0, 1 as they open, so each lane holds
+    # two messages, one after the other, and the lanes alternate packet by packet.
     rows = sorted(flood_pairs(lanes=2), key=lambda r: r["delivered_ns"])
     assert [r["delivered_ns"] for r in rows] == ends_of([31, 32, 63, 64])
 
@@ -64,9 +64,10 @@ def test_a_connection_keeps_its_lane_so_its_messages_stay_in_order():
 
 def test_a_becn_throttles_the_lane_of_the_connection_whose_packet_was_marked():
     # Host 0's two ranks each send to their partner on host 1 (lanes 0 and 1, in the order the
-    # connections open; by destination host both would be lane 1), while six open-loop senders
-    # saturate host 1's switch port, so packets of both connections are marked and their BECNs
-    # must raise the CCTIs of lanes 0 and 1 of host 0, each connection's own.
+    # connections open, and back to them each time; by destination host both would be lane 1),
+    # while six open-loop senders saturate host 1's switch port, so packets of both connections
+    # are marked and their BECNs must raise the CCTIs of lanes 0 and 1 of host 0, each
+    # connection's own (a connection that took the next free lane each time would spread them).
     scenario = qoslab.Scenario(
         topology={"kind": "single-switch", "hosts": 8}, run={"cc_trace": True},
         traffic=[{"pattern": "hotspot", "hosts": "2-7", "load": "saturate", "hotspot_hosts": [1],

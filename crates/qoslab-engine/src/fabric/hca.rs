@@ -113,25 +113,59 @@ impl Simulation {
         (dst.0 % self.cfg.fabric.hca_send_queues_per_sl) as u8
     }
 
-    /// The lane of MPI rank `from`'s connection to rank `to` on `sl` (`from` runs on `host`). Each
-    /// process has a QP of its own per peer (RC; a rank pair is a connection) and keeps it: a
-    /// connection takes a lane at its first message, the next of its host and SL's lanes in turn
-    /// (as QPs are set up on demand), and keeps it for the run, so its messages stay in order and
-    /// congestion control throttles the same lane. Until 2026-11-27 (model version .12) a message
-    /// took lane `destination host mod n`, so all the ranks of a host sending to one other host
-    /// shared one FIFO and were served message after message, not round robin.
+    /// The lane of MPI rank `from`'s connection to rank `to` on `sl` (`from` runs on `host`)
+    /// for a new message. Each process has a QP of its own per peer (RC: a rank pair is a
+    /// connection), and the HCA serves them round robin. A connection with messages still in its
+    /// send queue keeps that lane, so its messages stay in order (a QP is). Otherwise it takes,
+    /// among the empty lanes of its host and SL, the one it used last if that is empty (so that
+    /// congestion control's CCTI, kept per lane, stays with it), else the first from the next in
+    /// turn; when every lane is busy it shares the next in turn. Only connections with queued
+    /// messages and each lane's last user are remembered, so memory follows what is queued, not
+    /// the N^2 pairs an all-to-all opens over a run. Until 2026-11-27 (model version .12) a
+    /// message took lane `destination host mod n`, so all the ranks of a host sending to one
+    /// other host shared one FIFO and were served message after message.
     pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> u8 {
+        let key = (from, to, sl);
+        if let Some((lane, queued)) = self.connection_lanes.active.get_mut(&key) {
+            *queued += 1;
+            return *lane;
+        }
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
-        let next = &mut self.connection_lanes.next;
-        *self.connection_lanes.bound.entry((from, to, sl)).or_insert_with(|| {
-            let i = (host.0 * SLS + sl as u32) as usize;
-            if next.len() <= i {
-                next.resize(i + 1, 0);
+        let user = (from as u64) << 32 | to as u64;
+        let base = self.hca_queue(host, sl, 0).0;
+        let queues = &self.queues;
+        // An active connection's lane holds its packets, so an empty lane has none bound to it.
+        let empty = |l: u8| queues[QueueId(base + l as u32)].head == NONE;
+        let entry = self
+            .connection_lanes
+            .by_host_sl
+            .entry(host.0 * SLS + sl as u32)
+            .or_insert_with(|| HostSlLanes { next: 0, last_user: vec![u64::MAX; lanes as usize] });
+        let first = entry.next as u32;
+        let lane = match entry.last_user.iter().position(|&u| u == user).filter(|&l| empty(l as u8)) {
+            Some(l) => l as u8,
+            None => {
+                let l = (0..lanes).map(|k| ((first + k) % lanes) as u8).find(|&l| empty(l)).unwrap_or(first as u8);
+                entry.next = ((l as u32 + 1) % lanes) as u8;
+                l
             }
-            let lane = next[i];
-            next[i] = ((lane as u32 + 1) % lanes) as u8;
-            lane
-        })
+        };
+        entry.last_user[lane as usize] = user;
+        self.connection_lanes.active.insert(key, (lane, 1));
+        lane
+    }
+
+    /// A message of connection `from` -> `to` on `sl` has left its send queue.
+    fn release_connection_lane(&mut self, from: u32, to: u32, sl: u8) {
+        let key = (from, to, sl);
+        let queued = self.connection_lanes.active.get_mut(&key).map(|(_, q)| {
+            *q -= 1;
+            *q
+        });
+        debug_assert!(queued.is_some(), "a message left the queue of a connection with none queued");
+        if queued == Some(0) {
+            self.connection_lanes.active.remove(&key);
+        }
     }
 
     /// An HCA started sending one more packet of `message`; after its last, a saturating source refills, an
@@ -140,8 +174,10 @@ impl Simulation {
         let m = &mut self.messages.items[message as usize];
         m.packets_unsent -= 1;
         if m.packets_unsent == 0 && m.mpi != NONE {
-            if m.notify_injected {
-                let id = m.mpi;
+            let (id, sl, notify) = (m.mpi, m.sl, m.notify_injected);
+            let (from, to) = self.mpi.as_deref().expect("an MPI message without MPI").message_ranks(id);
+            self.release_connection_lane(from, to, sl);
+            if notify {
                 self.with_mpi(|mpi, sim| mpi.on_injected(id, sim.now, sim));
             }
         } else if m.packets_unsent == 0 {
@@ -225,10 +261,61 @@ impl Simulation {
     }
 }
 
-/// MPI connections' lanes (`Simulation::connection_lane`): the lane each (from rank, to rank, SL)
-/// took, and per (host, SL) the lane the next new connection takes. Empty without MPI jobs.
+/// MPI connections' lanes (`Simulation::connection_lane`): per (from rank, to rank, SL) with
+/// messages in its send queue, its lane and how many; per (host, SL) that sends MPI messages,
+/// its lanes' state. Empty without MPI jobs.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionLanes {
-    bound: HashMap<(u32, u32, u8), u8>,
-    next: Vec<u8>,
+    active: HashMap<(u32, u32, u8), (u8, u32)>,
+    by_host_sl: HashMap<u32, HostSlLanes>,
+}
+
+/// The lanes of one host's SL: the next in turn, and each lane's last connection (from rank in
+/// the high 32 bits, to rank in the low; u64::MAX for none yet).
+#[derive(Debug)]
+struct HostSlLanes {
+    next: u8,
+    last_user: Vec<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{EngineConfig, Simulation};
+    use serde_json::json;
+
+    /// 4 hosts x 4 ranks, two pairwise all-to-alls of 64 KiB: 192 connections over 8 lanes.
+    fn alltoall() -> Simulation {
+        let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
+        let port = json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0, 255]], "high_limit": 0});
+        let job = json!({"name": "a", "hosts": [0, 1, 2, 3], "ranks_per_node": 4, "sl": 0, "restart": false,
+            "collectives": {"allreduce": "ring", "alltoall": "pairwise"},
+            "workload": {"kind": "all-to-all", "bytes": 65536, "iterations": 2, "compute_us": 0.0}});
+        let v = json!({
+            "seed": 1,
+            "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
+                       "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
+            "topology": {"kind": "single-switch", "hosts": 4},
+            "routing": {"algorithm": "dmodk"},
+            "qos": {"ca": port, "swe": port},
+            "traffic": [],
+            "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "messages": false},
+            "jobs": [job],
+            "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
+        });
+        Simulation::new(EngineConfig::from_json(&v.to_string()).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn connections_are_forgotten_when_their_queues_empty() {
+        // Memory follows what is queued: after the run no connection is remembered, and each
+        // host keeps only its SL's lanes, not the pairs its ranks opened.
+        let mut sim = alltoall();
+        sim.run(&mut || false);
+        assert_eq!(*sim.status(), crate::sim::RunStatus::Completed);
+        let lanes = &sim.connection_lanes;
+        assert!(lanes.active.is_empty(), "{} connections left", lanes.active.len());
+        assert_eq!(lanes.by_host_sl.len(), 4);
+        // Every lane of every host was used: 12 remote peers per rank, 48 connections a host.
+        assert!(lanes.by_host_sl.values().all(|h| h.last_user.iter().all(|&u| u != u64::MAX)));
+    }
 }

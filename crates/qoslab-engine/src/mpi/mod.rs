@@ -1067,6 +1067,12 @@ impl Mpi {
         self.ranks[(self.jobs[job as usize].first_rank + rank) as usize].host
     }
 
+    /// The global ranks that send and receive `message` (its connection).
+    pub fn message_ranks(&self, message: u32) -> (u32, u32) {
+        let m = &self.messages.items[message as usize];
+        (m.src, m.dst)
+    }
+
     /// What the per-message table says of MPI message `message` (in flight): its sending and
     /// receiving ranks within their job, its protocol part (`MESSAGE_KINDS`) and its tag.
     pub fn message_view(&self, message: u32) -> MessageView {
