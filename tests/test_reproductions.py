@@ -74,8 +74,10 @@ def test_khalilov_priority_assignment_cuts_the_canaries_congestion_impact(tmp_pa
     allreduce = congestion_impact(it, "allreduce").set_index("policy")
     bandwidth = congestion_impact(it, "rr-bandwidth", kind="bandwidth").set_index("policy")["cif_average"]
     assert allreduce.loc["default", "cif_p99"] > 5  # congestion hurts the canaries' tail
-    # Demote (the victims' clean traffic on the top tier): the p99 impact falls by several times.
-    assert allreduce.loc["demote", "cif_p99"] < allreduce.loc["default", "cif_p99"] / 3
+    # Demote (the victims' clean traffic on the top tier): the p99 impact falls by several times
+    # (measured 12.5 -> 4.98, 2.5x, since the HCA gives each MPI connection its own send queue,
+    # model version .12; 3.1x when a host's ranks shared one queue per destination host).
+    assert allreduce.loc["demote", "cif_p99"] < allreduce.loc["default", "cif_p99"] / 2
     # Promote: the averages improve, the tail does not (docs/reproductions.md says why).
     assert allreduce.loc["promote", "cif_average"] < 0.9 * allreduce.loc["default", "cif_average"]
     assert bandwidth["promote"] < 0.9 * bandwidth["default"]
@@ -120,7 +122,9 @@ def test_equal_vls_cost_only_what_interleaving_costs_without_a_congestor(tmp_pat
 def test_congestion_control_and_qos_together_protect_the_canaries_best(tmp_path):
     """docs/reproductions.md, "Congestion control with QoS": the study as the example ships it.
     What we measure: CC alone cuts the total contention; QoS alone cuts the bandwidth canary's
-    impact; both together give the lowest total contention and bandwidth-canary impact."""
+    impact; both together give the lowest total contention, while with priorities CC leaves the
+    bandwidth canary's impact as it was (1.096 off, 1.109 on since model version .12, where it
+    used to lower it a little)."""
     study = Study.from_toml(EXAMPLES / "congestion-control" / "study.toml")
     outcome = study.run(tmp_path, executor="local", workers=2)
     sweep = outcome.tables["sweep"].set_index(["congestion_control.enabled", "policy"])
@@ -138,10 +142,11 @@ def test_congestion_control_and_qos_together_protect_the_canaries_best(tmp_path)
     bw = side[side["job"] == "rr-bandwidth"]
     cif = dict(zip(zip(bw["congestion_control.enabled"], bw["policy"]), bw["cif_average"]))
     assert cif[(False, "per-job[canaries high]")] < 0.8 * cif[(False, "default")]
-    assert cif[(True, "per-job[canaries high]")] == min(cif.values())
+    assert cif[(True, "per-job[canaries high]")] < 0.8 * cif[(True, "default")]
+    assert cif[(True, "per-job[canaries high]")] == pytest.approx(cif[(False, "per-job[canaries high]")], rel=0.05)
     # The sweep's report and its terminal table show them as GPCNeT prints them, "average / 99%"
     # per test and policy, one column per CC setting (measured: the bandwidth canary under
-    # default 1.6 / 4.2 off, 1.6 / 4.7 on).
+    # default 1.6 / 3.8 off, 1.5 / 4.5 on).
     wide = impact_by_point(side, ["congestion_control.enabled"]).set_index(["test", "policy"])
     assert list(wide.columns) == ["congestion_control.enabled=off", "congestion_control.enabled=on"]
     assert len(wide) == 3 * 2  # three canary tests x two policies

@@ -24,28 +24,28 @@ from typing import Any, Literal
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Savoie et al. (IPDPSW'18): 70 nodes x 22 ranks per node = 1540 ranks, LLNL InfiniBand fat tree.
     "savoie-1540": {
-        "milc": {"local_lattice": 8, "naik": True, "cg_iterations": 10, "compute_us": 644.2},
-        "pf3d": {"nx": 64, "ny": 64, "nz": 16, "compute_us": 5140.4},
-        "qbox": {"states": 256, "plane_waves": 16384, "fft_grid": 64, "compute_us": 5394.1},
-        "crystal-router": {"bytes": 65536, "compute_us": 571.1},
+        "milc": {"local_lattice": 8, "naik": True, "cg_iterations": 10, "compute_us": 647.2},
+        "pf3d": {"nx": 64, "ny": 64, "nz": 16, "compute_us": 5150.5},
+        "qbox": {"states": 256, "plane_waves": 16384, "fft_grid": 64, "compute_us": 5988.2},
+        "crystal-router": {"bytes": 65536, "compute_us": 601.5},
     },
     # Jokanovic et al. (thesis ch. 5, Table 5.3): NPB class D, 256 ranks, 10 Gb/s, F4, x10 CPU.
     # `iterations`: the iterations in their 75 s trace cut (CG: 337 CG iterations / 26 products).
     "jokanovic-class-d-256": {
-        "nas-ft": {"class": "D", "iterations": 5, "compute_us": 1176426.6},
+        "nas-ft": {"class": "D", "iterations": 5, "compute_us": 1187883.2},
         "nas-cg": {"class": "D", "iterations": 13, "compute_us": 14728.3},
-        "nas-mg": {"class": "D", "iterations": 36, "compute_us": 188916.5},
-        "nas-bt": {"class": "D", "iterations": 22, "compute_us": 320149.0},
+        "nas-mg": {"class": "D", "iterations": 36, "compute_us": 188972.9},
+        "nas-bt": {"class": "D", "iterations": 22, "compute_us": 322157.1},
     },
     # Salimi Beni & Cosenza (Bench'22): Marconi100; 8 nodes x 32 ranks is our assumption.
     "marconi100-256": {
-        "hacc": {"particles_per_rank": 262144, "overload": 4, "compute_us": 52819.0},
+        "hacc": {"particles_per_rank": 262144, "overload": 4, "compute_us": 53042.5},
         "miniamr": {"block_cells": 10, "blocks_per_dim": 2, "variables": 40, "stages_per_step": 20,
-                    "checksum_every": 5, "refine_every": 5, "compute_us": 418.8},
+                    "checksum_every": 5, "refine_every": 5, "compute_us": 831.4},
     },
     # Subramoni et al. (ICPP'10): CPMD on an InfiniBand cluster; 8 nodes x 8 ranks is our assumption.
     "subramoni-64": {
-        "cpmd": {"states": 128, "fft_grid": 64, "atoms": 64, "compute_us": 19759.9},
+        "cpmd": {"states": 128, "fft_grid": 64, "atoms": 64, "compute_us": 19759.4},
     },
 }
 
