@@ -162,13 +162,13 @@ def test_on_the_dragonfly_tail_congestion_control_helps_adaptive_routing_and_qos
     """docs/reproductions.md, "Congestion control with QoS", the Dragonfly+ tail study
     (examples/congestion-control/tail.toml) shortened: 6 snapshots, 200 iterations, spread over
     the groups. What we measure (full study: 40 snapshots, 1000 iterations, both localities):
-    without QoS, congestion control cuts adaptive routing's tail (p99 23.7 -> 7.8 us spread, a
-    lower median in 38 of 40 snapshots) and so narrows adaptive routing's excess over minimal;
+    without QoS, congestion control cuts adaptive routing's tail (p99 21.7 -> 8.7 us spread, a
+    lower median in 40 of 40 snapshots) and so narrows adaptive routing's excess over minimal;
     QoS alone (the allreduce on the high-priority VL) cuts the tail further than congestion control
     alone, whichever the routing; with QoS in place congestion control moves the tail by a few
-    percent only (-3.4% to +0.0% at p99; -9% at this size). Not asserted: minimal routing without QoS, where
-    congestion control's effect is mixed (p99 +5% spread, +30% same group; 19 of 40 snapshots
-    faster) and small runs go either way."""
+    percent only (-3.4% to +0.5% at p99; -9% at this size). Not asserted: minimal routing without
+    QoS, where congestion control's effect is mixed (p99 -11% spread, +1.1% same group; 27 of 40
+    spread snapshots faster) and small runs go either way."""
     from qoslab.analysis.tail import congestion_control_effect
     from qoslab.study.tail_model import TailStudy
     from qoslab.study.tail_runner import TailStudyRunner
