@@ -131,6 +131,19 @@ impl Simulation {
         let mut next_eligible = NEVER;
         let mut credit_blocked = false;
         let mut stalled_mask = self.ports[port].stalled_mask;
+        // The usual case (nearly nine in ten arbitrations with requests on the 1024-host tree),
+        // answered without the scan below: one VL has requests (so its list is not empty), it
+        // was not credit-stalled, and its oldest request is sendable. The scan would stop at that
+        // request and change nothing else (no stall to record, no wake-up to ask for).
+        if mask & (mask - 1) == 0 && stalled_mask & mask == 0 {
+            let v = mask.trailing_zeros();
+            let pv = &self.port_vls[(base + v) as usize];
+            let r = &self.queues[pv.first_request];
+            if r.head_eligible_at <= now && !r.busy && r.head_credits as u32 <= pv.credits {
+                (ready, last_ready_vl) = (mask, v as u8);
+                mask = 0;
+            }
+        }
         while mask != 0 {
             let v = mask.trailing_zeros();
             mask &= mask - 1;
