@@ -248,7 +248,7 @@ impl CongestionControl {
 
     /// The flow of (host, SL, lane).
     #[inline]
-    fn flow(&self, host: u32, sl: u8, lane: u32) -> u32 {
+    pub(crate) fn flow(&self, host: u32, sl: u8, lane: u32) -> u32 {
         let hs = host * CC_SLS as u32 + sl as u32;
         if self.sl_based {
             hs
@@ -294,6 +294,21 @@ impl CongestionControl {
                 crate::sim::prefetch::prefetch(f);
             }
         }
+    }
+
+    /// Whether HCA send queue `q`'s flow holds no throttle at `now`: its CCTI at its SL's minimum
+    /// once the timer's ticks due by now are counted (read here, applied where the CCTI is used)
+    /// and no injection delay pending. SL-based flows are shared by every lane: true.
+    pub(crate) fn lane_unthrottled(&self, q: QueueId, now: Time) -> bool {
+        if self.sl_based {
+            return true;
+        }
+        let flow = self.flow_of_queue(q);
+        let (_, sl, _) = self.flow_parts(flow);
+        let (s, f) = (self.sls[sl as usize], self.flows[flow as usize]);
+        let due = if f.next_tick <= now { (now - f.next_tick) / s.timer_ps + 1 } else { 0 };
+        let ccti = (f.ccti as u64).saturating_sub(due).max(s.min as u64);
+        ccti <= s.min as u64 && f.next_send_at <= now
     }
 
     /// The injection delay of CCT index `ccti` at host `host`: (T_max >> shift) x multiplier.

@@ -116,14 +116,15 @@ impl Simulation {
     /// The lane of MPI rank `from`'s connection to rank `to` on `sl` (`from` runs on `host`)
     /// for a new message. Each process has a QP of its own per peer (RC: a rank pair is a
     /// connection), and the HCA serves them round robin. A connection with messages still in its
-    /// send queue keeps that lane, so its messages stay in order (a QP is). Otherwise it takes,
-    /// among the empty lanes of its host and SL, the one it used last if that is empty (so that
-    /// congestion control's CCTI, kept per lane, stays with it), else the first from the next in
-    /// turn; when every lane is busy it shares the next in turn. Only connections with queued
-    /// messages and each lane's last user are remembered, so memory follows what is queued, not
-    /// the N^2 pairs an all-to-all opens over a run. Until 2026-11-27 (model version .12) a
-    /// message took lane `destination host mod n`, so all the ranks of a host sending to one
-    /// other host shared one FIFO and were served message after message.
+    /// send queue keeps that lane, so its messages stay in order (a QP is). Otherwise it takes
+    /// the lane it used last if that is empty and no other connection has used it since; else,
+    /// from the next lane in turn, the first empty one that holds no congestion control throttle
+    /// (so a cold connection does not inherit a hot one's CCTI), else the first empty one; when
+    /// every lane is busy it shares the next in turn. Only connections with queued messages and
+    /// each lane's last user are remembered, so memory follows what is queued, not the N^2 pairs
+    /// an all-to-all opens over a run. Until 2026-11-27 (model version .12) a message took lane
+    /// `destination host mod n`, so all the ranks of a host sending to one other host shared one
+    /// FIFO and were served message after message.
     pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> u8 {
         let key = (from, to, sl);
         if let Some((lane, queued)) = self.connection_lanes.active.get_mut(&key) {
@@ -133,9 +134,10 @@ impl Simulation {
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
         let user = (from as u64) << 32 | to as u64;
         let base = self.hca_queue(host, sl, 0).0;
-        let queues = &self.queues;
+        let (queues, cc, now) = (&self.queues, self.cc.as_deref(), self.now);
         // An active connection's lane holds its packets, so an empty lane has none bound to it.
         let empty = |l: u8| queues[QueueId(base + l as u32)].head == NONE;
+        let unthrottled = |l: u8| cc.is_none_or(|c| c.lane_unthrottled(QueueId(base + l as u32), now));
         let entry = self
             .connection_lanes
             .by_host_sl
@@ -145,18 +147,26 @@ impl Simulation {
         let lane = match entry.last_user.iter().position(|&u| u == user).filter(|&l| empty(l as u8)) {
             Some(l) => l as u8,
             None => {
-                let l = (0..lanes).map(|k| ((first + k) % lanes) as u8).find(|&l| empty(l)).unwrap_or(first as u8);
+                let in_turn = || (0..lanes).map(|k| ((first + k) % lanes) as u8);
+                let l = in_turn()
+                    .find(|&l| empty(l) && unthrottled(l))
+                    .or_else(|| in_turn().find(|&l| empty(l)))
+                    .unwrap_or(first as u8);
                 entry.next = ((l as u32 + 1) % lanes) as u8;
                 l
             }
         };
+        // A connection is the last user of one lane at most: the one it takes now.
+        for u in entry.last_user.iter_mut().filter(|u| **u == user) {
+            *u = u64::MAX;
+        }
         entry.last_user[lane as usize] = user;
         self.connection_lanes.active.insert(key, (lane, 1));
         lane
     }
 
     /// A message of connection `from` -> `to` on `sl` has left its send queue.
-    fn release_connection_lane(&mut self, from: u32, to: u32, sl: u8) {
+    pub(crate) fn release_connection_lane(&mut self, from: u32, to: u32, sl: u8) {
         let key = (from, to, sl);
         let queued = self.connection_lanes.active.get_mut(&key).map(|(_, q)| {
             *q -= 1;
@@ -285,15 +295,19 @@ mod tests {
 
     /// 4 hosts x 4 ranks, two pairwise all-to-alls of 64 KiB: 192 connections over 8 lanes.
     fn alltoall() -> Simulation {
+        Simulation::new(EngineConfig::from_json(&config(8).to_string()).unwrap()).unwrap()
+    }
+
+    fn config(lanes: u32) -> serde_json::Value {
         let sl2vl: Vec<u8> = (0..16).map(|s| s % 4).collect();
         let port = json!({"sl2vl": sl2vl, "vlarb_high": [], "vlarb_low": [[0, 255]], "high_limit": 0});
         let job = json!({"name": "a", "hosts": [0, 1, 2, 3], "ranks_per_node": 4, "sl": 0, "restart": false,
             "collectives": {"allreduce": "ring", "alltoall": "pairwise"},
             "workload": {"kind": "all-to-all", "bytes": 65536, "iterations": 2, "compute_us": 0.0}});
-        let v = json!({
+        json!({
             "seed": 1,
             "fabric": {"link_gbps": 100.0, "link_latency_ns": 20.0, "switch_latency_ns": 100.0, "mtu_bytes": 4096,
-                       "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": 8},
+                       "header_bytes": 26, "data_vls": 4, "vl_buffer_bytes": 32768, "hca_send_queues_per_sl": lanes},
             "topology": {"kind": "single-switch", "hosts": 4},
             "routing": {"algorithm": "dmodk"},
             "qos": {"ca": port, "swe": port},
@@ -301,8 +315,34 @@ mod tests {
             "run": {"duration_us": 1000000.0, "warmup_us": 0.0, "messages": false},
             "jobs": [job],
             "mpi": {"eager_threshold_bytes": 16384, "control_bytes": 64, "shm_latency_ns": 300.0, "shm_gbps": 160.0},
-        });
-        Simulation::new(EngineConfig::from_json(&v.to_string()).unwrap()).unwrap()
+        })
+    }
+
+    #[test]
+    fn a_new_connection_passes_over_an_empty_lane_that_is_throttled() {
+        // QP-based congestion control keeps a CCTI per lane: a connection that takes a lane a hot
+        // connection left would inherit its throttle, so it takes another empty lane if one holds
+        // none; the hot connection itself goes back to its own lane.
+        let mut v = config(2);
+        let sl =
+            json!({"enabled": true, "ccti_timer": 1000, "ccti_increase": 1, "ccti_min": 0, "trigger_threshold": 0});
+        v["congestion_control"] = json!({"threshold": 12, "packet_size_credits": 0, "marking_rate": 0,
+            "victim_ports": [], "sl_based": false, "sls": vec![sl; 16], "cct": [[0, 0], [0, 8], [0, 64]], "trace": false});
+        let mut sim = Simulation::new(EngineConfig::from_json(&v.to_string()).unwrap()).unwrap();
+        let host = crate::ids::HostId(0);
+        let open = |sim: &mut Simulation, to: u32| {
+            let lane = sim.connection_lane(host, 0, 0, to);
+            sim.release_connection_lane(0, to, 0);
+            lane
+        };
+        assert_eq!(open(&mut sim, 4), 0, "the hot connection takes lane 0");
+        assert_eq!(open(&mut sim, 8), 1, "the next connection the next lane");
+        let cc = sim.cc.as_deref_mut().unwrap();
+        let hot = cc.flow(0, 0, 0) as usize;
+        cc.flows[hot].ccti = 2; // a BECN or two: lane 0's flow is throttled, its timer far off
+        cc.flows[hot].next_tick = 1_000_000_000;
+        assert_eq!(open(&mut sim, 12), 1, "lane 0 is next in turn and empty, but throttled");
+        assert_eq!(open(&mut sim, 4), 0, "the hot connection goes back to its own lane");
     }
 
     #[test]
