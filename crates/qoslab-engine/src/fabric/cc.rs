@@ -55,6 +55,18 @@ struct CcSl {
     trigger: u16,
 }
 
+impl CcSl {
+    /// Timer ticks of flow `f` due by `now` and not applied yet (the timer runs every
+    /// `timer_ps` from `f.next_tick`).
+    fn ticks_due(&self, f: &CcFlow, now: Time) -> u64 {
+        if f.next_tick <= now {
+            (now - f.next_tick) / self.timer_ps + 1
+        } else {
+            0
+        }
+    }
+}
+
 /// Whole-run counters (not clipped to the measurement window).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CcStats {
@@ -306,8 +318,7 @@ impl CongestionControl {
         let flow = self.flow_of_queue(q);
         let (_, sl, _) = self.flow_parts(flow);
         let (s, f) = (self.sls[sl as usize], self.flows[flow as usize]);
-        let due = if f.next_tick <= now { (now - f.next_tick) / s.timer_ps + 1 } else { 0 };
-        let ccti = (f.ccti as u64).saturating_sub(due).max(s.min as u64);
+        let ccti = (f.ccti as u64).saturating_sub(s.ticks_due(&f, now)).max(s.min as u64);
         ccti <= s.min as u64 && f.next_send_at <= now
     }
 
@@ -350,7 +361,7 @@ impl CongestionControl {
         let (_, sl, _) = self.flow_parts(flow);
         let s = self.sls[sl as usize];
         let f = self.flows[flow as usize];
-        let due = (now - f.next_tick) / s.timer_ps + 1;
+        let due = s.ticks_due(&f, now);
         // Ticks until the one that stops the timer (one, when the CCTI is at the minimum already).
         let to_stop = if f.ccti > s.min { (f.ccti - s.min) as u64 } else { 1 };
         let ticks = due.min(to_stop);
