@@ -78,3 +78,52 @@ def test_a_becn_throttles_the_lane_of_the_connection_whose_packet_was_marked():
     result = qoslab.simulate(scenario)
     host0 = {row["lane"] for row in result.ccti.to_pylist() if row["host"] == 0}
     assert host0 == {0, 1}
+
+
+def shared_messages(lanes):
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2}, fabric={"hca_send_queues_per_sl": lanes},
+                        mpi={"eager_threshold_bytes": 65536},
+                        jobs=[{"name": "f", "nodes": 2, "ranks_per_node": 4, "placement": "hosts", "hosts": [0, 1],
+                               "workload": {"kind": "flood-pairs", "bytes": 65536, "messages": 1, "iterations": 1}}])
+    return qoslab.simulate(s).summary
+
+
+@pytest.mark.parametrize(("lanes", "shared"), [(1, 6), (2, 4), (3, 2), (4, 0), (256, 0)])
+def test_messages_that_share_a_send_queue_are_counted(lanes, shared):
+    # Each host's 4 ranks open 4 connections at once (one eager message each): with n lanes the
+    # first n have one each and the other 4 - n join a lane holding another's message, on both
+    # hosts.
+    summary = shared_messages(lanes)
+    assert summary["jobs"]["f"]["network"]["shared_send_queue_messages"] == shared
+
+
+def test_a_run_whose_connections_share_send_queues_says_so():
+    from qoslab.cli_render import shared_send_queue_warnings
+
+    assert shared_send_queue_warnings(shared_messages(4)) == []
+    (line,) = shared_send_queue_warnings(shared_messages(2))
+    assert line.startswith("job f: 4 network messages") and "fabric.hca_send_queues_per_sl = 2" in line
+
+
+def test_send_queues_per_sl_go_up_to_256():
+    assert shared_messages(256)["scenario"]["fabric"]["hca_send_queues_per_sl"] == 256
+    with pytest.raises(qoslab.ScenarioError, match=r"fabric.hca_send_queues_per_sl: expected less than or equal to 256"):
+        qoslab.Scenario(fabric={"hca_send_queues_per_sl": 257})
+
+
+def test_send_queues_exist_for_the_sls_in_use_whatever_their_numbers():
+    # A job spreading its messages over SL 3 and SL 14 beside open-loop traffic on SL 9, with
+    # congestion control (whose flows and CNP queues follow the same SLs): every SL a message
+    # carries has its queues, and each delivers what it was given.
+    s = qoslab.Scenario(
+        topology={"kind": "single-switch", "hosts": 4}, fabric={"hca_send_queues_per_sl": 256},
+        traffic=[{"pattern": "hotspot", "hosts": "2-3", "load": "saturate", "hotspot_hosts": [1], "sl": 9,
+                  "hotspot_fraction": 1.0}],
+        jobs=[{"name": "f", "nodes": 2, "ranks_per_node": 4, "placement": "hosts", "hosts": [0, 1],
+               "sl_policy": {"kind": "spread", "sls": [3, 14], "by": "message"},
+               "workload": {"kind": "flood-pairs", "bytes": 65536, "messages": 2, "iterations": 1}}],
+        congestion_control={"enabled": True})
+    summary = qoslab.simulate(s).summary
+    assert summary["status"] == "completed"
+    assert set(summary["jobs"]["f"]["bytes_by_sl"]) == {"3", "14"}
+    assert {sl: summary["by_sl"][sl]["packets_delivered"] > 0 for sl in ("3", "9", "14")} == dict.fromkeys(("3", "9", "14"), True)

@@ -51,7 +51,7 @@ class Fabric(_Table):
     # An explicit buffer per VL instead, whatever the VL count (the model before port buffers).
     vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
     # QPs per SL in each HCA, served round robin packet by packet (the engine's hca.rs assigns them).
-    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=64)] = 8
+    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=256)] = 8
     # Entries each VLArb table of a port holds (PortInfo VLArbitrationHighCap/LowCap; 8 on many
     # switches and on ibsim): a port programs the first entries only. None: the whole table.
     vlarb_capacity: Annotated[int, Field(ge=1, le=64)] | None = None

@@ -426,6 +426,15 @@ pub enum SlPolicyConfig {
 }
 
 impl SlPolicyConfig {
+    /// The SLs this policy may give a message besides its job's own.
+    pub fn sls(&self) -> Vec<u8> {
+        match self {
+            SlPolicyConfig::Job => Vec::new(),
+            SlPolicyConfig::Ranks { sl, .. } | SlPolicyConfig::SlowestRanks { sl, .. } => vec![*sl],
+            SlPolicyConfig::Spread { sls, .. } | SlPolicyConfig::LatencyHistory { sls, .. } => sls.clone(),
+        }
+    }
+
     /// The ranks a rank-based policy lists are ranks of its job (`size` ranks). The one place
     /// this rule lives: `EngineConfig::validate` and `SlPolicy::new` both ask it.
     pub fn check_ranks(&self, size: u64, key: &str) -> Result<(), ConfigError> {
@@ -474,9 +483,22 @@ impl ConfigError {
     }
 }
 
+/// Send queues per SL an HCA may have: a message names its queue in a byte (`Message::lane`).
+pub const MAX_HCA_SEND_QUEUES_PER_SL: u32 = 256;
+
 impl EngineConfig {
     pub fn from_json(text: &str) -> Result<EngineConfig, ConfigError> {
         serde_json::from_str(text).map_err(|e| ConfigError::new("engine config", e.to_string()))
+    }
+
+    /// The SLs a message of this run can carry, one bit each: the traffic tables', the jobs' and
+    /// their SL policies'. The HCAs get send queues (and congestion control flows) for these
+    /// only; a CNP travels on the SL of the packet it answers. Service levels above 15 are
+    /// refused by `validate`, before anything asks this.
+    pub fn sls_in_use(&self) -> u16 {
+        let traffic = self.traffic.iter().map(|t| t.sl);
+        let jobs = self.jobs.iter().flat_map(|j| std::iter::once(j.sl).chain(j.sl_policy.sls()));
+        traffic.chain(jobs).fold(0, |mask, sl| mask | 1u16 << (sl & 15))
     }
 
     /// Checks that need no fabric: value ranges the Python side should already have enforced,
@@ -496,8 +518,11 @@ impl EngineConfig {
         if ![1, 2, 4, 8, 15].contains(&f.data_vls) {
             return Err(ConfigError::new("fabric.data_vls", "expected 1, 2, 4, 8 or 15"));
         }
-        if !(1..=64).contains(&f.hca_send_queues_per_sl) {
-            return Err(ConfigError::new("fabric.hca_send_queues_per_sl", "expected 1..64"));
+        if !(1..=MAX_HCA_SEND_QUEUES_PER_SL).contains(&f.hca_send_queues_per_sl) {
+            return Err(ConfigError::new(
+                "fabric.hca_send_queues_per_sl",
+                format!("expected 1..{MAX_HCA_SEND_QUEUES_PER_SL}, got {}", f.hca_send_queues_per_sl),
+            ));
         }
         // A packet's wire size is kept in 16 bits (`Packet::wire_bytes`).
         if f.header_bytes > 4096 {

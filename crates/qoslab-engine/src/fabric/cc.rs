@@ -11,6 +11,7 @@
 //! event handlers.
 
 use crate::config_cc::{CongestionControlConfig, CC_SLS};
+use crate::fabric::hca::SlSlots;
 use crate::ids::{HostId, PortId, QueueId};
 use crate::queue::EventKind;
 use crate::routing::dragonfly::NO_VIA;
@@ -158,6 +159,8 @@ pub(crate) struct CongestionControl {
     /// (shift, multiplier) per CCT index.
     cct: Vec<(u32, u64)>,
     limit: u16,
+    /// The SLs the HCAs have send queues (and so flows) for.
+    sl_slots: SlSlots,
     lanes: u32,
     /// First HCA send queue id, and first CNP queue id (one per host and SL after the send queues).
     hca_base: u32,
@@ -193,6 +196,7 @@ impl CongestionControl {
         cfg: &CongestionControlConfig,
         buffer_credits: u32,
         hosts: u32,
+        sl_slots: SlSlots,
         lanes: u32,
         hca_base: u32,
         port_vls: usize,
@@ -216,13 +220,13 @@ impl CongestionControl {
             };
         }
         let per_host = if cfg.sl_based { 1 } else { lanes };
-        let flow_count = hosts as usize * CC_SLS * per_host as usize;
+        let flow_count = hosts as usize * sl_slots.count() as usize * per_host as usize;
         // Big fabrics' flows span megabytes, touched one line a transmission: on huge pages.
         let flows = crate::sim::mem::huge_vec(
             flow_count,
             (0..flow_count).map(|f| {
-                let sl = (f / per_host as usize) % CC_SLS;
-                CcFlow { ccti: sls[sl].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
+                let sl = sl_slots.sl((f / per_host as usize) as u32 % sl_slots.count());
+                CcFlow { ccti: sls[sl as usize].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
             }),
         );
         CongestionControl {
@@ -234,9 +238,10 @@ impl CongestionControl {
             sls,
             cct: cfg.cct.iter().map(|&[s, m]| (s, m as u64)).collect(),
             limit: (cfg.cct.len() - 1) as u16,
+            sl_slots,
             lanes,
             hca_base,
-            cnp_base: hca_base + hosts * CC_SLS as u32 * lanes,
+            cnp_base: hca_base + hosts * sl_slots.count() * lanes,
             t_max,
             flows,
             mark_counters: vec![0; port_vls],
@@ -261,7 +266,7 @@ impl CongestionControl {
     /// The flow of (host, SL, lane).
     #[inline]
     pub(crate) fn flow(&self, host: u32, sl: u8, lane: u32) -> u32 {
-        let hs = host * CC_SLS as u32 + sl as u32;
+        let hs = host * self.sl_slots.count() + self.sl_slots.slot(sl);
         if self.sl_based {
             hs
         } else {
@@ -272,13 +277,14 @@ impl CongestionControl {
     /// (host, SL, lane) of a flow.
     fn flow_parts(&self, flow: u32) -> (u32, u8, u32) {
         let (hs, lane) = if self.sl_based { (flow, 0) } else { (flow / self.lanes, flow % self.lanes) };
-        (hs / CC_SLS as u32, (hs % CC_SLS as u32) as u8, lane)
+        let slots = self.sl_slots.count();
+        (hs / slots, self.sl_slots.sl(hs % slots), lane)
     }
 
     /// The HCA send queues a flow's throttling gates: its own lane, or every lane of its SL.
     fn flow_queues(&self, flow: u32) -> std::ops::Range<u32> {
         let (host, sl, lane) = self.flow_parts(flow);
-        let first = self.hca_base + (host * CC_SLS as u32 + sl as u32) * self.lanes;
+        let first = self.hca_base + (host * self.sl_slots.count() + self.sl_slots.slot(sl)) * self.lanes;
         if self.sl_based {
             first..first + self.lanes
         } else {
@@ -546,7 +552,7 @@ impl Simulation {
             via: NO_VIA,
         };
         cc.stats.cnp_packets += 1;
-        let q = QueueId(cc.cnp_base + pk.dst.0 * CC_SLS as u32 + pk.sl as u32);
+        let q = QueueId(cc.cnp_base + pk.dst.0 * cc.sl_slots.count() + cc.sl_slots.slot(pk.sl));
         let mark = cc.trace.as_deref_mut().and_then(|t| t.marked_at.remove(&id));
         let flow = cc.flow(pk.src.0, pk.sl, self.messages.items[pk.message as usize].lane as u32);
         let cnp_id = self.packets.insert(cnp);
@@ -627,9 +633,10 @@ impl Simulation {
         self.cc.as_deref().map(|c| c.stats)
     }
 
-    /// The current CCTI of (host, SL, lane) (lane ignored when SL-based; None with CC off).
+    /// The current CCTI of (host, SL, lane) (lane ignored when SL-based; None with CC off, or on
+    /// an SL no message of the run carries, which has no flows).
     pub fn cc_ccti(&self, host: HostId, sl: u8, lane: u32) -> Option<u16> {
-        let cc = self.cc.as_deref()?;
+        let cc = self.cc.as_deref().filter(|c| c.sl_slots.in_use(sl))?;
         // Outside `run_reporting`, whose end applied every tick the run reached.
         Some(cc.flows[cc.flow(host.0, sl, lane) as usize].ccti)
     }

@@ -13,8 +13,59 @@ use crate::sim::{MessageRecord, Simulation};
 use crate::topology::NONE;
 use crate::units::{Time, NEVER};
 
-/// SLs per HCA send queue set.
+/// Service levels InfiniBand has.
 pub(crate) const SLS: u32 = 16;
+
+/// The SLs an HCA has send queues for: the ones a message of the run can carry
+/// (`EngineConfig::sls_in_use`), each at its place among them. Until 2026-11-28 every host had
+/// queues (and CC flows) for all 16 SLs, so a run on two SLs paid eight times the memory for
+/// them, which held the send queues per SL to 64.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SlSlots {
+    slot: [u8; SLS as usize],
+    sl: [u8; SLS as usize],
+    count: u32,
+}
+
+impl SlSlots {
+    const UNUSED: u8 = u8::MAX;
+
+    /// The SLs whose bits are set in `mask`.
+    pub(crate) fn new(mask: u16) -> SlSlots {
+        let mut slots = SlSlots { slot: [Self::UNUSED; SLS as usize], sl: [0; SLS as usize], count: 0 };
+        for sl in (0..SLS as u8).filter(|&sl| mask & 1 << sl != 0) {
+            slots.slot[sl as usize] = slots.count as u8;
+            slots.sl[slots.count as usize] = sl;
+            slots.count += 1;
+        }
+        slots
+    }
+
+    /// `sl`'s place among the SLs in use. Every SL a message can carry is in use by
+    /// construction; the check stays in release builds because the place indexes queues whose
+    /// ids are not checked again (sim/prechecked.rs). Once a message, never a hop.
+    #[inline]
+    pub(crate) fn slot(&self, sl: u8) -> u32 {
+        let slot = self.slot[sl as usize & (SLS as usize - 1)];
+        assert!(slot != Self::UNUSED && sl < SLS as u8, "SL{sl} is not among the run's SLs");
+        slot as u32
+    }
+
+    /// Whether messages of the run can carry `sl`.
+    pub(crate) fn in_use(&self, sl: u8) -> bool {
+        sl < SLS as u8 && self.slot[sl as usize] != Self::UNUSED
+    }
+
+    /// The SL at place `slot`.
+    pub(crate) fn sl(&self, slot: u32) -> u8 {
+        self.sl[slot as usize]
+    }
+
+    /// How many SLs are in use.
+    pub(crate) fn count(&self) -> u32 {
+        self.count
+    }
+}
 
 impl Simulation {
     pub(crate) fn start_sources(&mut self) {
@@ -102,7 +153,8 @@ impl Simulation {
     #[inline]
     pub(crate) fn hca_queue(&self, host: HostId, sl: u8, lane: u8) -> QueueId {
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
-        QueueId((self.ports.len() as u32) * self.vls + (host.0 * SLS + sl as u32) * lanes + lane as u32)
+        let host_sl = host.0 * self.sl_slots.count() + self.sl_slots.slot(sl);
+        QueueId((self.ports.len() as u32) * self.vls + host_sl * lanes + lane as u32)
     }
 
     /// An open-loop source's lane for a message to `dst`. A source is one process per host, so a
@@ -125,11 +177,16 @@ impl Simulation {
     /// an all-to-all opens over a run. Until 2026-11-27 (model version .12) a message took lane
     /// `destination host mod n`, so all the ranks of a host sending to one other host shared one
     /// FIFO and were served message after message.
-    pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> u8 {
+    ///
+    /// Also returns whether the lane holds another connection's messages as well (a send queue
+    /// shared for want of lanes), which the run counts per job.
+    pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> (u8, bool) {
         let key = (from, to, sl);
-        if let Some((lane, queued)) = self.connection_lanes.active.get_mut(&key) {
-            *queued += 1;
-            return *lane;
+        let host_sl = host.0 * SLS + sl as u32;
+        if let Some(c) = self.connection_lanes.active.get_mut(&key) {
+            c.queued += 1;
+            let lanes = &self.connection_lanes.by_host_sl[&host_sl];
+            return (c.lane, lanes.users[c.lane as usize] > 1);
         }
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
         let user = (from as u64) << 32 | to as u64;
@@ -138,11 +195,7 @@ impl Simulation {
         // An active connection's lane holds its packets, so an empty lane has none bound to it.
         let empty = |l: u8| queues[QueueId(base + l as u32)].head == NONE;
         let unthrottled = |l: u8| cc.is_none_or(|c| c.lane_unthrottled(QueueId(base + l as u32), now));
-        let entry = self
-            .connection_lanes
-            .by_host_sl
-            .entry(host.0 * SLS + sl as u32)
-            .or_insert_with(|| HostSlLanes { next: 0, last_user: vec![u64::MAX; lanes as usize] });
+        let entry = self.connection_lanes.by_host_sl.entry(host_sl).or_insert_with(|| HostSlLanes::new(lanes as usize));
         let first = entry.next as u32;
         let lane = match entry.last_user.iter().position(|&u| u == user).filter(|&l| empty(l as u8)) {
             Some(l) => l as u8,
@@ -161,20 +214,27 @@ impl Simulation {
             *u = u64::MAX;
         }
         entry.last_user[lane as usize] = user;
-        self.connection_lanes.active.insert(key, (lane, 1));
-        lane
+        entry.users[lane as usize] += 1;
+        let shared = entry.users[lane as usize] > 1;
+        self.connection_lanes.active.insert(key, ActiveConnection { lane, queued: 1, host_sl });
+        (lane, shared)
     }
 
     /// A message of connection `from` -> `to` on `sl` has left its send queue.
     pub(crate) fn release_connection_lane(&mut self, from: u32, to: u32, sl: u8) {
         let key = (from, to, sl);
-        let queued = self.connection_lanes.active.get_mut(&key).map(|(_, q)| {
-            *q -= 1;
-            *q
-        });
-        debug_assert!(queued.is_some(), "a message left the queue of a connection with none queued");
-        if queued == Some(0) {
-            self.connection_lanes.active.remove(&key);
+        let lanes = &mut self.connection_lanes;
+        let Some(c) = lanes.active.get_mut(&key) else {
+            debug_assert!(false, "a message left the queue of a connection with none queued");
+            return;
+        };
+        c.queued -= 1;
+        if c.queued == 0 {
+            let (lane, host_sl) = (c.lane, c.host_sl);
+            lanes.active.remove(&key);
+            if let Some(h) = lanes.by_host_sl.get_mut(&host_sl) {
+                h.users[lane as usize] -= 1;
+            }
         }
     }
 
@@ -284,20 +344,55 @@ impl Simulation {
 /// its lanes' state. Empty without MPI jobs.
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionLanes {
-    active: HashMap<(u32, u32, u8), (u8, u32)>,
+    active: HashMap<(u32, u32, u8), ActiveConnection>,
     by_host_sl: HashMap<u32, HostSlLanes>,
+    /// Per job, messages that joined a send queue holding another connection's messages too.
+    shared_by_job: Vec<u64>,
 }
 
-/// The lanes of one host's SL: the next in turn, and each lane's last connection (from rank in
-/// the high 32 bits, to rank in the low; u64::MAX for none yet).
+impl ConnectionLanes {
+    /// Counts a message of `job` that joined a shared send queue.
+    pub(crate) fn count_shared(&mut self, job: u32) {
+        let j = job as usize;
+        if self.shared_by_job.len() <= j {
+            self.shared_by_job.resize(j + 1, 0);
+        }
+        self.shared_by_job[j] += 1;
+    }
+
+    /// Messages of `job` that joined a send queue holding another connection's messages too.
+    pub(crate) fn shared_messages(&self, job: u32) -> u64 {
+        self.shared_by_job.get(job as usize).copied().unwrap_or(0)
+    }
+}
+
+/// A connection with messages in its send queue: its lane, how many, and its (host, SL) key.
+#[derive(Debug)]
+struct ActiveConnection {
+    lane: u8,
+    queued: u32,
+    host_sl: u32,
+}
+
+/// The lanes of one host's SL: the next in turn, each lane's last connection (from rank in the
+/// high 32 bits, to rank in the low; u64::MAX for none yet) and how many connections with
+/// messages queued it holds (more than one: a send queue shared for want of lanes).
 #[derive(Debug)]
 struct HostSlLanes {
     next: u8,
     last_user: Vec<u64>,
+    users: Vec<u32>,
+}
+
+impl HostSlLanes {
+    fn new(lanes: usize) -> HostSlLanes {
+        HostSlLanes { next: 0, last_user: vec![u64::MAX; lanes], users: vec![0; lanes] }
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::SlSlots;
     use crate::{EngineConfig, Simulation};
     use serde_json::json;
 
@@ -339,7 +434,8 @@ mod tests {
         let mut sim = Simulation::new(EngineConfig::from_json(&v.to_string()).unwrap()).unwrap();
         let host = crate::ids::HostId(0);
         let open = |sim: &mut Simulation, to: u32| {
-            let lane = sim.connection_lane(host, 0, 0, to);
+            let (lane, shared) = sim.connection_lane(host, 0, 0, to);
+            assert!(!shared);
             sim.release_connection_lane(0, to, 0);
             lane
         };
@@ -362,8 +458,57 @@ mod tests {
         assert_eq!(*sim.status(), crate::sim::RunStatus::Completed);
         let lanes = &sim.connection_lanes;
         assert!(lanes.active.is_empty(), "{} connections left", lanes.active.len());
+        assert!(lanes.by_host_sl.values().all(|h| h.users.iter().all(|&u| u == 0)), "a lane still has users");
         assert_eq!(lanes.by_host_sl.len(), 4);
         // Every lane of every host was used: 12 remote peers per rank, 48 connections a host.
         assert!(lanes.by_host_sl.values().all(|h| h.last_user.iter().all(|&u| u != u64::MAX)));
+    }
+
+    #[test]
+    fn a_lane_is_shared_only_while_two_connections_have_messages_on_it() {
+        let mut sim = Simulation::new(EngineConfig::from_json(&config(2).to_string()).unwrap()).unwrap();
+        let host = crate::ids::HostId(0);
+        // Two lanes, three connections with messages queued (nothing is sent: the run has not
+        // started, so the lanes' emptiness is what the connections hold).
+        let a = sim.connection_lane(host, 0, 0, 4);
+        let b = sim.connection_lane(host, 0, 0, 8);
+        assert_eq!((a, b), ((0, false), (1, false)));
+        let queue = |sim: &Simulation, lane: u8| sim.hca_queue(host, 0, lane);
+        // Bind packets to the lanes the way `inject` would, so that they are not empty.
+        for lane in [0, 1] {
+            let q = queue(&sim, lane);
+            sim.queues[q].head = 0;
+        }
+        assert_eq!(sim.connection_lane(host, 0, 0, 12), (0, true), "no empty lane: shares the next in turn");
+        assert_eq!(sim.connection_lane(host, 0, 0, 4), (0, true), "lane 0's first connection now shares it");
+        assert_eq!(sim.connection_lane(host, 0, 0, 8), (1, false), "lane 1 is still its own");
+        sim.release_connection_lane(0, 12, 0);
+        assert_eq!(sim.connection_lane(host, 0, 0, 4), (0, false), "alone again once the other's message left");
+    }
+
+    #[test]
+    fn send_queues_are_built_for_the_sls_messages_can_carry_only() {
+        // The job's SL 0, its policy's SL 5 and a traffic table's SL 12: three SLs of 16.
+        let mut v = config(8);
+        v["jobs"][0]["sl_policy"] = json!({"kind": "ranks", "ranks": [1], "sl": 5, "match": "source"});
+        v["traffic"] = json!([{"pattern": "uniform", "hosts": [0], "destinations": [1, 2], "load": 0.1,
+            "message_bytes": 4096, "sl": 12, "arrival": "poisson", "shift": 0, "hotspot_hosts": [],
+            "hotspot_fraction": 0.0, "saturate_depth": 1, "max_queued_messages": 4}]);
+        let cfg = EngineConfig::from_json(&v.to_string()).unwrap();
+        assert_eq!(cfg.sls_in_use(), 1 << 0 | 1 << 5 | 1 << 12);
+        let slots = SlSlots::new(cfg.sls_in_use());
+        assert_eq!((slots.count(), slots.slot(0), slots.slot(5), slots.slot(12)), (3, 0, 1, 2));
+        assert_eq!((slots.sl(0), slots.sl(1), slots.sl(2)), (0, 5, 12));
+        assert!(!slots.in_use(1) && !slots.in_use(16));
+        let sim = Simulation::new(cfg).unwrap();
+        let switch_queues = sim.ports.len() * sim.vls as usize;
+        assert_eq!(sim.queues.len() - switch_queues, 4 * 3 * 8, "4 hosts x 3 SLs x 8 send queues");
+        assert_eq!(sim.hca_queue(crate::ids::HostId(3), 12, 7).0 as usize, sim.queues.len() - 1);
+    }
+
+    #[test]
+    #[should_panic(expected = "SL1 is not among the run's SLs")]
+    fn a_message_on_an_sl_without_send_queues_stops_the_run() {
+        SlSlots::new(1).slot(1);
     }
 }

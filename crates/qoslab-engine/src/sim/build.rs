@@ -7,7 +7,7 @@ use super::{mem, RunStatus, Simulation};
 use crate::config::{ConfigError, EngineConfig};
 use crate::fabric::cc::CongestionControl;
 use crate::fabric::credits::{CreditReturns, CreditsDue};
-use crate::fabric::hca::SLS;
+use crate::fabric::hca::{SlSlots, SLS};
 use crate::fabric::port::{PortState, PortVl};
 use crate::fabric::queue::Queue;
 use crate::fabric::sl2vl::{table, Sl2Vl};
@@ -82,11 +82,12 @@ impl Simulation {
         }
         // Congestion control adds one CNP send queue per (host, SL) after the send queues.
         let cnp_lanes = cfg.congestion_control.is_some() as u32;
-        check_queue_ids(ports, vls, g.hosts, f.hca_send_queues_per_sl + cnp_lanes)?;
+        let sl_slots = SlSlots::new(cfg.sls_in_use());
+        check_queue_ids(ports, vls, g.hosts, sl_slots.count(), f.hca_send_queues_per_sl + cnp_lanes)?;
         let np = ports as usize;
         let pv = np * vls as usize;
         let buffer_credits = f.vl_buffer_bytes / crate::units::CREDIT_BYTES;
-        let hca_queues = g.hosts as usize * SLS as usize * (f.hca_send_queues_per_sl + cnp_lanes) as usize;
+        let hca_queues = g.hosts as usize * sl_slots.count() as usize * (f.hca_send_queues_per_sl + cnp_lanes) as usize;
         let cc = cfg.congestion_control.as_ref().map(|c| {
             let full = f.mtu_bytes + f.header_bytes;
             let t_max = if port_rates.is_empty() {
@@ -98,6 +99,7 @@ impl Simulation {
                 c,
                 buffer_credits,
                 g.hosts,
+                sl_slots,
                 f.hca_send_queues_per_sl,
                 ports * vls,
                 pv,
@@ -158,6 +160,7 @@ impl Simulation {
             port_rates,
             tail_left: Vec::new(),
             connection_lanes: Default::default(),
+            sl_slots,
             link_latency: ns_to_ps(f.link_latency_ns),
             switch_latency: ns_to_ps(f.switch_latency_ns),
             mtu: f.mtu_bytes,
@@ -226,15 +229,15 @@ impl Simulation {
 
 /// Queue ids (the switch inputs' (port, VL) queues, then every host's send queues) are u32s that
 /// the hot path computes without checks: all of them must fit below `QueueId::NONE`.
-fn check_queue_ids(ports: u32, vls: u32, hosts: u32, lanes: u32) -> Result<(), ConfigError> {
-    let queues = ports as u64 * vls as u64 + hosts as u64 * SLS as u64 * lanes as u64;
+fn check_queue_ids(ports: u32, vls: u32, hosts: u32, sls: u32, lanes: u32) -> Result<(), ConfigError> {
+    let queues = ports as u64 * vls as u64 + hosts as u64 * sls as u64 * lanes as u64;
     if queues < QueueId::NONE.0 as u64 {
         return Ok(());
     }
     Err(ConfigError::new(
         "fabric.hca_send_queues_per_sl",
         format!(
-            "{ports} ports x {vls} VLs and {hosts} hosts x {SLS} SLs x {lanes} send queues make {queues} queues, \
+            "{ports} ports x {vls} VLs and {hosts} hosts x {sls} SLs in use x {lanes} send queues make {queues} queues, \
              beyond the engine's {} (fewer send queues per SL, VLs or hosts)",
             QueueId::NONE.0 - 1
         ),
@@ -248,9 +251,12 @@ mod tests {
     #[test]
     fn queue_ids_beyond_32_bits_are_refused_before_anything_is_built() {
         // 2^22 hosts x 16 SLs x 64 send queues is 2^32 queues: the count would wrap to 0.
-        let e = check_queue_ids(2 << 22, 4, 1 << 22, 64).expect_err("refused");
+        let e = check_queue_ids(2 << 22, 4, 1 << 22, 16, 64).expect_err("refused");
         assert_eq!(e.key, "fabric.hca_send_queues_per_sl");
         assert!(e.message.contains("send queues"), "{}", e.message);
-        assert!(check_queue_ids(2 << 22, 4, 1 << 22, 8).is_ok());
+        assert!(check_queue_ids(2 << 22, 4, 1 << 22, 16, 8).is_ok());
+        // Fewer SLs in use leave room for more send queues per SL, not unlimited room.
+        assert!(check_queue_ids(2 << 22, 4, 1 << 22, 4, 256).is_err());
+        assert!(check_queue_ids(2 << 20, 4, 1 << 20, 2, 256).is_ok());
     }
 }

@@ -94,6 +94,8 @@ pub struct Simulation {
     pub(crate) tail_left: Vec<Time>,
     /// MPI connections' HCA send queue lanes (fabric/hca.rs).
     pub(crate) connection_lanes: crate::fabric::hca::ConnectionLanes,
+    /// The SLs the HCAs have send queues for (fabric/hca.rs).
+    pub(crate) sl_slots: crate::fabric::hca::SlSlots,
     pub(crate) link_latency: Time,
     pub(crate) switch_latency: Time,
     pub(crate) mtu: u32,
@@ -353,7 +355,10 @@ impl Transport for Simulation {
         notify_injected: bool,
     ) {
         let class = (self.tables.len() as u32 + job) as u16;
-        let lane = self.connection_lane(HostId(src_host), sl, ranks.0, ranks.1);
+        let (lane, shared) = self.connection_lane(HostId(src_host), sl, ranks.0, ranks.1);
+        if shared {
+            self.connection_lanes.count_shared(job);
+        }
         let m = Message::new(HostId(src_host), HostId(dst_host), sl, bytes, class, self.now);
         self.inject(Message { mpi: message, notify_injected, lane, ..m });
     }

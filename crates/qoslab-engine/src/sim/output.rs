@@ -112,6 +112,7 @@ impl Simulation {
                 let name = mpi.job_name(j as u32).to_string();
                 let network = &mut jobs[&name]["network"];
                 *network = stats.summary(all_capacity);
+                network["shared_send_queue_messages"] = json!(self.connection_lanes.shared_messages(j as u32));
                 if let Some(cc) = cc {
                     cc.class_summary(tables + j, network);
                 }
