@@ -98,11 +98,10 @@ def test_messages_that_share_a_send_queue_are_counted(lanes, shared):
 
 
 def test_a_run_whose_connections_share_send_queues_says_so():
-    from qoslab.cli_render import shared_send_queue_warnings
-
-    assert shared_send_queue_warnings(shared_messages(4)) == []
-    (line,) = shared_send_queue_warnings(shared_messages(2))
-    assert line.startswith("job f: 4 network messages") and "fabric.hca_send_queues_per_sl = 2" in line
+    assert "warnings" not in shared_messages(4)
+    (line,) = shared_messages(2)["warnings"]
+    assert line.startswith("job 'f': some network messages waited in HCA send queues shared")
+    assert "fabric.hca_send_queues_per_sl = 2" in line
 
 
 def test_send_queues_per_sl_go_up_to_256():
@@ -127,3 +126,31 @@ def test_send_queues_exist_for_the_sls_in_use_whatever_their_numbers():
     assert summary["status"] == "completed"
     assert set(summary["jobs"]["f"]["bytes_by_sl"]) == {"3", "14"}
     assert {sl: summary["by_sl"][sl]["packets_delivered"] > 0 for sl in ("3", "9", "14")} == dict.fromkeys(("3", "9", "14"), True)
+
+
+def test_send_queues_default_to_a_queue_pair_per_connection_with_jobs_and_8_without():
+    with_jobs = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2},
+                                jobs=[{"name": "f", "nodes": 2, "workload": {"kind": "ping-pong"}}])
+    open_loop = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2},
+                                traffic=[{"pattern": "uniform", "load": 0.1}])
+    assert with_jobs.fabric.hca_send_queues_per_sl == 256
+    assert open_loop.fabric.hca_send_queues_per_sl == 8
+    # A value the scenario gives is kept either way, and a default is not marked as given.
+    given = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2}, fabric={"hca_send_queues_per_sl": 8},
+                            jobs=[{"name": "f", "nodes": 2, "workload": {"kind": "ping-pong"}}])
+    assert given.fabric.hca_send_queues_per_sl == 8
+    assert "hca_send_queues_per_sl" not in with_jobs.fabric.model_fields_set
+
+
+@pytest.mark.parametrize("cc", [False, True])
+def test_the_memory_estimate_counts_the_send_queues_of_the_sls_in_use(cc):
+    # 324 hosts, a job on SL 1 with a policy adding SL 4: two SLs in use, 32 bytes a queue (64
+    # with congestion control's flow beside each).
+    def need(lanes):
+        return qoslab.Scenario(
+            topology={"kind": "xgft", "m": [18, 18], "w": [1, 18]}, fabric={"hca_send_queues_per_sl": lanes},
+            congestion_control={"enabled": cc},
+            jobs=[{"name": "f", "nodes": 70, "ranks_per_node": 2, "sl": 1, "workload": {"kind": "ping-pong"},
+                   "sl_policy": {"kind": "ranks", "ranks": [0], "sl": 4}}]).estimated_memory_bytes()
+
+    assert need(256) - need(8) == 324 * 2 * 248 * (64 if cc else 32)

@@ -21,8 +21,9 @@ except ImportError:  # a source tree whose engine was never built
 # one-child-at-a-time binomial bcast and reduce (8), latency-history's network latency without a
 # rendezvous's wait for its receive (9), a packet's tail carried across links of different
 # rates (10), online slowest-ranks choosing ranks that sent something first (11), an HCA send
-# queue lane per MPI connection (rank pair) instead of per destination host (12).
-MODEL_VERSION = "2026-11-27.12"
+# queue lane per MPI connection (rank pair) instead of per destination host (12), 256 HCA send
+# queues per SL by default in scenarios with jobs instead of 8 (13).
+MODEL_VERSION = "2026-11-27.13"
 
 
 def model_before(stored: str, current: str = MODEL_VERSION) -> bool:

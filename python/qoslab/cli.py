@@ -119,8 +119,8 @@ def warn(scenario: Scenario, more: list[str] | None = None) -> None:
         print_warning(message)
 
 
-def replay_warnings(summary: dict[str, Any]) -> None:
-    """What a run's trace readers skipped or approximated (summary.json's warnings), on stderr."""
+def print_run_warnings(summary: dict[str, Any]) -> None:
+    """The run's warnings (summary.json's: what a trace's reader skipped, shared send queues), on stderr."""
     for message in summary.get("warnings", []):
         print_warning(message)
 
@@ -162,16 +162,16 @@ def run(scenario: ScenarioPath, out: OutDir = Path("qoslab-out"), overrides: Ove
                 result = simulate(loaded, progress)
         except Interrupted as stop:
             save(stop.result, out)
-            replay_warnings(stop.result.summary)
+            print_run_warnings(stop.result.summary)
             raise fail(f"interrupted: partial results written to {out}/", EXIT_INTERRUPTED) from None
         except Deadlock as stuck:
             save(stuck.result, out)
-            replay_warnings(stuck.result.summary)  # a skipped call may be why it deadlocked
+            print_run_warnings(stuck.result.summary)  # a skipped call may be why it deadlocked
             raise fail(f"error: {scenario}: {stuck}\npartial results written to {out}/", EXIT_DEADLOCK) from None
         save(result, out)
     print_summary(result.summary, str(scenario))
     console.print(f"wrote {', '.join(result.written())} to {out}/")
-    replay_warnings(result.summary)
+    print_run_warnings(result.summary)
     if result.summary.get("status") == "time_limit":
         unfinished = [name for name, job in result.summary["jobs"].items() if not job["completed"]]
         err_console.print(Text(

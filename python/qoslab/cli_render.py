@@ -110,34 +110,9 @@ def print_summary(summary: dict[str, Any], title: str) -> None:
                 f"{100 * job.get('mpi_wait_fraction', 0.0):.0f}%", fmt(job.get("bytes_sent", 0) / 2**20),
             )
         console.print(per_job)
-        warn_shared_send_queues(summary)
     print_congestion_control(summary)
     if summary.get("interrupted"):
         console.print(Text("the run was interrupted: figures cover the simulated time only", style="yellow"))
-
-
-def shared_send_queue_warnings(summary: dict[str, Any]) -> list[str]:
-    """One line per job some of whose messages shared an HCA send queue with another connection:
-    the host had more connections with messages waiting than queues, so an RTS or a short message
-    waited behind another rank's data, which real RC queue pairs do not."""
-    lanes = ((summary.get("scenario") or {}).get("fabric") or {}).get("hca_send_queues_per_sl")
-    lines = []
-    for name, job in (summary.get("jobs") or {}).items():
-        shared = (job.get("network") or {}).get("shared_send_queue_messages", 0)
-        if shared:
-            lines.append(
-                f"job {name}: {shared} network messages (protocol messages included) joined an HCA send "
-                f"queue holding another connection's messages,"
-                f" as a host had more connections with messages waiting than "
-                f"fabric.hca_send_queues_per_sl = {lanes}; raise it (up to 256) for a queue pair per "
-                f"connection (docs/jobs.md, the MPI model)"
-            )
-    return lines
-
-
-def warn_shared_send_queues(summary: dict[str, Any]) -> None:
-    for line in shared_send_queue_warnings(summary):
-        print_warning(line)
 
 
 def print_congestion_control(summary: dict[str, Any]) -> None:

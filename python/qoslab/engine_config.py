@@ -248,7 +248,7 @@ def engine_config(scenario: "Scenario") -> EngineConfig:
             "header_bytes": f.header_bytes,
             "data_vls": f.data_vls,
             "vl_buffer_bytes": f.buffer_per_vl(),  # the engine takes the divided share
-            "hca_send_queues_per_sl": f.hca_send_queues_per_sl,
+            "hca_send_queues_per_sl": f.send_queues_per_sl(),
         },
         "topology": engine_topology(scenario),
         "routing": engine_routing(scenario),

@@ -16,6 +16,9 @@ MESSAGE_BYTES = 32
 # A packet (32 bytes) in a slab that grows by doubling: up to twice that at its peak. Messages
 # are cut into packets when created, so a traffic table holds every queued message's packets.
 PACKET_BYTES = 64
+# An HCA send queue (the engine's 32-byte Queue), per host, SL in use and fabric.hca_send_queues_per_sl;
+# twice that with congestion control, which keeps a 32-byte flow per queue.
+SEND_QUEUE_BYTES = 32
 
 
 def available_memory_bytes() -> int | None:

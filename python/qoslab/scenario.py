@@ -26,7 +26,13 @@ from pydantic import BaseModel, Field, PlainValidator, PrivateAttr, ValidationEr
 
 from qoslab.errors import ScenarioError, from_validation_error, problem, show
 from qoslab.host_lists import expand_hosts, has_names, resolve_names
-from qoslab.resources import PACKET_BYTES, available_memory_bytes, describe_bytes, estimated_bytes
+from qoslab.resources import (
+    PACKET_BYTES,
+    SEND_QUEUE_BYTES,
+    available_memory_bytes,
+    describe_bytes,
+    estimated_bytes,
+)
 from qoslab.scenario_cc import CongestionControl
 from qoslab.scenario_files import _assign, _parse_value, _relative_to, _resolve_path, _same_key, _Table, read_toml
 from qoslab.scenario_mpi import Mpi
@@ -517,6 +523,7 @@ class Scenario(_Table):
     def _check_against_fabric(self) -> Scenario:
         self._resolve_host_names()
         self.run.resolve(with_jobs=bool(self.jobs))
+        self.fabric.resolve(with_jobs=bool(self.jobs))
         self.run.check()
         if self.run.cc_trace and not self.congestion_control.enabled:
             raise problem("traces congestion control, which is off: set congestion_control.enabled = true "
@@ -628,8 +635,12 @@ class Scenario(_Table):
         job_packets = sum(r * getattr(job.workload, "messages", 1) * -(-getattr(job.workload, "bytes", 0)
                                                                          // self.fabric.mtu_bytes)
                           for r, job in zip(ranks, self.jobs))
-        need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued) + job_packets)
+        # The HCAs' send queues, for the SLs in use (and a CC flow each with congestion control).
+        send_queues = count * len(self.sl_users()) * self.fabric.send_queues_per_sl()
+        send_queue_bytes = send_queues * SEND_QUEUE_BYTES * (2 if self.congestion_control.enabled else 1)
+        need = estimated_bytes(count + switches, sum(ranks), at_once, sum(queued) + job_packets) + send_queue_bytes
         detail = ", ".join([*([f"{sum(ranks):,} ranks"] if ranks else []),
+                            *([f"{send_queues:,} HCA send queues"] if send_queue_bytes > need // 4 else []),
                             *([f"{at_once:,} all-to-all messages posted at once"] if at_once else []),
                             *([f"{job_packets:,} packets of the jobs' messages"] if job_packets else []),
                             *([f"up to {sum(queued):,} packets queued by [[traffic]]"] if sum(queued) else [])])

@@ -19,6 +19,13 @@ from qoslab.vlarb import CREDIT_BYTES
 
 MTU_CHOICES = (256, 512, 1024, 2048, 4096)
 DATA_VL_CHOICES = (1, 2, 4, 8, 15)
+# HCA send queues per SL when the scenario does not say. With jobs, as many as a queue id's byte
+# holds: MPI over RC opens a queue pair per peer, and at the seeds' 22 ranks per node 8 queues
+# made most of a halo exchange's messages share one (docs/jobs.md, HCAs). Open-loop traffic
+# alone keeps 8: one process per host, and the figures the benchmarks and the peer simulators'
+# comparisons were measured with.
+HCA_SEND_QUEUES_WITH_JOBS = 256
+HCA_SEND_QUEUES_OPEN_LOOP = 8
 
 
 # ----------------------------------------------------------------------------------------------
@@ -51,7 +58,8 @@ class Fabric(_Table):
     # An explicit buffer per VL instead, whatever the VL count (the model before port buffers).
     vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
     # QPs per SL in each HCA, served round robin packet by packet (the engine's hca.rs assigns them).
-    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=256)] = 8
+    # None until resolved: HCA_SEND_QUEUES_WITH_JOBS or HCA_SEND_QUEUES_OPEN_LOOP.
+    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=256)] | None = None
     # Entries each VLArb table of a port holds (PortInfo VLArbitrationHighCap/LowCap; 8 on many
     # switches and on ibsim): a port programs the first entries only. None: the whole table.
     vlarb_capacity: Annotated[int, Field(ge=1, le=64)] | None = None
@@ -59,6 +67,17 @@ class Fabric(_Table):
     def packet_credit_bytes(self) -> int:
         """Buffer space one MTU packet occupies: payload + header, rounded up to whole credits."""
         return math.ceil((self.mtu_bytes + self.header_bytes) / CREDIT_BYTES) * CREDIT_BYTES
+
+    def resolve(self, with_jobs: bool) -> None:
+        """Fills the defaults that depend on whether there are jobs, without marking them set."""
+        if self.hca_send_queues_per_sl is None:
+            default = HCA_SEND_QUEUES_WITH_JOBS if with_jobs else HCA_SEND_QUEUES_OPEN_LOOP
+            self.__dict__["hca_send_queues_per_sl"] = default
+
+    def send_queues_per_sl(self) -> int:
+        """The HCA send queues per SL, which `resolve` has filled once the scenario is valid."""
+        assert self.hca_send_queues_per_sl is not None, "resolved at validation"
+        return self.hca_send_queues_per_sl
 
     def buffer_per_vl(self) -> int:
         """Bytes of input buffer each data VL of a port has: what the engine is given."""

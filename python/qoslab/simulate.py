@@ -181,8 +181,9 @@ def simulate(scenario: Scenario, progress: Progress | None = None) -> RunResult:
     summary.update(raw["summary"])
     summary["wall_seconds"] = wall_seconds  # measured here: includes building the fabric
     summary.setdefault("jobs", {})
-    if replay_warnings:  # only then: the summaries of runs without them stay as they were
-        summary["warnings"] = replay_warnings
+    warnings = replay_warnings + shared_send_queue_warnings(summary)
+    if warnings:  # only then: the summaries of runs without them stay as they were
+        summary["warnings"] = warnings
     classes = scenario.class_names()
     if "interference" in summary:
         summary["interference"] = {key: {victim: dict(zip(classes, row)) for victim, row in zip(classes, matrix)}
@@ -350,3 +351,18 @@ def _interference_table(columns: Columns, nodes: list[str] | None, links: Column
         "vl": arrow.numbers(arrays["vl"]),
         "wait_ns": arrow.numbers(arrays["wait_ns"]),
     })
+
+
+def shared_send_queue_warnings(summary: dict[str, Any]) -> list[str]:
+    """One line per job some of whose messages joined an HCA send queue holding another
+    connection's messages: a host had more connections with messages waiting than queues, so an
+    RTS or a short message could wait behind another rank's data, which queue pairs of their own
+    would not. Without the count (it is in the summary), so that a study says it once per job."""
+    lanes = summary["scenario"]["fabric"]["hca_send_queues_per_sl"]
+    return [f"job {name!r}: some network messages waited in HCA send queues shared with other connections, as a "
+            f"host had more connections with messages waiting than fabric.hca_send_queues_per_sl = {lanes} "
+            f"(how many: jobs.{name}.network.shared_send_queue_messages in summary.json); raise it, up to 256, "
+            f"for a queue pair per connection"
+            for name, job in summary.get("jobs", {}).items()
+            if job.get("network", {}).get("shared_send_queue_messages", 0)]
+

@@ -24,10 +24,10 @@ from typing import Any, Literal
 PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     # Savoie et al. (IPDPSW'18): 70 nodes x 22 ranks per node = 1540 ranks, LLNL InfiniBand fat tree.
     "savoie-1540": {
-        "milc": {"local_lattice": 8, "naik": True, "cg_iterations": 10, "compute_us": 647.2},
-        "pf3d": {"nx": 64, "ny": 64, "nz": 16, "compute_us": 5150.5},
-        "qbox": {"states": 256, "plane_waves": 16384, "fft_grid": 64, "compute_us": 5988.2},
-        "crystal-router": {"bytes": 65536, "compute_us": 601.5},
+        "milc": {"local_lattice": 8, "naik": True, "cg_iterations": 10, "compute_us": 619.2},
+        "pf3d": {"nx": 64, "ny": 64, "nz": 16, "compute_us": 5046.6},
+        "qbox": {"states": 256, "plane_waves": 16384, "fft_grid": 64, "compute_us": 5973.7},
+        "crystal-router": {"bytes": 65536, "compute_us": 649.7},
     },
     # Jokanovic et al. (thesis ch. 5, Table 5.3): NPB class D, 256 ranks, 10 Gb/s, F4, x10 CPU.
     # `iterations`: the iterations in their 75 s trace cut (CG: 337 CG iterations / 26 products).
@@ -39,9 +39,9 @@ PRESETS: dict[str, dict[str, dict[str, Any]]] = {
     },
     # Salimi Beni & Cosenza (Bench'22): Marconi100; 8 nodes x 32 ranks is our assumption.
     "marconi100-256": {
-        "hacc": {"particles_per_rank": 262144, "overload": 4, "compute_us": 53042.5},
+        "hacc": {"particles_per_rank": 262144, "overload": 4, "compute_us": 49940.3},
         "miniamr": {"block_cells": 10, "blocks_per_dim": 2, "variables": 40, "stages_per_step": 20,
-                    "checksum_every": 5, "refine_every": 5, "compute_us": 831.4},
+                    "checksum_every": 5, "refine_every": 5, "compute_us": 1036.2},
     },
     # Subramoni et al. (ICPP'10): CPMD on an InfiniBand cluster; 8 nodes x 8 ranks is our assumption.
     "subramoni-64": {

@@ -17,7 +17,7 @@ use crate::units::{Time, NEVER};
 pub(crate) const SLS: u32 = 16;
 
 /// The SLs an HCA has send queues for: the ones a message of the run can carry
-/// (`EngineConfig::sls_in_use`), each at its place among them. Until 2026-11-28 every host had
+/// (`EngineConfig::sls_in_use`), each at its place among them. Until 2026-11-27 (model version .13) every host had
 /// queues (and CC flows) for all 16 SLs, so a run on two SLs paid eight times the memory for
 /// them, which held the send queues per SL to 64.
 #[derive(Debug, Clone, Copy)]
@@ -197,8 +197,8 @@ impl Simulation {
         let unthrottled = |l: u8| cc.is_none_or(|c| c.lane_unthrottled(QueueId(base + l as u32), now));
         let entry = self.connection_lanes.by_host_sl.entry(host_sl).or_insert_with(|| HostSlLanes::new(lanes as usize));
         let first = entry.next as u32;
-        let lane = match entry.last_user.iter().position(|&u| u == user).filter(|&l| empty(l as u8)) {
-            Some(l) => l as u8,
+        let lane = match entry.lane_of.get(&user).copied().filter(|&l| empty(l)) {
+            Some(l) => l,
             None => {
                 let in_turn = || (0..lanes).map(|k| ((first + k) % lanes) as u8);
                 let l = in_turn()
@@ -210,10 +210,13 @@ impl Simulation {
             }
         };
         // A connection is the last user of one lane at most: the one it takes now.
-        for u in entry.last_user.iter_mut().filter(|u| **u == user) {
-            *u = u64::MAX;
+        if let Some(old) = entry.lane_of.insert(user, lane).filter(|&old| old != lane) {
+            entry.last_user[old as usize] = u64::MAX;
         }
-        entry.last_user[lane as usize] = user;
+        let previous = std::mem::replace(&mut entry.last_user[lane as usize], user);
+        if previous != u64::MAX && previous != user {
+            entry.lane_of.remove(&previous);
+        }
         entry.users[lane as usize] += 1;
         let shared = entry.users[lane as usize] > 1;
         self.connection_lanes.active.insert(key, ActiveConnection { lane, queued: 1, host_sl });
@@ -375,18 +378,21 @@ struct ActiveConnection {
 }
 
 /// The lanes of one host's SL: the next in turn, each lane's last connection (from rank in the
-/// high 32 bits, to rank in the low; u64::MAX for none yet) and how many connections with
-/// messages queued it holds (more than one: a send queue shared for want of lanes).
+/// high 32 bits, to rank in the low; u64::MAX for none yet) and, the other way, each such
+/// connection's lane (so that finding it does not scan up to 256 lanes), and how many
+/// connections with messages queued each lane holds (more than one: a send queue shared for
+/// want of lanes).
 #[derive(Debug)]
 struct HostSlLanes {
     next: u8,
     last_user: Vec<u64>,
+    lane_of: HashMap<u64, u8>,
     users: Vec<u32>,
 }
 
 impl HostSlLanes {
     fn new(lanes: usize) -> HostSlLanes {
-        HostSlLanes { next: 0, last_user: vec![u64::MAX; lanes], users: vec![0; lanes] }
+        HostSlLanes { next: 0, last_user: vec![u64::MAX; lanes], lane_of: HashMap::new(), users: vec![0; lanes] }
     }
 }
 
@@ -462,6 +468,11 @@ mod tests {
         assert_eq!(lanes.by_host_sl.len(), 4);
         // Every lane of every host was used: 12 remote peers per rank, 48 connections a host.
         assert!(lanes.by_host_sl.values().all(|h| h.last_user.iter().all(|&u| u != u64::MAX)));
+        // And each lane's last connection maps back to that lane, and only those.
+        for h in lanes.by_host_sl.values() {
+            assert_eq!(h.lane_of.len(), h.last_user.len());
+            assert!(h.last_user.iter().enumerate().all(|(l, u)| h.lane_of[u] as usize == l));
+        }
     }
 
     #[test]
