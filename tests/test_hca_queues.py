@@ -154,3 +154,26 @@ def test_the_memory_estimate_counts_the_send_queues_of_the_sls_in_use(cc):
                    "sl_policy": {"kind": "ranks", "ranks": [0], "sl": 4}}]).estimated_memory_bytes()
 
     assert need(256) - need(8) == 324 * 2 * 248 * (64 if cc else 32)
+
+
+def test_shared_send_queues_are_warned_by_run_and_said_once_by_a_study(tmp_path):
+    import json
+
+    from qoslab.cli import app
+    from qoslab.study.model import Study
+    from qoslab.sweep.executors import LocalExecutor
+    from typer.testing import CliRunner
+
+    scenario = tmp_path / "s.toml"
+    scenario.write_text('[topology]\nkind = "single-switch"\nhosts = 2\n[fabric]\nhca_send_queues_per_sl = 2\n'
+                        '[mpi]\neager_threshold_bytes = 65536\n'
+                        '[[jobs]]\nname = "f"\nnodes = 2\nranks_per_node = 4\nplacement = "hosts"\nhosts = [0, 1]\n'
+                        'workload = { kind = "flood-pairs", bytes = 65536, messages = 1, iterations = 1 }\n')
+    result = CliRunner().invoke(app, ["run", str(scenario), "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    (warning,) = json.loads((tmp_path / "out" / "summary.json").read_text())["warnings"]
+    assert f"warning: {warning}" in " ".join(result.stderr.split())
+    # The warning names no count, so two runs of a study give one note, not one per run.
+    study = Study.from_dict({"scenario": "s.toml", "policies": [{"kind": "default"}], "repetitions": 2},
+                            str(tmp_path / "study.toml"))
+    assert study.run(tmp_path / "study", executor=LocalExecutor(1)).notes == [f"runs: {warning}"]
