@@ -44,7 +44,13 @@ pub(crate) struct CcFlow {
     pub(crate) next_send_at: Time,
     /// End of the flow's last packet: where its current gap began (`cc_throttle_ps`).
     pub(crate) gap_from: Time,
+    /// The flow's SL (a byte in the struct's padding, so that finding its parameters divides
+    /// nothing).
+    pub(crate) sl: u8,
 }
+
+// Two flows a 64-byte line, as before the SL byte.
+const _: () = assert!(std::mem::size_of::<CcFlow>() == 32);
 
 /// A CA setting of one SL, resolved.
 #[derive(Debug, Clone, Copy, Default)]
@@ -226,7 +232,7 @@ impl CongestionControl {
             flow_count,
             (0..flow_count).map(|f| {
                 let sl = sl_slots.sl((f / per_host as usize) as u32 % sl_slots.count());
-                CcFlow { ccti: sls[sl as usize].min, next_tick: NEVER, next_send_at: 0, gap_from: 0 }
+                CcFlow { ccti: sls[sl as usize].min, next_tick: NEVER, next_send_at: 0, gap_from: 0, sl }
             }),
         );
         CongestionControl {
@@ -274,21 +280,21 @@ impl CongestionControl {
         }
     }
 
-    /// (host, SL, lane) of a flow.
+    /// (host, SL, lane) of a flow, for the CCTI trace.
     fn flow_parts(&self, flow: u32) -> (u32, u8, u32) {
         let (hs, lane) = if self.sl_based { (flow, 0) } else { (flow / self.lanes, flow % self.lanes) };
-        let slots = self.sl_slots.count();
-        (hs / slots, self.sl_slots.sl(hs % slots), lane)
+        (hs / self.sl_slots.count(), self.flows[flow as usize].sl, lane)
     }
 
     /// The HCA send queues a flow's throttling gates: its own lane, or every lane of its SL.
+    /// Flows are numbered as the send queues are (`flow`), per lane or per (host, SL).
     fn flow_queues(&self, flow: u32) -> std::ops::Range<u32> {
-        let (host, sl, lane) = self.flow_parts(flow);
-        let first = self.hca_base + (host * self.sl_slots.count() + self.sl_slots.slot(sl)) * self.lanes;
         if self.sl_based {
+            let first = self.hca_base + flow * self.lanes;
             first..first + self.lanes
         } else {
-            first + lane..first + lane + 1
+            let queue = self.hca_base + flow;
+            queue..queue + 1
         }
     }
 
@@ -322,8 +328,8 @@ impl CongestionControl {
             return true;
         }
         let flow = self.flow_of_queue(q);
-        let (_, sl, _) = self.flow_parts(flow);
-        let (s, f) = (self.sls[sl as usize], self.flows[flow as usize]);
+        let f = self.flows[flow as usize];
+        let s = self.sls[f.sl as usize];
         let ccti = (f.ccti as u64).saturating_sub(s.ticks_due(&f, now)).max(s.min as u64);
         ccti <= s.min as u64 && f.next_send_at <= now
     }
@@ -364,9 +370,8 @@ impl CongestionControl {
     #[cold]
     #[inline(never)]
     fn advance_ticks(&mut self, flow: u32, now: Time) {
-        let (_, sl, _) = self.flow_parts(flow);
-        let s = self.sls[sl as usize];
         let f = self.flows[flow as usize];
+        let s = self.sls[f.sl as usize];
         let due = s.ticks_due(&f, now);
         // Ticks until the one that stops the timer (one, when the CCTI is at the minimum already).
         let to_stop = if f.ccti > s.min { (f.ccti - s.min) as u64 } else { 1 };
@@ -577,9 +582,8 @@ impl Simulation {
         let now = self.now;
         let cc = self.cc.as_deref_mut().expect("congestion control on");
         cc.advance(flow, now);
-        let (_, sl, _) = cc.flow_parts(flow);
-        let s = cc.sls[sl as usize];
         let f = &mut cc.flows[flow as usize];
+        let s = cc.sls[f.sl as usize];
         let before = f.ccti;
         f.ccti = (f.ccti as u32 + s.increase as u32).min(cc.limit as u32) as u16;
         let ccti = f.ccti;

@@ -182,12 +182,12 @@ impl Simulation {
     /// shared for want of lanes), which the run counts per job.
     pub(crate) fn connection_lane(&mut self, host: HostId, sl: u8, from: u32, to: u32) -> (u8, bool) {
         let key = (from, to, sl);
-        let host_sl = host.0 * SLS + sl as u32;
-        if let Some(c) = self.connection_lanes.active.get_mut(&key) {
+        let connection_lanes = &mut self.connection_lanes;
+        if let Some(c) = connection_lanes.active.get_mut(&key) {
             c.queued += 1;
-            let lanes = &self.connection_lanes.by_host_sl[&host_sl];
-            return (c.lane, lanes.users[c.lane as usize] > 1);
+            return (c.lane, connection_lanes.host_sl_lanes[c.host_sl_lanes as usize].users[c.lane as usize] > 1);
         }
+        let host_sl = host.0 * SLS + sl as u32;
         let lanes = self.cfg.fabric.hca_send_queues_per_sl;
         let user = (from as u64) << 32 | to as u64;
         let base = self.hca_queue(host, sl, 0).0;
@@ -195,7 +195,13 @@ impl Simulation {
         // An active connection's lane holds its packets, so an empty lane has none bound to it.
         let empty = |l: u8| queues[QueueId(base + l as u32)].head == NONE;
         let unthrottled = |l: u8| cc.is_none_or(|c| c.lane_unthrottled(QueueId(base + l as u32), now));
-        let entry = self.connection_lanes.by_host_sl.entry(host_sl).or_insert_with(|| HostSlLanes::new(lanes as usize));
+        let connection_lanes = &mut self.connection_lanes;
+        let all = &mut connection_lanes.host_sl_lanes;
+        let index = *connection_lanes.by_host_sl.entry(host_sl).or_insert_with(|| {
+            all.push(HostSlLanes::new(lanes as usize));
+            all.len() as u32 - 1
+        });
+        let entry = &mut all[index as usize];
         let first = entry.next as u32;
         let lane = match entry.lane_of.get(&user).copied().filter(|&l| empty(l)) {
             Some(l) => l,
@@ -219,7 +225,7 @@ impl Simulation {
         }
         entry.users[lane as usize] += 1;
         let shared = entry.users[lane as usize] > 1;
-        self.connection_lanes.active.insert(key, ActiveConnection { lane, queued: 1, host_sl });
+        connection_lanes.active.insert(key, ActiveConnection { lane, queued: 1, host_sl_lanes: index });
         (lane, shared)
     }
 
@@ -233,11 +239,9 @@ impl Simulation {
         };
         c.queued -= 1;
         if c.queued == 0 {
-            let (lane, host_sl) = (c.lane, c.host_sl);
+            let (lane, index) = (c.lane, c.host_sl_lanes);
             lanes.active.remove(&key);
-            if let Some(h) = lanes.by_host_sl.get_mut(&host_sl) {
-                h.users[lane as usize] -= 1;
-            }
+            lanes.host_sl_lanes[index as usize].users[lane as usize] -= 1;
         }
     }
 
@@ -348,33 +352,39 @@ impl Simulation {
 #[derive(Debug, Default)]
 pub(crate) struct ConnectionLanes {
     active: HashMap<(u32, u32, u8), ActiveConnection>,
-    by_host_sl: HashMap<u32, HostSlLanes>,
+    /// Per (host, SL) key (`host * 16 + SL`) that has sent an MPI message, its place in
+    /// `host_sl_lanes`; an active connection keeps that place, so its messages index the lanes
+    /// directly instead of hashing the key again.
+    by_host_sl: HashMap<u32, u32>,
+    host_sl_lanes: Vec<HostSlLanes>,
     /// Per job, messages that joined a send queue holding another connection's messages too.
     shared_by_job: Vec<u64>,
 }
 
 impl ConnectionLanes {
+    /// No connection yet, for a run of `jobs` jobs.
+    pub(crate) fn new(jobs: usize) -> ConnectionLanes {
+        ConnectionLanes { shared_by_job: vec![0; jobs], ..ConnectionLanes::default() }
+    }
+
     /// Counts a message of `job` that joined a shared send queue.
     pub(crate) fn count_shared(&mut self, job: u32) {
-        let j = job as usize;
-        if self.shared_by_job.len() <= j {
-            self.shared_by_job.resize(j + 1, 0);
-        }
-        self.shared_by_job[j] += 1;
+        self.shared_by_job[job as usize] += 1;
     }
 
     /// Messages of `job` that joined a send queue holding another connection's messages too.
     pub(crate) fn shared_messages(&self, job: u32) -> u64 {
-        self.shared_by_job.get(job as usize).copied().unwrap_or(0)
+        self.shared_by_job[job as usize]
     }
 }
 
-/// A connection with messages in its send queue: its lane, how many, and its (host, SL) key.
+/// A connection with messages in its send queue: its lane, how many, and its (host, SL)'s place
+/// in `ConnectionLanes::host_sl_lanes`.
 #[derive(Debug)]
 struct ActiveConnection {
     lane: u8,
     queued: u32,
-    host_sl: u32,
+    host_sl_lanes: u32,
 }
 
 /// The lanes of one host's SL: the next in turn, each lane's last connection (from rank in the
@@ -464,12 +474,13 @@ mod tests {
         assert_eq!(*sim.status(), crate::sim::RunStatus::Completed);
         let lanes = &sim.connection_lanes;
         assert!(lanes.active.is_empty(), "{} connections left", lanes.active.len());
-        assert!(lanes.by_host_sl.values().all(|h| h.users.iter().all(|&u| u == 0)), "a lane still has users");
+        assert!(lanes.host_sl_lanes.iter().all(|h| h.users.iter().all(|&u| u == 0)), "a lane still has users");
         assert_eq!(lanes.by_host_sl.len(), 4);
+        assert_eq!(lanes.host_sl_lanes.len(), 4);
         // Every lane of every host was used: 12 remote peers per rank, 48 connections a host.
-        assert!(lanes.by_host_sl.values().all(|h| h.last_user.iter().all(|&u| u != u64::MAX)));
+        assert!(lanes.host_sl_lanes.iter().all(|h| h.last_user.iter().all(|&u| u != u64::MAX)));
         // And each lane's last connection maps back to that lane, and only those.
-        for h in lanes.by_host_sl.values() {
+        for h in &lanes.host_sl_lanes {
             assert_eq!(h.lane_of.len(), h.last_user.len());
             assert!(h.last_user.iter().enumerate().all(|(l, u)| h.lane_of[u] as usize == l));
         }

@@ -159,7 +159,7 @@ impl Simulation {
             rate,
             port_rates,
             tail_left: Vec::new(),
-            connection_lanes: Default::default(),
+            connection_lanes: crate::fabric::hca::ConnectionLanes::new(cfg.jobs.len()),
             sl_slots,
             link_latency: ns_to_ps(f.link_latency_ns),
             switch_latency: ns_to_ps(f.switch_latency_ns),
