@@ -128,6 +128,27 @@ def test_send_queues_exist_for_the_sls_in_use_whatever_their_numbers():
     assert {sl: summary["by_sl"][sl]["packets_delivered"] > 0 for sl in ("3", "9", "14")} == dict.fromkeys(("3", "9", "14"), True)
 
 
+@pytest.mark.parametrize("policy", [
+    {"kind": "job"},
+    {"kind": "ranks", "ranks": [0], "sl": 5},
+    {"kind": "slowest-ranks", "sl": 6},
+    {"kind": "spread", "sls": [3, 14]},
+    {"kind": "latency-history", "sls": [4, 7], "thresholds": [2.0]},
+])
+def test_the_engine_builds_send_queues_for_the_sls_python_says_are_used(policy):
+    # Two owners of one rule, pinned together: the SLs Python counts in the memory estimate and
+    # its warnings (Scenario.sl_users) are the SLs the engine gives send queues
+    # (EngineConfig::sls_in_use), which `qoslab check` shows.
+    s = qoslab.Scenario(
+        topology={"kind": "single-switch", "hosts": 4},
+        traffic=[{"pattern": "uniform", "hosts": "2-3", "load": 0.1, "sl": 9}],
+        jobs=[{"name": "f", "nodes": 2, "ranks_per_node": 2, "sl": 2, "placement": "hosts", "hosts": [0, 1],
+               "sl_policy": policy, "workload": {"kind": "ping-pong"}}])
+    queues = qoslab.describe(s)["hca_send_queues"]
+    assert queues == {"sls": sorted(s.sl_users()), "per_sl": 256}
+    assert 2 in queues["sls"] and 9 in queues["sls"]
+
+
 def test_send_queues_default_to_a_queue_pair_per_connection_with_jobs_and_8_without():
     with_jobs = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2},
                                 jobs=[{"name": "f", "nodes": 2, "workload": {"kind": "ping-pong"}}])

@@ -170,7 +170,14 @@ impl Simulation {
     }
 
     pub fn describe(&self) -> serde_json::Value {
-        self.topology.describe()
+        let mut v = self.topology.describe();
+        // What the HCAs were built with: send queues for the SLs in use only (fabric/hca.rs).
+        let slots = self.sl_slots;
+        v["hca_send_queues"] = serde_json::json!({
+            "sls": (0..slots.count()).map(|slot| slots.sl(slot)).collect::<Vec<u8>>(),
+            "per_sl": self.cfg.fabric.hca_send_queues_per_sl,
+        });
+        v
     }
 
     /// Runs to the configured duration, or until `should_stop` says so (checked every few
