@@ -50,6 +50,8 @@ EXPECTED_JOBS = {
     # Salimi Beni & Cosenza: Broadcast, Reduce, Alltoall at three sizes on the Marconi100 preset.
     "dragonfly-tail/seed-scale": ({f"{c}-{s}" for c in ("bcast", "reduce", "alltoall") for s in ("8B", "4KiB", "64KiB")},
                                   8, 1, 972),
+    # Their HACC/miniAMR comparison: the marconi100-256 presets, 8 nodes x 32 ranks.
+    "dragonfly-tail/seed-scale-hacc-miniamr": ({"hacc", "miniamr"}, 8, 32, 972),
 }
 
 
