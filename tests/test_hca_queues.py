@@ -97,6 +97,22 @@ def test_messages_that_share_a_send_queue_are_counted(lanes, shared):
     assert summary["jobs"]["f"]["network"]["shared_send_queue_messages"] == shared
 
 
+def test_at_the_most_queues_the_warning_says_it_is_the_model_s_limit():
+    # 260 ranks a host, each sending one message to its partner on the other host at once: 260
+    # connections per host, 4 more than the 256 queues the model allows, so 4 messages a host
+    # share a queue; raising the setting cannot help.
+    s = qoslab.Scenario(topology={"kind": "single-switch", "hosts": 2}, mpi={"eager_threshold_bytes": 65536},
+                        jobs=[{"name": "a", "nodes": 2, "ranks_per_node": 260, "placement": "hosts", "hosts": [0, 1],
+                               "workload": {"kind": "flood-pairs", "bytes": 65536, "messages": 1, "iterations": 1}}])
+    summary = qoslab.simulate(s).summary
+    assert summary["scenario"]["fabric"]["hca_send_queues_per_sl"] == 256
+    assert summary["jobs"]["a"]["network"]["shared_send_queue_messages"] == 2 * 4
+    (warning,) = summary["warnings"]
+    assert "256 is the model's most" in warning and "raise it" not in warning
+    (below,) = shared_messages(2)["warnings"]
+    assert "raise it, up to 256, for a queue pair per connection" in below
+
+
 def test_a_run_whose_connections_share_send_queues_says_so():
     assert "warnings" not in shared_messages(4)
     (line,) = shared_messages(2)["warnings"]

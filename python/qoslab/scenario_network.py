@@ -24,7 +24,9 @@ DATA_VL_CHOICES = (1, 2, 4, 8, 15)
 # made most of a halo exchange's messages share one (docs/jobs.md, HCAs). Open-loop traffic
 # alone keeps 8: one process per host, and the figures the benchmarks and the peer simulators'
 # comparisons were measured with.
-HCA_SEND_QUEUES_WITH_JOBS = 256
+# The most the engine allows (a message names its queue in a byte: MAX_HCA_SEND_QUEUES_PER_SL).
+MAX_HCA_SEND_QUEUES_PER_SL = 256
+HCA_SEND_QUEUES_WITH_JOBS = MAX_HCA_SEND_QUEUES_PER_SL
 HCA_SEND_QUEUES_OPEN_LOOP = 8
 
 
@@ -59,7 +61,7 @@ class Fabric(_Table):
     vl_buffer_bytes: Annotated[int, Field(gt=0, lt=2**32)] | None = None
     # QPs per SL in each HCA, served round robin packet by packet (the engine's hca.rs assigns them).
     # None until resolved: HCA_SEND_QUEUES_WITH_JOBS or HCA_SEND_QUEUES_OPEN_LOOP.
-    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=256)] | None = None
+    hca_send_queues_per_sl: Annotated[int, Field(ge=1, le=MAX_HCA_SEND_QUEUES_PER_SL)] | None = None
     # Entries each VLArb table of a port holds (PortInfo VLArbitrationHighCap/LowCap; 8 on many
     # switches and on ibsim): a port programs the first entries only. None: the whole table.
     vlarb_capacity: Annotated[int, Field(ge=1, le=64)] | None = None

@@ -358,11 +358,18 @@ def shared_send_queue_warnings(summary: dict[str, Any]) -> list[str]:
     connection's messages: a host had more connections with messages waiting than queues, so an
     RTS or a short message could wait behind another rank's data, which queue pairs of their own
     would not. Without the count (it is in the summary), so that a study says it once per job."""
+    from qoslab.scenario_network import MAX_HCA_SEND_QUEUES_PER_SL
+
     lanes = summary["scenario"]["fabric"]["hca_send_queues_per_sl"]
+    if lanes < MAX_HCA_SEND_QUEUES_PER_SL:
+        advice = f"raise it, up to {MAX_HCA_SEND_QUEUES_PER_SL}, for a queue pair per connection"
+    else:
+        # A real HCA holds thousands of QPs; the model's queue id is a byte.
+        advice = (f"{MAX_HCA_SEND_QUEUES_PER_SL} is the model's most, where a real HCA has a queue pair per "
+                  f"connection, so those messages may wait longer than they would")
     return [f"job {name!r}: some network messages waited in HCA send queues shared with other connections, as a "
             f"host had more connections with messages waiting than fabric.hca_send_queues_per_sl = {lanes} "
-            f"(how many: jobs.{name}.network.shared_send_queue_messages in summary.json); raise it, up to 256, "
-            f"for a queue pair per connection"
+            f"(how many: jobs.{name}.network.shared_send_queue_messages in summary.json); {advice}"
             for name, job in summary.get("jobs", {}).items()
             if job.get("network", {}).get("shared_send_queue_messages", 0)]
 
